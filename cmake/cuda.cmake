@@ -1,0 +1,13 @@
+# Optional CUDA backend (issue 4). VELOX_CUDA=AUTO builds it when nvcc is found.
+if(VELOX_CUDA STREQUAL "OFF")
+  return()
+endif()
+find_program(VELOX_NVCC nvcc HINTS /usr/local/cuda/bin)
+if(NOT VELOX_NVCC)
+  if(VELOX_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "VELOX_CUDA=ON but nvcc was not found")
+  endif()
+  message(STATUS "velox: nvcc not found, CUDA backend off")
+  return()
+endif()
+message(STATUS "velox: nvcc found at ${VELOX_NVCC} (CUDA backend arrives with issue 4)")

@@ -1,0 +1,10 @@
+// The one macro that lets every kernel compile with plain g++ (CPU backend, tests) and with nvcc
+// (CUDA backend) from the same source. Kernels: no allocation, no exceptions, no I/O.
+#pragma once
+#if defined(__CUDACC__)
+#define VX_HD __host__ __device__
+#define VX_INLINE __forceinline__
+#else
+#define VX_HD
+#define VX_INLINE inline
+#endif

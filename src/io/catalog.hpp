@@ -1,0 +1,44 @@
+// The velox output catalog: HDF5 file with a 1-D compound dataset /catalog, one row per target
+// (failures included). Column names follow rvspecfit / DESI. Data model: docs/data-model.md.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace velox {
+
+// One catalog row. Units: km/s, K, dex. NaN where a value was not measured.
+struct CatalogRow {
+  int64_t TARGETID = -1;
+  std::string SOURCE_FILE;  // input basename (stored as fixed-length string, <= 127 chars)
+  int64_t ROW_IN_FILE = -1; // fibre/row index inside SOURCE_FILE
+  double VRAD = NAN, VRAD_ERR = NAN;  // heliocentric as the input; km/s
+  double VRAD_CCF = NAN;              // initial guess from the cross-correlation, km/s
+  double TEFF = NAN, TEFF_ERR = NAN;  // K
+  double LOGG = NAN, LOGG_ERR = NAN;  // dex (cgs)
+  double FEH = NAN, FEH_ERR = NAN;    // dex
+  double ALPHAFE = NAN, ALPHAFE_ERR = NAN;  // dex; NaN when the library has no [alpha/Fe]
+  double VSINI = NAN, VSINI_ERR = NAN;      // km/s; NaN when not fitted
+  double CHISQ_TOT = NAN;   // total chi^2 of the best fit
+  double CHISQ_C = NAN;     // chi^2 of the continuum-only fit (same pixels)
+  int32_t NPIX_TOT = 0;     // pixels used in the fit
+  double SN = NAN;          // median S/N per pixel over used pixels
+  int32_t NITER = 0;        // Levenberg-Marquardt iterations of the kept solution
+  int64_t RVS_WARN = 0;     // quality bitmask, bits in fit/rvs_warn.hpp
+  bool SUCCESS = false;     // fit ran and RVS_WARN has no fatal bit
+};
+
+// Provenance stored as file attributes of the catalog (all strings).
+using Provenance = std::map<std::string, std::string>;
+
+// Write rows to `path` atomically (write `path`.tmp, then rename). Creates /catalog with
+// `unit` and `description` metadata for every column (see catalog.cpp) and the provenance as
+// root attributes. Throws IoError naming the file on failure; never leaves a partial `path`.
+void write_catalog(const std::string& path, const std::vector<CatalogRow>& rows,
+                   const Provenance& provenance);
+
+// Read /catalog back (for `velox info`, merges and tests). Throws IoError.
+std::vector<CatalogRow> read_catalog(const std::string& path, Provenance* provenance = nullptr);
+
+}  // namespace velox

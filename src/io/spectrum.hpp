@@ -1,0 +1,48 @@
+// In-memory spectra as the readers return them: one Spectrum per target, one ArmData per
+// spectrograph arm. Wavelengths are always VACUUM Angstrom (readers convert if needed).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace velox {
+
+struct ArmData {
+  std::string name;                // "B", "R", "Z" for DESI; "ALL" for single-arm formats
+  std::vector<double> wave_vac_A;  // [n_pix] vacuum wavelength, Angstrom, increasing
+  std::vector<float> flux;         // [n_pix] flux (instrument units)
+  std::vector<float> ivar;         // [n_pix] inverse variance, 1/flux^2; <=0 means unusable
+  std::vector<int32_t> mask;       // [n_pix] nonzero = bad pixel
+  // Nominal resolving power R = lambda/FWHM of the line-spread function; NaN if unknown
+  // (the fit then uses the per-format default from the config).
+  double resolution_R = std::nan("");
+  // Optional DESI resolution matrix, desispec.resolution layout: res[d * n_pix + j] holds
+  // A[j - offsets[d], j] with offsets = ndiag/2 ... -ndiag/2. Empty when absent.
+  int ndiag = 0;
+  std::vector<float> resolution;
+  size_t size() const { return wave_vac_A.size(); }
+};
+
+struct Spectrum {
+  int64_t targetid = -1;
+  std::string source_file;   // basename of the input file
+  int64_t row_in_file = 0;   // fibre / row index inside the file
+  std::vector<ArmData> arms;
+  // Free-form metadata (OBJTYPE, COADD_FIBERSTATUS, header Z, ...), as strings.
+  std::map<std::string, std::string> meta;
+  // Non-empty when the reader found this target unusable (e.g. NaN wavelengths); the fit then
+  // writes a failure row carrying this message instead of fitting.
+  std::string problem;
+};
+
+enum class SpectrumFormat { Auto, LamostDR8, LamostDR10, SdssSpec, DesiCoadd };
+
+struct SpectrumFile {
+  std::string path;
+  SpectrumFormat format = SpectrumFormat::Auto;
+  std::vector<Spectrum> spectra;
+};
+
+}  // namespace velox
