@@ -1,0 +1,102 @@
+// Template emulator evaluation: labels -> basis coefficients c[K+1] and their analytic
+// derivatives. The model spectrum (template grid, normalised flux) is
+//   T(t; labels) = sum_k c_k(labels) * B[t][k],   c_0 = 1 (B[.][0] is the mean spectrum),
+// with each c_k (k >= 1) a quadratic polynomial in the scaled labels plus a Gaussian-process /
+// kernel-ridge interpolant over the training stars:
+//   c_k(x) = sum_p phi_p(x) beta[p][k] + sum_i exp(-0.5 sum_l (x_l - X_il)^2 inv_len2_l) alpha[i][k]
+// x_l = (label_l - shift_l) / scale_l. Labels are (log10 TEFF [K], LOGG [dex], FEH [dex]
+// [, ALPHAFE [dex]]). Sources: PCA + GP emulators as in rvspecfit's interpolation and
+// Czekala et al. (2015, Starfish); kernel ridge regression (Rasmussen & Williams 2006, ch. 2).
+#pragma once
+#include <cmath>
+
+#include "kernels/hd.hpp"
+
+namespace velox::kern {
+
+constexpr int kMaxLabels = 4;
+constexpr int kMaxComp = 96;  // K + 1 at most
+
+struct EmulatorView {
+  int n_train = 0;  // N training stars
+  int n_comp = 0;   // K + 1 (mean + K components)
+  int n_label = 0;  // L
+  int n_poly = 0;   // quadratic terms: 1 + L + L(L+1)/2
+  const double* train_x = nullptr;    // [N][L] scaled labels of the training stars
+  const double* alpha = nullptr;      // [N][K+1] GP weights (column 0 unused, zero)
+  const double* poly_coef = nullptr;  // [P][K+1] polynomial mean coefficients (column 0 unused)
+  double inv_len2[kMaxLabels] = {};   // 1 / length_scale^2 in scaled-label units
+  double shift[kMaxLabels] = {};
+  double scale[kMaxLabels] = {};
+};
+
+VX_HD VX_INLINE int n_poly_terms(int n_label) { return 1 + n_label + n_label * (n_label + 1) / 2; }
+
+// Quadratic polynomial terms phi[P] and d phi / d x_l (dphi[l][P]) at scaled labels x[L].
+// Order: 1, x_0..x_{L-1}, then x_l x_m for l <= m (row-major over l).
+VX_HD VX_INLINE void poly_terms(const double* x, int n_label, double* phi, double* dphi) {
+  const int np = n_poly_terms(n_label);
+  for (int l = 0; l < n_label; ++l)
+    for (int p = 0; p < np; ++p) dphi[l * np + p] = 0.0;
+  int p = 0;
+  phi[p++] = 1.0;
+  for (int l = 0; l < n_label; ++l) {
+    dphi[l * np + p] = 1.0;
+    phi[p++] = x[l];
+  }
+  for (int l = 0; l < n_label; ++l)
+    for (int m = l; m < n_label; ++m) {
+      phi[p] = x[l] * x[m];
+      dphi[l * np + p] += x[m];
+      dphi[m * np + p] += x[l];
+      ++p;
+    }
+}
+
+// c[K+1] and dc[L][K+1] = d c / d label (physical label units) at physical labels[L].
+// Serial over training stars (cheap next to the pixel loops: N*(K+1)*(L+1) flops).
+VX_HD VX_INLINE void emulator_coeffs(const EmulatorView& e, const double* labels, double* c,
+                                     double* dc) {
+  const int L = e.n_label, K1 = e.n_comp, P = e.n_poly;
+  double x[kMaxLabels];
+  for (int l = 0; l < L; ++l) x[l] = (labels[l] - e.shift[l]) / e.scale[l];
+  double phi[1 + kMaxLabels + kMaxLabels * (kMaxLabels + 1) / 2];
+  double dphi[kMaxLabels * (1 + kMaxLabels + kMaxLabels * (kMaxLabels + 1) / 2)];
+  poly_terms(x, L, phi, dphi);
+  for (int k = 0; k < K1; ++k) {
+    c[k] = 0.0;
+    for (int l = 0; l < L; ++l) dc[l * K1 + k] = 0.0;
+  }
+  for (int p = 0; p < P; ++p) {
+    const double* b = e.poly_coef + p * K1;
+    for (int k = 1; k < K1; ++k) {
+      c[k] += phi[p] * b[k];
+      for (int l = 0; l < L; ++l) dc[l * K1 + k] += dphi[l * P + p] * b[k];
+    }
+  }
+  for (int i = 0; i < e.n_train; ++i) {
+    const double* xi = e.train_x + i * L;
+    double d2 = 0.0, g[kMaxLabels];
+    for (int l = 0; l < L; ++l) {
+      const double d = x[l] - xi[l];
+      d2 += d * d * e.inv_len2[l];
+      g[l] = -d * e.inv_len2[l];
+    }
+    if (d2 > 60.0) continue;  // exp(-30) ~ 1e-13: no contribution at double precision
+    const double kv = exp(-0.5 * d2);
+    const double* a = e.alpha + i * K1;
+    for (int k = 1; k < K1; ++k) {
+      const double ka = kv * a[k];
+      c[k] += ka;
+      for (int l = 0; l < L; ++l) dc[l * K1 + k] += g[l] * ka;
+    }
+  }
+  c[0] = 1.0;
+  for (int l = 0; l < L; ++l) {
+    dc[l * K1 + 0] = 0.0;
+    const double inv_s = 1.0 / e.scale[l];
+    for (int k = 1; k < K1; ++k) dc[l * K1 + k] *= inv_s;
+  }
+}
+
+}  // namespace velox::kern

@@ -1,0 +1,220 @@
+// One evaluation of the forward model and its chi^2 for ONE spectrum, with the per-arm
+// multiplicative Legendre continuum profiled out (variable projection, Golub & Pereyra 2003):
+//   model_i = P_a(x_i) * T(u_i(v); labels),   P_a = sum_j a_aj Leg_j(x_i)  for pixel i in arm a,
+//   u_i(v) = (ln lambda_obs,i - ln D(v) - lnlam0) / dlnlam   (template grid coordinate).
+// For fixed (v, labels) the continuum a is the weighted least-squares solution. The gradient of
+// the profiled chi^2 is J^T W r (A^T W r = 0 at the optimum a) and its Gauss-Newton Hessian is the
+// Schur complement H = J^T W J - C^T G^-1 C, with A_ij = Leg_j T_i, G = A^T W A, C = A^T W J.
+// Its inverse is the covariance of (v, labels) marginalised over the continuum.
+// Parameters theta = [VRAD km/s, label_0 .. label_{L-1}]. Pixels are the good ones only.
+#pragma once
+#include <cmath>
+
+#include "kernels/emulator_eval.hpp"
+#include "kernels/hd.hpp"
+#include "kernels/linalg.hpp"
+#include "kernels/physics.hpp"
+
+namespace velox::kern {
+
+constexpr int kMaxArms = 4;
+constexpr int kMaxCont = 16;  // continuum coefficients per arm (degree <= 15)
+constexpr int kMaxParams = 1 + kMaxLabels;
+
+// The template grid: uniform in ln(lambda_vac / A).
+struct GridView {
+  int n_tpix = 0;
+  double lnlam0 = 0.0;
+  double dlnlam = 0.0;
+};
+
+// One spectrum's usable pixels, arms contiguous: arm a owns [arm_start[a], arm_start[a+1]).
+struct FitData {
+  int n_pix = 0;
+  int n_arms = 0;
+  int arm_start[kMaxArms + 1] = {};
+  const double* lnlam = nullptr;  // [n_pix] ln(vacuum observed wavelength / A)
+  const double* xleg = nullptr;   // [n_pix] Legendre coordinate in [-1, 1] within the arm
+  const float* flux = nullptr;    // [n_pix]
+  const float* ivar = nullptr;    // [n_pix], all > 0
+  const float* basis[kMaxArms] = {};  // per arm: basis at the arm's resolution, [n_tpix][K+1]
+};
+
+// Per-spectrum shared workspace (one per spectrum; lives in shared memory on the GPU).
+struct EvalWork {
+  double c[kMaxComp];
+  double dc[kMaxLabels * kMaxComp];
+  double gchol[kMaxArms][kMaxCont * kMaxCont];  // Cholesky factor of G per arm
+  double cont[kMaxArms][kMaxCont];               // profiled continuum coefficients per arm
+  double red[kMaxCont * kMaxCont + kMaxCont];    // reduction buffer
+  double chi2;
+  double grad[kMaxParams];
+  double hess[kMaxParams * kMaxParams];
+  int ok;
+};
+
+// Template value and derivatives at every pixel: T[n_pix], dT[n_pix][np] (np = 1 + L),
+// dT[.][0] = dT/dv, dT[.][1+l] = dT/dlabel_l. With em == nullptr, T = 1 (continuum-only model).
+template <class Team>
+VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const GridView& g,
+                              const FitData& d, const double* theta, bool need_jac, EvalWork* w,
+                              double* T, double* dT) {
+  const int np = em ? 1 + em->n_label : 1;
+  if (!em) {
+    team.for_each(d.n_pix, [&](int i) {
+      T[i] = 1.0;
+      if (need_jac) dT[i * np] = 0.0;
+    });
+    team.sync();
+    return;
+  }
+  team.single([&] { emulator_coeffs(*em, theta + 1, w->c, w->dc); });
+  team.sync();
+  const int K1 = em->n_comp, L = em->n_label;
+  const double lnd = ln_doppler(theta[0]);
+  const double du_dv = -dln_doppler_dv(theta[0]) / g.dlnlam;
+  for (int a = 0; a < d.n_arms; ++a) {
+    const float* B = d.basis[a];
+    const int i0 = d.arm_start[a];
+    team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
+      const int i = i0 + ii;
+      const double u = (d.lnlam[i] - lnd - g.lnlam0) / g.dlnlam;
+      int t0 = (int)floor(u);
+      double f = u - t0;
+      if (t0 < 1) { t0 = 1; f = 0.0; }                 // pixels are pre-masked to the coverage;
+      if (t0 > g.n_tpix - 3) { t0 = g.n_tpix - 3; f = 1.0; }  // clamping only guards memory
+      double wt[4], dwt[4];
+      cubic_weights(f, wt, dwt);
+      const float* b0 = B + (size_t)(t0 - 1) * K1;
+      double t = 0.0, dtu = 0.0, dl[kMaxLabels] = {0.0, 0.0, 0.0, 0.0};
+      for (int k = 0; k < K1; ++k) {
+        const double bk = wt[0] * b0[k] + wt[1] * b0[K1 + k] + wt[2] * b0[2 * K1 + k] +
+                          wt[3] * b0[3 * K1 + k];
+        t += w->c[k] * bk;
+        if (need_jac) {
+          const double dbk = dwt[0] * b0[k] + dwt[1] * b0[K1 + k] + dwt[2] * b0[2 * K1 + k] +
+                             dwt[3] * b0[3 * K1 + k];
+          dtu += w->c[k] * dbk;
+          for (int l = 0; l < L; ++l) dl[l] += w->dc[l * K1 + k] * bk;
+        }
+      }
+      T[i] = t;
+      if (need_jac) {
+        dT[i * np] = dtu * du_dv;
+        for (int l = 0; l < L; ++l) dT[i * np + 1 + l] = dl[l];
+      }
+    });
+  }
+  team.sync();
+}
+
+// Profile the continuum and build chi^2 (and, with need_jac, the profiled gradient and Hessian)
+// from T/dT. Sets w->ok = 0 if a continuum normal matrix is singular.
+template <class Team>
+VX_HD void profile_continuum(const Team& team, const FitData& d, int cont_deg, int np,
+                             bool need_jac, const double* T, const double* dT, EvalWork* w) {
+  const int nc = cont_deg + 1;
+  team.single([&] {
+    w->chi2 = 0.0;
+    w->ok = 1;
+    for (int p = 0; p < np; ++p) w->grad[p] = 0.0;
+    for (int p = 0; p < np * np; ++p) w->hess[p] = 0.0;
+  });
+  team.sync();
+  for (int a = 0; a < d.n_arms; ++a) {
+    const int i0 = d.arm_start[a], n = d.arm_start[a + 1] - i0;
+    // Pass 1: G = A^T W A (upper triangle), q = A^T W f.
+    team.reduce_sum(n, nc * nc + nc, w->red, [&](int ii, double* acc) {
+      const int i = i0 + ii;
+      double p[kMaxCont];
+      legendre(d.xleg[i], cont_deg, p);
+      const double wt = d.ivar[i] * T[i];
+      for (int j = 0; j < nc; ++j) {
+        const double ajw = p[j] * wt;
+        for (int k = j; k < nc; ++k) acc[j * nc + k] += ajw * p[k] * T[i];
+        acc[nc * nc + j] += ajw * d.flux[i];
+      }
+    });
+    team.single([&] {
+      double* gm = w->gchol[a];
+      for (int j = 0; j < nc; ++j)
+        for (int k = j; k < nc; ++k) gm[j * nc + k] = gm[k * nc + j] = w->red[j * nc + k];
+      if (!cholesky(gm, nc)) {
+        w->ok = 0;
+        return;
+      }
+      for (int j = 0; j < nc; ++j) w->cont[a][j] = w->red[nc * nc + j];
+      cholesky_solve(gm, nc, w->cont[a]);
+    });
+    team.sync();
+    if (!w->ok) return;
+    // Pass 2: chi^2, J^T W J, J^T W r and C = A^T W J with J = P * dT.
+    const int m = 1 + (need_jac ? np * np + np + nc * np : 0);
+    team.reduce_sum(n, m, w->red, [&](int ii, double* acc) {
+      const int i = i0 + ii;
+      double p[kMaxCont];
+      legendre(d.xleg[i], cont_deg, p);
+      double cont = 0.0;
+      for (int j = 0; j < nc; ++j) cont += w->cont[a][j] * p[j];
+      const double r = d.flux[i] - cont * T[i];
+      acc[0] += d.ivar[i] * r * r;
+      if (!need_jac) return;
+      double jrow[kMaxParams];
+      for (int q = 0; q < np; ++q) jrow[q] = cont * dT[i * np + q] * d.ivar[i];
+      double* jtj = acc + 1;
+      double* jtr = jtj + np * np;
+      double* cm = jtr + np;
+      for (int q = 0; q < np; ++q) {
+        for (int s = q; s < np; ++s) jtj[q * np + s] += jrow[q] * cont * dT[i * np + s];
+        jtr[q] += jrow[q] * r;
+        for (int j = 0; j < nc; ++j) cm[j * np + q] += p[j] * T[i] * jrow[q];
+      }
+    });
+    team.single([&] {
+      w->chi2 += w->red[0];
+      if (!need_jac) return;
+      const double* jtj = w->red + 1;
+      const double* jtr = jtj + np * np;
+      const double* cm = jtr + np;
+      for (int q = 0; q < np; ++q) {
+        w->grad[q] += jtr[q];
+        for (int s = q; s < np; ++s) {
+          w->hess[q * np + s] += jtj[q * np + s];
+          if (s != q) w->hess[s * np + q] += jtj[q * np + s];
+        }
+      }
+      // Schur complement: H -= C^T G^-1 C, column by column.
+      double col[kMaxCont];
+      for (int s = 0; s < np; ++s) {
+        for (int j = 0; j < nc; ++j) col[j] = cm[j * np + s];
+        cholesky_solve(w->gchol[a], nc, col);
+        for (int q = 0; q < np; ++q) {
+          double v = 0.0;
+          for (int j = 0; j < nc; ++j) v += cm[j * np + q] * col[j];
+          w->hess[q * np + s] -= v;
+        }
+      }
+    });
+    team.sync();
+  }
+}
+
+// Model flux (continuum x template) at every pixel after an evaluation: model[n_pix].
+template <class Team>
+VX_HD void model_at_pixels(const Team& team, const FitData& d, int cont_deg, const double* T,
+                           const EvalWork* w, double* model) {
+  for (int a = 0; a < d.n_arms; ++a) {
+    const int i0 = d.arm_start[a];
+    team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
+      const int i = i0 + ii;
+      double p[kMaxCont];
+      legendre(d.xleg[i], cont_deg, p);
+      double cont = 0.0;
+      for (int j = 0; j <= cont_deg; ++j) cont += w->cont[a][j] * p[j];
+      model[i] = cont * T[i];
+    });
+  }
+  team.sync();
+}
+
+}  // namespace velox::kern

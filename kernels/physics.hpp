@@ -1,0 +1,45 @@
+// Small physics formulas shared by every stage: Doppler factor, cubic interpolation weights,
+// Legendre polynomials. Units: km/s, Angstrom (vacuum), natural log of wavelength.
+#pragma once
+#include <cmath>
+
+#include "kernels/hd.hpp"
+
+namespace velox::kern {
+
+constexpr double kSpeedOfLight_kms = 299792.458;
+
+// ln of the relativistic Doppler factor: lambda_obs = lambda_rest * sqrt((1+b)/(1-b)), b = v/c.
+// ln D = atanh(b). Source: special relativity, radial motion only.
+VX_HD VX_INLINE double ln_doppler(double v_kms) { return atanh(v_kms / kSpeedOfLight_kms); }
+// d(ln D)/dv in 1/(km/s).
+VX_HD VX_INLINE double dln_doppler_dv(double v_kms) {
+  const double b = v_kms / kSpeedOfLight_kms;
+  return 1.0 / (kSpeedOfLight_kms * (1.0 - b * b));
+}
+// Inverse of ln_doppler: velocity (km/s) for a given ln D.
+VX_HD VX_INLINE double velocity_from_ln_doppler(double lnd) { return kSpeedOfLight_kms * tanh(lnd); }
+
+// Keys (1981) cubic convolution kernel, a = -0.5 (Catmull-Rom): C1-continuous interpolation with
+// an analytic derivative. For fractional offset f in [0,1) the taps are at -1, 0, 1, 2.
+// w[4] are the weights, dw[4] their derivatives d/df.
+VX_HD VX_INLINE void cubic_weights(double f, double* w, double* dw) {
+  const double f2 = f * f, f3 = f2 * f;
+  w[0] = -0.5 * f3 + f2 - 0.5 * f;
+  w[1] = 1.5 * f3 - 2.5 * f2 + 1.0;
+  w[2] = -1.5 * f3 + 2.0 * f2 + 0.5 * f;
+  w[3] = 0.5 * f3 - 0.5 * f2;
+  dw[0] = -1.5 * f2 + 2.0 * f - 0.5;
+  dw[1] = 4.5 * f2 - 5.0 * f;
+  dw[2] = -4.5 * f2 + 4.0 * f + 0.5;
+  dw[3] = 1.5 * f2 - f;
+}
+
+// Legendre polynomials P_0..P_deg at x in [-1, 1] (Bonnet recursion) into p[deg+1].
+VX_HD VX_INLINE void legendre(double x, int deg, double* p) {
+  p[0] = 1.0;
+  if (deg >= 1) p[1] = x;
+  for (int n = 2; n <= deg; ++n) p[n] = ((2 * n - 1) * x * p[n - 1] - (n - 1) * p[n - 2]) / n;
+}
+
+}  // namespace velox::kern

@@ -1,0 +1,171 @@
+#include "emulator/library.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "common/error.hpp"
+#include "common/version.hpp"
+#include "io/h5.hpp"
+
+namespace velox {
+
+kern::EmulatorView TemplateLibrary::view() const {
+  kern::EmulatorView v;
+  v.n_train = n_train;
+  v.n_comp = n_comp;
+  v.n_label = n_label;
+  v.n_poly = n_poly;
+  v.train_x = train_x.data();
+  v.alpha = alpha.data();
+  v.poly_coef = poly_coef.data();
+  for (int l = 0; l < n_label; ++l) {
+    v.inv_len2[l] = 1.0 / (length_scale[l] * length_scale[l]);
+    v.shift[l] = shift[l];
+    v.scale[l] = scale[l];
+  }
+  return v;
+}
+
+double TemplateLibrary::wave_vac_A(int t) const { return std::exp(lnlam0 + t * dlnlam); }
+
+std::vector<float> TemplateLibrary::evaluate(const double* labels, const float* basis_in) const {
+  const float* b = basis_in ? basis_in : basis.data();
+  std::vector<double> c(n_comp), dc(static_cast<size_t>(n_label) * n_comp);
+  const auto v = view();
+  kern::emulator_coeffs(v, labels, c.data(), dc.data());
+  std::vector<float> out(n_tpix);
+  for (int t = 0; t < n_tpix; ++t) {
+    double s = 0.0;
+    for (int k = 0; k < n_comp; ++k) s += c[k] * b[static_cast<size_t>(t) * n_comp + k];
+    out[t] = static_cast<float>(s);
+  }
+  return out;
+}
+
+namespace {
+void fnv(uint64_t& h, const void* p, size_t n) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= c[i];
+    h *= 1099511628211ULL;
+  }
+}
+template <class T>
+void fnv_vec(uint64_t& h, const std::vector<T>& v) {
+  fnv(h, v.data(), v.size() * sizeof(T));
+}
+std::vector<uint64_t> shp(size_t a) { return {a}; }
+std::vector<uint64_t> shp(size_t a, size_t b) { return {a, b}; }
+}  // namespace
+
+std::string TemplateLibrary::compute_checksum() const {
+  uint64_t h = 1469598103934665603ULL;
+  fnv(h, &n_tpix, sizeof n_tpix);
+  fnv(h, &lnlam0, sizeof lnlam0);
+  fnv(h, &dlnlam, sizeof dlnlam);
+  fnv_vec(h, basis);
+  fnv_vec(h, train_x);
+  fnv_vec(h, alpha);
+  fnv_vec(h, poly_coef);
+  fnv_vec(h, length_scale);
+  fnv_vec(h, shift);
+  fnv_vec(h, scale);
+  return fmt::format("fnv1a64:{:016x}", h);
+}
+
+void TemplateLibrary::save(const std::string& path) const {
+  h5::AtomicOutput out(path);
+  {
+    auto f = h5::File::create(out.temp_path());
+    f.set_attr("/", "velox_kind", std::string("template-library"));
+    f.set_attr("/", "velox_version", std::string(version()));
+    f.set_attr("/", "git_commit", std::string(git_commit()));
+    f.set_attr("/", "wavelength_medium", std::string("vacuum"));
+    f.set_attr("/", "n_tpix", static_cast<int64_t>(n_tpix));
+    f.set_attr("/", "lnlam0", lnlam0);
+    f.set_attr("/", "dlnlam", dlnlam);
+    f.set_attr("/", "fwhm_A", fwhm_A);
+    f.set_attr("/", "resolution_R", resolution_R);
+    f.set_attr("/", "n_comp", static_cast<int64_t>(n_comp));
+    f.set_attr("/", "n_train", static_cast<int64_t>(n_train));
+    std::string names;
+    for (size_t i = 0; i < label_names.size(); ++i) names += (i ? "," : "") + label_names[i];
+    f.set_attr("/", "labels", names);
+    f.set_attr("/", "checksum", compute_checksum());
+    for (const auto& [k, v] : attrs) f.set_attr("/", k, v);
+    std::vector<double> wave(n_tpix);
+    for (int t = 0; t < n_tpix; ++t) wave[t] = wave_vac_A(t);
+    f.write("wave_vac_A", wave, shp(n_tpix));
+    f.write("basis", basis, shp(n_tpix, n_comp));
+    const size_t N = n_train, L = n_label;
+    f.write("emulator/train_x", train_x, shp(N, L));
+    f.write("emulator/train_labels", train_labels, shp(N, L));
+    f.write("emulator/alpha", alpha, shp(N, n_comp));
+    f.write("emulator/poly_coef", poly_coef, shp(n_poly, n_comp));
+    f.write("emulator/length_scale", length_scale, shp(L));
+    f.write("emulator/shift", shift, shp(L));
+    f.write("emulator/scale", scale, shp(L));
+    f.write("emulator/label_min", label_min, shp(L));
+    f.write("emulator/label_max", label_max, shp(L));
+    f.write("ccf/labels", ccf_labels, shp(ccf_labels.size() / L, L));
+    f.write("validation/loo_rms", loo_rms, shp(loo_rms.size()));
+    std::string tn;
+    for (size_t i = 0; i < train_names.size(); ++i) tn += (i ? "," : "") + train_names[i];
+    f.set_attr("/emulator", "train_names", tn);
+  }
+  out.commit();
+}
+
+TemplateLibrary TemplateLibrary::load(const std::string& path) {
+  auto f = h5::File::open_read(path);
+  if (!f.has_attr("/", "velox_kind") || f.attr_string("/", "velox_kind") != "template-library")
+    throw IoError(path + ": not a velox template library (velox_kind attribute missing)");
+  TemplateLibrary lib;
+  lib.n_tpix = static_cast<int>(f.attr_int64("/", "n_tpix"));
+  lib.lnlam0 = f.attr_double("/", "lnlam0");
+  lib.dlnlam = f.attr_double("/", "dlnlam");
+  lib.fwhm_A = f.attr_double("/", "fwhm_A");
+  lib.resolution_R = f.attr_double("/", "resolution_R");
+  lib.n_comp = static_cast<int>(f.attr_int64("/", "n_comp"));
+  lib.n_train = static_cast<int>(f.attr_int64("/", "n_train"));
+  lib.checksum = f.attr_string("/", "checksum");
+  std::string names = f.attr_string("/", "labels");
+  size_t pos = 0;
+  while (pos <= names.size()) {
+    size_t e = names.find(',', pos);
+    if (e == std::string::npos) e = names.size();
+    lib.label_names.push_back(names.substr(pos, e - pos));
+    pos = e + 1;
+  }
+  lib.n_label = static_cast<int>(lib.label_names.size());
+  lib.n_poly = kern::n_poly_terms(lib.n_label);
+  lib.basis = f.read_float("basis");
+  lib.train_x = f.read_double("emulator/train_x");
+  lib.train_labels = f.read_double("emulator/train_labels");
+  lib.alpha = f.read_double("emulator/alpha");
+  lib.poly_coef = f.read_double("emulator/poly_coef");
+  lib.length_scale = f.read_double("emulator/length_scale");
+  lib.shift = f.read_double("emulator/shift");
+  lib.scale = f.read_double("emulator/scale");
+  lib.label_min = f.read_double("emulator/label_min");
+  lib.label_max = f.read_double("emulator/label_max");
+  lib.ccf_labels = f.read_double("ccf/labels");
+  lib.loo_rms = f.read_double("validation/loo_rms");
+  for (const auto& a : f.attr_names("/")) {
+    if (a.rfind("build.", 0) == 0 || a.rfind("validation.", 0) == 0 || a == "source")
+      lib.attrs[a] = f.attr_string("/", a);
+  }
+  const size_t N = lib.n_train, L = lib.n_label, K1 = lib.n_comp;
+  if (lib.basis.size() != static_cast<size_t>(lib.n_tpix) * K1 || lib.alpha.size() != N * K1 ||
+      lib.train_x.size() != N * L || lib.poly_coef.size() != static_cast<size_t>(lib.n_poly) * K1 ||
+      lib.length_scale.size() != L || K1 > static_cast<size_t>(kern::kMaxComp) ||
+      L > static_cast<size_t>(kern::kMaxLabels))
+    throw IoError(path + ": template library arrays have inconsistent shapes");
+  if (lib.compute_checksum() != lib.checksum)
+    throw IoError(path + ": template library checksum mismatch (file corrupt or edited)");
+  return lib;
+}
+
+}  // namespace velox

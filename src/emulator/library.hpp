@@ -1,0 +1,52 @@
+// The template library: a smooth emulator of normalised template flux as a function of stellar
+// labels, on a grid uniform in ln(lambda_vac). Built by `velox templates build`, stored as HDF5
+// (layout: docs/data-model.md "Template library"), loaded by `velox fit`.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/emulator_eval.hpp"
+#include "kernels/fit_eval.hpp"
+
+namespace velox {
+
+struct TemplateLibrary {
+  // Template grid: ln(lambda_vac/A) = lnlam0 + t * dlnlam, t = 0 .. n_tpix-1. VACUUM.
+  int n_tpix = 0;
+  double lnlam0 = 0.0, dlnlam = 0.0;
+  // Line-spread function of the templates: constant FWHM [A] (MILES: 2.5) or constant R.
+  double fwhm_A = NAN, resolution_R = NAN;
+  // Basis [n_tpix][K+1]: column 0 is the mean spectrum, 1..K the principal components.
+  int n_comp = 0;  // K + 1
+  std::vector<float> basis;
+  // Labels: names (TEFF is carried as LOG10_TEFF), training set and GP emulator.
+  std::vector<std::string> label_names;  // e.g. {"LOG10_TEFF", "LOGG", "FEH"}
+  int n_label = 0, n_train = 0, n_poly = 0;
+  std::vector<double> train_x;    // [N][L] scaled
+  std::vector<double> train_labels;  // [N][L] physical (log10 Teff, logg, feh[, alpha])
+  std::vector<std::string> train_names;
+  std::vector<double> alpha;      // [N][K+1]
+  std::vector<double> poly_coef;  // [P][K+1]
+  std::vector<double> length_scale, shift, scale;  // [L]
+  std::vector<double> label_min, label_max;        // [L] physical box of the training labels
+  std::vector<double> ccf_labels;  // [n_ccf][L] physical labels of the coarse CCF templates
+  std::vector<double> loo_rms;     // [N] leave-one-out rms of normalised flux per training star
+  std::map<std::string, std::string> attrs;  // build parameters, validation, provenance
+  std::string checksum;
+
+  bool has_alpha() const { return n_label >= 4; }
+  kern::EmulatorView view() const;  // points into this object: keep it alive
+  kern::GridView grid() const { return {n_tpix, lnlam0, dlnlam}; }
+  double wave_vac_A(int t) const;
+
+  // Model on the template grid at physical labels: flux[n_tpix] (normalised), using `basis_in`
+  // (default: this library's own basis, i.e. the template resolution).
+  std::vector<float> evaluate(const double* labels, const float* basis_in = nullptr) const;
+
+  void save(const std::string& path) const;  // atomic; throws IoError
+  static TemplateLibrary load(const std::string& path);  // throws IoError
+  std::string compute_checksum() const;  // FNV-1a 64 of grid, basis and emulator arrays
+};
+
+}  // namespace velox

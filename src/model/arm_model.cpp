@@ -1,0 +1,74 @@
+#include "model/arm_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/convolve.hpp"
+
+namespace velox {
+
+ArmModel make_arm_model(const TemplateLibrary& lib, double R) {
+  ArmModel m;
+  m.resolution_R = R;
+  const int T = lib.n_tpix, K1 = lib.n_comp;
+  std::vector<double> sigma_pix(T, 0.0);
+  const double fwhm_to_sigma = 1.0 / std::sqrt(8.0 * std::log(2.0));
+  for (int t = 0; t < T; ++t) {
+    const double lam = lib.wave_vac_A(t);
+    const double f_inst = lam / R;
+    const double f_tmpl = std::isfinite(lib.fwhm_A) ? lib.fwhm_A
+                          : std::isfinite(lib.resolution_R) ? lam / lib.resolution_R
+                                                            : 0.0;
+    const double d2 = f_inst * f_inst - f_tmpl * f_tmpl;
+    sigma_pix[t] = d2 > 0 ? std::sqrt(d2) * fwhm_to_sigma / (lam * lib.dlnlam) : 0.0;
+  }
+  m.basis.resize(lib.basis.size());
+  for (int k = 0; k < K1; ++k)
+    kern::gaussian_convolve_column(lib.basis.data() + k, m.basis.data() + k, T, K1,
+                                   sigma_pix.data());
+  const int L = lib.n_label;
+  m.n_ccf = static_cast<int>(lib.ccf_labels.size()) / L;
+  m.ccf_templates.resize(static_cast<size_t>(m.n_ccf) * T);
+  for (int j = 0; j < m.n_ccf; ++j) {
+    auto f = lib.evaluate(lib.ccf_labels.data() + j * L, m.basis.data());
+    std::copy(f.begin(), f.end(), m.ccf_templates.begin() + static_cast<size_t>(j) * T);
+  }
+  return m;
+}
+
+std::shared_ptr<const ArmModel> ArmModelCache::get(double R) {
+  const long key = std::lround(std::log(R) / std::log(1.005));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  auto m = std::make_shared<const ArmModel>(make_arm_model(lib_, std::pow(1.005, key)));
+  cache_[key] = m;
+  return m;
+}
+
+double effective_resolution(const std::vector<double>& wave, const std::vector<float>& res,
+                            int ndiag) {
+  const size_t n = wave.size();
+  if (ndiag <= 0 || res.size() != n * static_cast<size_t>(ndiag) || n < 10) return NAN;
+  std::vector<double> sig;
+  const int half = ndiag / 2;
+  for (size_t j = half; j + half < n; j += 7) {
+    double s0 = 0, s2 = 0;
+    for (int d = 0; d < ndiag; ++d) {
+      const double o = half - d;  // offsets +half .. -half
+      const double r = res[d * n + j];
+      if (!std::isfinite(r)) continue;
+      s0 += r;
+      s2 += r * o * o;
+    }
+    if (s0 > 0.5 && s2 > 0) {
+      const double dl = 0.5 * (wave[j + 1] - wave[j - 1]);
+      sig.push_back(std::sqrt(s2 / s0) * dl / wave[j]);  // sigma in ln(lambda)
+    }
+  }
+  if (sig.empty()) return NAN;
+  std::nth_element(sig.begin(), sig.begin() + sig.size() / 2, sig.end());
+  return 1.0 / (sig[sig.size() / 2] * std::sqrt(8.0 * std::log(2.0)));
+}
+
+}  // namespace velox

@@ -1,0 +1,42 @@
+// The template library matched to one arm's line-spread function: the emulator basis and the
+// coarse CCF templates convolved by the quadrature difference between the instrument's Gaussian
+// LSF (FWHM = lambda / R) and the templates' own (never deconvolved). Convolution is linear, so
+// convolving the basis once per resolution gives the convolved model for every label set.
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "emulator/library.hpp"
+
+namespace velox {
+
+struct ArmModel {
+  double resolution_R = 0.0;
+  std::vector<float> basis;        // [n_tpix][K+1] at the arm resolution
+  std::vector<float> ccf_templates;  // [n_ccf][n_tpix] normalised flux at the arm resolution
+  int n_ccf = 0;
+};
+
+// Thread-safe cache of ArmModels keyed by R (rounded to 0.5%).
+class ArmModelCache {
+ public:
+  explicit ArmModelCache(const TemplateLibrary& lib) : lib_(lib) {}
+  std::shared_ptr<const ArmModel> get(double resolution_R);
+
+ private:
+  const TemplateLibrary& lib_;
+  std::mutex mu_;
+  std::map<long, std::shared_ptr<const ArmModel>> cache_;
+};
+
+// Build one ArmModel (exposed for tests).
+ArmModel make_arm_model(const TemplateLibrary& lib, double resolution_R);
+
+// Effective resolving power of a DESI-style resolution matrix (res[d*n_pix + j], ndiag
+// diagonals): lambda_mid / FWHM, FWHM from the median second moment of the rows. NaN if unusable.
+double effective_resolution(const std::vector<double>& wave_A, const std::vector<float>& res,
+                            int ndiag);
+
+}  // namespace velox

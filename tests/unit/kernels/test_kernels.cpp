@@ -1,0 +1,99 @@
+// Unit tests of the __host__ __device__ kernels, run through the CPU (serial) team.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "kernels/convolve.hpp"
+#include "kernels/linalg.hpp"
+#include "kernels/physics.hpp"
+
+using namespace velox::kern;
+
+TEST_CASE("cholesky solves a symmetric positive definite system", "[kernels]") {
+  double a[9] = {4, 2, 0.6, 2, 5, 1, 0.6, 1, 3};
+  const double a0[9] = {4, 2, 0.6, 2, 5, 1, 0.6, 1, 3};
+  double x_true[3] = {1.0, -2.0, 0.5}, b[3];
+  for (int i = 0; i < 3; ++i) b[i] = a0[i * 3] * x_true[0] + a0[i * 3 + 1] * x_true[1] + a0[i * 3 + 2] * x_true[2];
+  REQUIRE(cholesky(a, 3));
+  cholesky_solve(a, 3, b);
+  for (int i = 0; i < 3; ++i) CHECK(b[i] == Approx(x_true[i]).epsilon(1e-12));
+  double inv[9];
+  cholesky_inverse(a, 3, inv);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      double s = 0;
+      for (int k = 0; k < 3; ++k) s += a0[i * 3 + k] * inv[k * 3 + j];
+      CHECK(s == Approx(i == j ? 1.0 : 0.0).margin(1e-12));
+    }
+}
+
+TEST_CASE("cholesky rejects a singular matrix", "[kernels]") {
+  double a[4] = {1, 1, 1, 1};
+  CHECK_FALSE(cholesky(a, 2));
+}
+
+TEST_CASE("cubic weights reproduce quadratics and have exact derivatives", "[kernels]") {
+  for (double f : {0.0, 0.13, 0.5, 0.77, 0.999}) {
+    double w[4], dw[4];
+    cubic_weights(f, w, dw);
+    double s = 0, q = 0, dq = 0;
+    for (int j = 0; j < 4; ++j) {
+      const double x = j - 1.0;
+      s += w[j];
+      q += w[j] * (x * x - 3 * x + 2);
+      dq += dw[j] * (x * x - 3 * x + 2);
+    }
+    CHECK(s == Approx(1.0).epsilon(1e-14));
+    CHECK(q == Approx(f * f - 3 * f + 2).epsilon(1e-12));  // Keys a=-0.5 is exact to 2nd order
+    CHECK(dq == Approx(2 * f - 3).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("doppler factor is relativistic and invertible", "[kernels]") {
+  for (double v : {-500.0, -30.0, 0.0, 12.5, 900.0}) {
+    const double b = v / kSpeedOfLight_kms;
+    CHECK(std::exp(ln_doppler(v)) == Approx(std::sqrt((1 + b) / (1 - b))).epsilon(1e-14));
+    CHECK(velocity_from_ln_doppler(ln_doppler(v)) == Approx(v).margin(1e-9));
+    const double h = 1e-3;
+    CHECK(dln_doppler_dv(v) ==
+          Approx((ln_doppler(v + h) - ln_doppler(v - h)) / (2 * h)).epsilon(1e-7));
+  }
+}
+
+TEST_CASE("legendre polynomials match closed forms", "[kernels]") {
+  double p[5];
+  for (double x : {-1.0, -0.3, 0.0, 0.8, 1.0}) {
+    legendre(x, 4, p);
+    CHECK(p[2] == Approx(0.5 * (3 * x * x - 1)).margin(1e-14));
+    CHECK(p[3] == Approx(0.5 * (5 * x * x * x - 3 * x)).margin(1e-14));
+    CHECK(p[4] == Approx((35 * std::pow(x, 4) - 30 * x * x + 3) / 8).margin(1e-14));
+  }
+}
+
+TEST_CASE("gaussian convolution keeps a flat spectrum flat and adds variance", "[kernels]") {
+  const int n = 401;
+  std::vector<float> flat(n, 2.0f), out(n), delta(n, 0.0f), dout(n);
+  delta[200] = 1.0f;
+  std::vector<double> sigma(n, 3.0);
+  gaussian_convolve_column(flat.data(), out.data(), n, 1, sigma.data());
+  for (int t = 0; t < n; ++t) CHECK(out[t] == Approx(2.0f).epsilon(1e-6));
+  gaussian_convolve_column(delta.data(), dout.data(), n, 1, sigma.data());
+  double s0 = 0, s2 = 0;
+  for (int t = 0; t < n; ++t) {
+    s0 += dout[t];
+    s2 += dout[t] * (t - 200.0) * (t - 200.0);
+  }
+  CHECK(s0 == Approx(1.0).epsilon(1e-4));
+  CHECK(std::sqrt(s2 / s0) == Approx(3.0).epsilon(1e-3));  // truncation at 4 sigma: <1e-3
+}
+
+TEST_CASE("rotation profile is normalised", "[kernels]") {
+  const double vsini = 50.0;
+  double s = 0;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) {
+    const double dv = -vsini + (i + 0.5) * 2 * vsini / n;
+    s += rotation_profile(dv, vsini, 0.6) * 2 * vsini / n;
+  }
+  CHECK(s == Approx(1.0).epsilon(1e-4));
+}
