@@ -1,6 +1,7 @@
 // The velox output catalog: HDF5 file with a 1-D compound dataset /catalog, one row per target
 // (failures included). Column names follow rvspecfit / DESI. Data model: docs/data-model.md.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>

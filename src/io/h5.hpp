@@ -34,14 +34,22 @@ class File {
   static File open_read(const std::string& path);  // throws IoError if not HDF5 / unreadable
   const std::string& path() const { return path_; }
   hid id() const { return h_.get(); }
+  // Flush and close now, throwing IoError on failure (the destructor closes silently).
+  void close();
 
   // n-D arrays (row-major). `name` may contain '/' groups; they are created as needed.
-  void write(const std::string& name, const std::vector<double>& data, const std::vector<uint64_t>& shape);
-  void write(const std::string& name, const std::vector<float>& data, const std::vector<uint64_t>& shape);
-  void write(const std::string& name, const std::vector<int64_t>& data, const std::vector<uint64_t>& shape);
-  std::vector<double> read_double(const std::string& name, std::vector<uint64_t>* shape = nullptr) const;
-  std::vector<float> read_float(const std::string& name, std::vector<uint64_t>* shape = nullptr) const;
-  std::vector<int64_t> read_int64(const std::string& name, std::vector<uint64_t>* shape = nullptr) const;
+  void write(const std::string& name, const std::vector<double>& data,
+             const std::vector<uint64_t>& shape);
+  void write(const std::string& name, const std::vector<float>& data,
+             const std::vector<uint64_t>& shape);
+  void write(const std::string& name, const std::vector<int64_t>& data,
+             const std::vector<uint64_t>& shape);
+  std::vector<double> read_double(const std::string& name,
+                                  std::vector<uint64_t>* shape = nullptr) const;
+  std::vector<float> read_float(const std::string& name,
+                                std::vector<uint64_t>* shape = nullptr) const;
+  std::vector<int64_t> read_int64(const std::string& name,
+                                  std::vector<uint64_t>* shape = nullptr) const;
   bool exists(const std::string& name) const;
 
   // Scalar attributes on an object ("/" for the file root). Strings are variable-length UTF-8.
@@ -53,14 +61,47 @@ class File {
   int64_t attr_int64(const std::string& obj, const std::string& attr) const;
   bool has_attr(const std::string& obj, const std::string& attr) const;
   std::vector<std::string> attr_names(const std::string& obj) const;
+  // Any attribute as text: strings as is, numbers with full precision, arrays as "[a, b, ...]".
+  std::string attr_text(const std::string& obj, const std::string& attr) const;
+
+  // 1-D dataset of fixed-length, null-padded byte strings (numpy 'S<longest>'), as astropy
+  // writes its table metadata. read_strings accepts fixed- and variable-length strings.
+  void write_strings(const std::string& name, const std::vector<std::string>& lines);
+  std::vector<std::string> read_strings(const std::string& name) const;
+
+  // Tables: 1-D compound datasets. Records are packed (no padding); each member lies at
+  // `offset` bytes inside a record of `record_size` bytes. Written chunked, gzip level 4, with an
+  // unlimited first dimension (zero rows is fine). read_table matches members by name and throws
+  // IoError naming the member if the file lacks one; it returns n_rows * record_size bytes.
+  enum class Kind { kInt32, kInt64, kFloat64, kBool, kFixedString };  // kBool: int8 enum, as h5py
+  struct Member {
+    std::string name;
+    size_t offset = 0;
+    Kind kind = Kind::kFloat64;
+    size_t size = 0;  // bytes; only kFixedString uses it (null-padded, numpy 'S<size>')
+  };
+  void write_table(const std::string& name, const std::vector<Member>& members, size_t record_size,
+                   const std::vector<unsigned char>& records);
+  std::vector<unsigned char> read_table(const std::string& name, const std::vector<Member>& members,
+                                        size_t record_size) const;
+
+  // Every dataset in the file: absolute path, shape and a type name ("float64", "int32",
+  // "string", "compound[23]", ...), in HDF5 visiting order.
+  struct DatasetInfo {
+    std::string path;
+    std::vector<uint64_t> shape;
+    std::string type;
+  };
+  std::vector<DatasetInfo> list_datasets() const;
 
  private:
   std::string path_;
   Handle h_;
 };
 
-// Writes to `final_path`.tmp; commit() closes and renames onto final_path. Destruction without
-// commit() removes the temp file, so a crash or exception never leaves a partial final file.
+// Writes to `final_path`.tmp; commit() renames the temp onto final_path (close the File first).
+// Destruction without commit() removes the temp file, so a crash or exception never leaves a
+// partial final file.
 class AtomicOutput {
  public:
   explicit AtomicOutput(std::string final_path);

@@ -1,0 +1,244 @@
+// The velox catalog in HDF5 (see catalog.hpp). Layout:
+//   /catalog                        1-D compound dataset, one member per CatalogRow field
+//   (kColumns) /catalog attributes             "<COL>_UNIT", "<COL>_DESC" (variable-length UTF-8
+//   strings) /catalog.__table_column_meta__  astropy's serialized table header (ECSV YAML lines,
+//   one
+//                                   fixed-length string each), so Table.read(f, path="catalog")
+//                                   gets units, descriptions and the provenance as table.meta
+//   / attributes                    velox_kind = "catalog" and the provenance (strings)
+#include "io/catalog.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <type_traits>
+#include <variant>
+
+#include "common/error.hpp"
+#include "io/h5.hpp"
+
+namespace velox {
+namespace {
+
+constexpr size_t kSourceFileBytes = 128;  // fixed-length, null-padded; at most 127 characters
+constexpr const char* kMetaSuffix = ".__table_column_meta__";  // astropy.io.misc.hdf5.META_KEY
+
+using Field = std::variant<int32_t CatalogRow::*, int64_t CatalogRow::*, double CatalogRow::*,
+                           bool CatalogRow::*, std::string CatalogRow::*>;
+
+struct Column {
+  const char* name;
+  Field field;
+  const char* unit;  // astropy-parsable unit string; "" for counts and flags
+  const char* desc;
+};
+
+// One line per catalog column; the column name is the CatalogRow field name.
+#define VELOX_COLUMN(field, unit, desc) \
+  Column { #field, &CatalogRow::field, unit, desc }
+const Column kColumns[] = {
+    VELOX_COLUMN(TARGETID, "", "Target identifier from the input file"),
+    VELOX_COLUMN(SOURCE_FILE, "", "Input file basename (truncated to 127 bytes)"),
+    VELOX_COLUMN(ROW_IN_FILE, "", "Fibre/row index of the target inside SOURCE_FILE"),
+    VELOX_COLUMN(VRAD, "km/s", "Radial velocity, same frame as the input (heliocentric)"),
+    VELOX_COLUMN(VRAD_ERR, "km/s", "Uncertainty of VRAD"),
+    VELOX_COLUMN(VRAD_CCF, "km/s", "Initial radial velocity from the cross-correlation"),
+    VELOX_COLUMN(TEFF, "K", "Effective temperature"),
+    VELOX_COLUMN(TEFF_ERR, "K", "Uncertainty of TEFF"),
+    VELOX_COLUMN(LOGG, "dex", "Surface gravity log10(g / cm s^-2)"),
+    VELOX_COLUMN(LOGG_ERR, "dex", "Uncertainty of LOGG"),
+    VELOX_COLUMN(FEH, "dex", "Metallicity [Fe/H]"),
+    VELOX_COLUMN(FEH_ERR, "dex", "Uncertainty of FEH"),
+    VELOX_COLUMN(ALPHAFE, "dex", "[alpha/Fe]; NaN when the template library has none"),
+    VELOX_COLUMN(ALPHAFE_ERR, "dex", "Uncertainty of ALPHAFE"),
+    VELOX_COLUMN(VSINI, "km/s", "Projected rotational velocity; NaN when not fitted"),
+    VELOX_COLUMN(VSINI_ERR, "km/s", "Uncertainty of VSINI"),
+    VELOX_COLUMN(CHISQ_TOT, "", "Total chi^2 of the best fit"),
+    VELOX_COLUMN(CHISQ_C, "", "Chi^2 of the continuum-only fit over the same pixels"),
+    VELOX_COLUMN(NPIX_TOT, "", "Number of pixels used in the fit"),
+    VELOX_COLUMN(SN, "", "Median signal-to-noise per pixel over the used pixels"),
+    VELOX_COLUMN(NITER, "", "Levenberg-Marquardt iterations of the kept solution"),
+    VELOX_COLUMN(RVS_WARN, "", "Quality bitmask (bits in fit/rvs_warn.hpp); 0 = no warning"),
+    VELOX_COLUMN(SUCCESS, "", "Fit ran and RVS_WARN has no fatal bit"),
+};
+#undef VELOX_COLUMN
+
+template <class... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+template <class... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
+
+// Bytes a column takes in a packed record, and its HDF5 kind / astropy datatype name.
+size_t column_bytes(const Field& f) {
+  return std::visit(Overloaded{[](std::string CatalogRow::*) { return kSourceFileBytes; },
+                               [](bool CatalogRow::*) { return size_t{1}; },
+                               [](auto CatalogRow::*p) { return sizeof(CatalogRow{}.*p); }},
+                    f);
+}
+h5::File::Kind column_kind(const Field& f) {
+  using K = h5::File::Kind;
+  constexpr K kinds[] = {K::kInt32, K::kInt64, K::kFloat64, K::kBool, K::kFixedString};
+  return kinds[f.index()];
+}
+const char* astropy_datatype(const Field& f) {
+  constexpr const char* names[] = {"int32", "int64", "float64", "bool", "string"};
+  return names[f.index()];
+}
+
+struct Layout {
+  std::vector<h5::File::Member> members;
+  size_t record_size = 0;
+};
+
+const Layout& layout() {
+  static const Layout l = [] {
+    Layout out;
+    for (const auto& c : kColumns) {
+      size_t n = column_bytes(c.field);
+      out.members.push_back({c.name, out.record_size, column_kind(c.field), n});
+      out.record_size += n;
+    }
+    return out;
+  }();
+  return l;
+}
+
+// Copy s into a null-padded field of `n` bytes, keeping at most n-1 bytes and never cutting a
+// UTF-8 multi-byte character in half.
+void put_fixed_string(const std::string& s, unsigned char* dst, size_t n) {
+  size_t len = std::min(s.size(), n - 1);
+  if (len < s.size())
+    while (len > 0 && (static_cast<unsigned char>(s[len]) & 0xC0) == 0x80) --len;
+  std::memset(dst, 0, n);
+  std::memcpy(dst, s.data(), len);
+}
+
+std::vector<unsigned char> pack(const std::vector<CatalogRow>& rows) {
+  const Layout& l = layout();
+  std::vector<unsigned char> buf(rows.size() * l.record_size);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    unsigned char* rec = buf.data() + r * l.record_size;
+    for (size_t c = 0; c < l.members.size(); ++c) {
+      unsigned char* dst = rec + l.members[c].offset;
+      std::visit(Overloaded{[&](std::string CatalogRow::*p) {
+                              put_fixed_string(rows[r].*p, dst, kSourceFileBytes);
+                            },
+                            [&](bool CatalogRow::*p) { *dst = rows[r].*p ? 1 : 0; },
+                            [&](auto CatalogRow::*p) {
+                              std::memcpy(dst, &(rows[r].*p), sizeof(rows[r].*p));
+                            }},
+                 kColumns[c].field);
+    }
+  }
+  return buf;
+}
+
+std::vector<CatalogRow> unpack(const std::vector<unsigned char>& buf) {
+  const Layout& l = layout();
+  std::vector<CatalogRow> rows(buf.size() / l.record_size);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const unsigned char* rec = buf.data() + r * l.record_size;
+    for (size_t c = 0; c < l.members.size(); ++c) {
+      const unsigned char* src = rec + l.members[c].offset;
+      std::visit(Overloaded{[&](std::string CatalogRow::*p) {
+                              auto s = reinterpret_cast<const char*>(src);
+                              rows[r].*p = std::string(s, strnlen(s, kSourceFileBytes));
+                            },
+                            [&](bool CatalogRow::*p) { rows[r].*p = *src != 0; },
+                            [&](auto CatalogRow::*p) {
+                              std::memcpy(&(rows[r].*p), src, sizeof(rows[r].*p));
+                            }},
+                 kColumns[c].field);
+    }
+  }
+  return rows;
+}
+
+// A YAML double-quoted scalar: safe for any text, including newlines and quotes.
+std::string yaml_quote(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char ch : s) {
+    switch (ch) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (ch < 0x20 || ch == 0x7F)
+          out += fmt::format("\\x{:02X}", ch);
+        else
+          out += static_cast<char>(ch);
+    }
+  }
+  return out + "\"";
+}
+
+// The lines astropy.table.meta.get_yaml_from_table would write for this table (astropy 5.x,
+// io/misc/hdf5.py write_table_hdf5 with serialize_meta=True).
+std::vector<std::string> astropy_header(const Provenance& provenance) {
+  std::vector<std::string> lines{"datatype:"};
+  for (const auto& c : kColumns) {
+    std::string unit = *c.unit ? fmt::format(", unit: {}", yaml_quote(c.unit)) : "";
+    lines.push_back(fmt::format("- {{name: {}{}, datatype: {}, description: {}}}", c.name, unit,
+                                astropy_datatype(c.field), yaml_quote(c.desc)));
+  }
+  if (!provenance.empty()) {
+    lines.push_back("meta: !!omap");
+    for (const auto& [k, v] : provenance)
+      lines.push_back(fmt::format("- {{{}: {}}}", yaml_quote(k), yaml_quote(v)));
+  }
+  return lines;
+}
+
+constexpr const char* kDataset = "/catalog";
+constexpr const char* kKindAttr = "velox_kind";
+
+}  // namespace
+
+void write_catalog(const std::string& path, const std::vector<CatalogRow>& rows,
+                   const Provenance& provenance) {
+  h5::AtomicOutput out(path);
+  {
+    h5::File f = h5::File::create(out.temp_path());
+    const Layout& l = layout();
+    f.write_table(kDataset, l.members, l.record_size, pack(rows));
+    for (const auto& c : kColumns) {
+      f.set_attr(kDataset, std::string(c.name) + "_UNIT", std::string(c.unit));
+      f.set_attr(kDataset, std::string(c.name) + "_DESC", std::string(c.desc));
+    }
+    f.write_strings(std::string(kDataset) + kMetaSuffix, astropy_header(provenance));
+    for (const auto& [k, v] : provenance) f.set_attr("/", k, v);
+    f.set_attr("/", kKindAttr, std::string("catalog"));
+    f.close();
+  }
+  out.commit();
+}
+
+std::vector<CatalogRow> read_catalog(const std::string& path, Provenance* provenance) {
+  h5::File f = h5::File::open_read(path);
+  if (!f.has_attr("/", kKindAttr) || f.attr_string("/", kKindAttr) != "catalog")
+    throw IoError(path + ": not a velox catalog (root attribute velox_kind != \"catalog\")");
+  const Layout& l = layout();
+  auto rows = unpack(f.read_table(kDataset, l.members, l.record_size));
+  if (provenance) {
+    provenance->clear();
+    for (const auto& name : f.attr_names("/"))
+      if (name != kKindAttr) (*provenance)[name] = f.attr_text("/", name);
+  }
+  return rows;
+}
+
+}  // namespace velox

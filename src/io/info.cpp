@@ -1,0 +1,106 @@
+// `velox info`: summaries of catalogs and template libraries (see info.hpp).
+#include "io/info.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "common/error.hpp"
+#include "io/catalog.hpp"
+#include "io/h5.hpp"
+
+namespace velox {
+namespace {
+
+// Linear-interpolated quantile (numpy's default) of sorted, non-empty values; q in [0, 1].
+double quantile(const std::vector<double>& sorted, double q) {
+  double pos = q * static_cast<double>(sorted.size() - 1);
+  size_t lo = static_cast<size_t>(std::floor(pos));
+  size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (pos - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+
+// Multi-line values (config YAML) stay readable: continuation lines get `pad`.
+std::string indent(const std::string& text, const std::string& pad) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    out += text[i];
+    if (text[i] == '\n' && i + 1 < text.size()) out += pad;
+  }
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+std::string describe_catalog(const std::string& path) {
+  Provenance prov;
+  auto rows = read_catalog(path, &prov);
+  size_t n_ok =
+      std::count_if(rows.begin(), rows.end(), [](const CatalogRow& r) { return r.SUCCESS; });
+  std::string out =
+      fmt::format("{}: velox catalog\n  rows: {}\n  SUCCESS: {}\n", path, rows.size(), n_ok);
+
+  struct Stat {
+    const char* name;
+    double CatalogRow::*field;
+    const char* unit;
+  };
+  const Stat stats[] = {{"VRAD", &CatalogRow::VRAD, "km/s"},
+                        {"TEFF", &CatalogRow::TEFF, "K"},
+                        {"LOGG", &CatalogRow::LOGG, "dex"},
+                        {"FEH", &CatalogRow::FEH, "dex"}};
+  out += "  over successful fits (median [16th, 84th percentile]):\n";
+  for (const auto& s : stats) {
+    std::vector<double> v;
+    for (const auto& r : rows)
+      if (r.SUCCESS && std::isfinite(r.*s.field)) v.push_back(r.*s.field);
+    std::sort(v.begin(), v.end());
+    if (v.empty()) {
+      out += fmt::format("    {:<5} no finite values\n", s.name);
+      continue;
+    }
+    out += fmt::format("    {:<5} {:.4g} [{:.4g}, {:.4g}] {} (N={})\n", s.name, quantile(v, 0.5),
+                       quantile(v, 0.16), quantile(v, 0.84), s.unit, v.size());
+  }
+
+  out += "  RVS_WARN bits set:";
+  bool any = false;
+  for (int bit = 0; bit < 64; ++bit) {
+    auto n = std::count_if(rows.begin(), rows.end(), [bit](const CatalogRow& r) {
+      return (static_cast<uint64_t>(r.RVS_WARN) >> bit) & 1u;
+    });
+    if (n > 0) out += fmt::format("{} bit {}: {}", any ? "," : "", bit, n);
+    any = any || n > 0;
+  }
+  out += any ? "\n" : " none\n";
+
+  out += "  provenance:\n";
+  for (const auto& [k, v] : prov) out += fmt::format("    {} = {}\n", k, indent(v, "      "));
+  return out;
+}
+
+std::string describe_template_library(const h5::File& f) {
+  std::string out = fmt::format("{}: velox template library\n  attributes:\n", f.path());
+  for (const auto& name : f.attr_names("/"))
+    out += fmt::format("    {} = {}\n", name, indent(f.attr_text("/", name), "      "));
+  out += "  datasets:\n";
+  for (const auto& d : f.list_datasets())
+    out += fmt::format("    {} [{}] {}\n", d.path, fmt::join(d.shape, ", "), d.type);
+  return out;
+}
+
+}  // namespace
+
+std::string describe_file(const std::string& path) {
+  h5::File f = h5::File::open_read(path);
+  std::string kind = f.has_attr("/", "velox_kind") ? f.attr_text("/", "velox_kind") : "";
+  if (kind == "catalog") return describe_catalog(path);
+  if (kind == "template-library") return describe_template_library(f);
+  throw IoError(fmt::format("{}: not a velox file (root attribute velox_kind is {})", path,
+                            kind.empty() ? "missing" : "'" + kind + "'"));
+}
+
+}  // namespace velox

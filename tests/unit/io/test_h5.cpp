@@ -1,0 +1,117 @@
+// The HDF5 wrapper: arrays, attributes, atomic output, errors.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.hpp"
+#include "io/h5.hpp"
+#include "test_util.hpp"
+
+using namespace velox;
+namespace fs = std::filesystem;
+
+TEST_CASE("h5 arrays round trip with dtype and 2-D shape", "[io][h5]") {
+  const std::string path = test::tmp_dir("h5_arrays") + "/a.h5";
+  const std::vector<double> d{1.5, -2.25, NAN, 1e300, 0.0, -0.0};
+  const std::vector<float> fl{1.5f, -2.f, 3.25f};
+  const std::vector<int64_t> in{INT64_MIN, -1, 0, INT64_MAX};
+  {
+    auto f = h5::File::create(path);
+    f.write("grid/flux", d, {2, 3});
+    f.write("f", fl, {3});
+    f.write("deep/er/ints", in, {2, 2});
+    f.close();
+  }
+  auto f = h5::File::open_read(path);
+  std::vector<uint64_t> shape;
+  auto d2 = f.read_double("grid/flux", &shape);
+  CHECK(shape == std::vector<uint64_t>{2, 3});
+  REQUIRE(d2.size() == d.size());
+  for (size_t i = 0; i < d.size(); ++i)
+    CHECK((std::isnan(d[i]) ? std::isnan(d2[i]) : d2[i] == d[i]));
+  CHECK(f.read_float("f", &shape) == fl);
+  CHECK(shape == std::vector<uint64_t>{3});
+  CHECK(f.read_int64("/deep/er/ints", &shape) == in);
+  CHECK(shape == std::vector<uint64_t>{2, 2});
+  CHECK(f.read_double("f") == std::vector<double>{1.5, -2.0, 3.25});  // converted on read
+  CHECK(f.exists("deep/er"));
+  CHECK_FALSE(f.exists("deep/nothing/here"));
+  CHECK_THROWS_AS(f.read_double("missing"), IoError);
+}
+
+TEST_CASE("h5 write rejects data that does not fill the shape", "[io][h5]") {
+  auto f = h5::File::create(test::tmp_dir("h5_shape") + "/a.h5");
+  CHECK_THROWS_AS(f.write("x", std::vector<double>{1, 2, 3}, {2, 2}), IoError);
+}
+
+TEST_CASE("h5 attributes round trip: UTF-8 strings, doubles, int64, names", "[io][h5]") {
+  const std::string path = test::tmp_dir("h5_attrs") + "/a.h5";
+  const std::string text = "Teff ≥ 3000 K\nline two";
+  {
+    auto f = h5::File::create(path);
+    f.write("g/x", std::vector<double>{1}, {1});
+    f.set_attr("/", "note", text);
+    f.set_attr("/", "pi", 3.141592653589793);
+    f.set_attr("/", "n", int64_t{-42});
+    f.set_attr("g/x", "unit", std::string("km/s"));
+    f.set_attr("/", "n", int64_t{7});  // replaces
+    f.close();
+  }
+  auto f = h5::File::open_read(path);
+  CHECK(f.attr_string("/", "note") == text);
+  CHECK(f.attr_double("/", "pi") == 3.141592653589793);
+  CHECK(f.attr_int64("/", "n") == 7);
+  CHECK(f.attr_string("g/x", "unit") == "km/s");
+  CHECK(f.has_attr("/", "pi"));
+  CHECK_FALSE(f.has_attr("/", "nope"));
+  CHECK_FALSE(f.has_attr("/nothing", "pi"));
+  CHECK(f.attr_names("/") == std::vector<std::string>{"n", "note", "pi"});
+  CHECK(f.attr_text("/", "n") == "7");
+  CHECK_THROWS_AS(f.attr_double("/", "note"), IoError);
+  CHECK_THROWS_AS(f.attr_string("/", "nope"), IoError);
+}
+
+TEST_CASE("h5 string datasets round trip", "[io][h5]") {
+  const std::string path = test::tmp_dir("h5_strings") + "/a.h5";
+  const std::vector<std::string> lines{"datatype:", "- {name: A}", ""};
+  {
+    auto f = h5::File::create(path);
+    f.write_strings("meta", lines);
+  }
+  CHECK(h5::File::open_read(path).read_strings("meta") == lines);
+}
+
+TEST_CASE("AtomicOutput leaves no final file without commit and no temp after commit", "[io][h5]") {
+  const std::string dir = test::tmp_dir("h5_atomic");
+  const std::string final_path = dir + "/out.h5";
+  {
+    h5::AtomicOutput out(final_path);
+    CHECK(out.temp_path() == final_path + ".tmp");
+    h5::File::create(out.temp_path()).close();
+    CHECK(fs::exists(out.temp_path()));
+  }  // no commit: as if an exception was thrown
+  CHECK_FALSE(fs::exists(final_path));
+  CHECK_FALSE(fs::exists(final_path + ".tmp"));
+  {
+    h5::AtomicOutput out(final_path);
+    auto f = h5::File::create(out.temp_path());
+    f.set_attr("/", "x", int64_t{1});
+    f.close();
+    out.commit();
+  }
+  CHECK(fs::exists(final_path));
+  CHECK_FALSE(fs::exists(final_path + ".tmp"));
+  CHECK(h5::File::open_read(final_path).attr_int64("/", "x") == 1);
+}
+
+TEST_CASE("opening a non-HDF5 or missing file throws IoError naming the file", "[io][h5]") {
+  const std::string path = test::tmp_dir("h5_bad") + "/not_hdf5.h5";
+  std::ofstream(path) << "SIMPLE  =                    T / FITS, not HDF5\n";
+  try {
+    h5::File::open_read(path);
+    FAIL("no exception");
+  } catch (const IoError& e) {
+    CHECK_THAT(e.what(), Catch::Contains(path) && Catch::Contains("not an HDF5 file"));
+  }
+  CHECK_THROWS_WITH(h5::File::open_read(path + ".missing"), Catch::Contains(path + ".missing"));
+}
