@@ -39,3 +39,8 @@ std::vector<double> resample(const std::vector<double>& wave_in, const std::vect
 std::vector<double> envelope_continuum(const std::vector<double>& flux, int degree, int n_iter);
 
 }  // namespace velox
+
+namespace velox {
+// Load `templates:` from a YAML file (missing keys keep defaults). Throws ConfigError.
+BuildConfig load_build_config(const std::string& path);
+}  // namespace velox

@@ -1,0 +1,43 @@
+#include <yaml-cpp/yaml.h>
+
+#include "common/error.hpp"
+#include "emulator/build.hpp"
+
+namespace velox {
+
+BuildConfig load_build_config(const std::string& path) {
+  BuildConfig c;
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(path + ": cannot read YAML config: " + e.what());
+  }
+  const YAML::Node t = root["templates"];
+  if (!t) return c;
+  auto get = [&](const char* key, auto& out) {
+    if (!t[key]) return;
+    try {
+      out = t[key].as<std::decay_t<decltype(out)>>();
+    } catch (const YAML::Exception& e) {
+      throw ConfigError(path + ": templates." + key + ": " + e.what());
+    }
+  };
+  get("dlnlam", c.dlnlam);
+  get("wave_min_A", c.wave_min_A);
+  get("wave_max_A", c.wave_max_A);
+  get("n_components", c.n_components);
+  get("norm_degree", c.norm_degree);
+  get("teff_min", c.teff_min);
+  get("teff_max", c.teff_max);
+  get("outlier_loo_factor", c.outlier_loo_factor);
+  get("outlier_loo_floor", c.outlier_loo_floor);
+  get("n_ccf_templates", c.n_ccf_templates);
+  get("template_R", c.template_R);
+  if (c.n_components < 1 || c.n_components + 1 > 96)
+    throw ConfigError(path + ": templates.n_components must be 1..95");
+  if (!(c.dlnlam > 0 && c.dlnlam < 1e-3)) throw ConfigError(path + ": templates.dlnlam out of range");
+  return c;
+}
+
+}  // namespace velox
