@@ -21,6 +21,9 @@ std::string format_name(SpectrumFormat f);
 //  - SDSS/BOSS spec-*.fits: HDU COADD (loglam, flux, ivar, and_mask); TARGETID=SPECOBJID from
 //    SPALL, else (plate << 42 | mjd << 24 | fiber) (documented in docs/data-model.md).
 //  - DESI coadd: FIBERMAP + {B,R,Z}_{WAVELENGTH,FLUX,IVAR,MASK,RESOLUTION}; TARGETID from FIBERMAP.
+//    Unassigned fibres have negative TARGETIDs; fibres beyond the FIBERMAP rows get -1 + problem.
+// Masks: nonzero = bad (LAMOST float masks become 0/nonzero ints; DESI uint32 bits are kept).
+// ivar, NaN flux and ivar <= 0 are passed through unchanged: the fit masks them.
 SpectrumFile read_spectra(const std::string& path, SpectrumFormat fmt = SpectrumFormat::Auto);
 
 // One template spectrum with its labels.

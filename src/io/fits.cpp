@@ -1,0 +1,451 @@
+// CFITSIO wrapper: the only file in velox that calls fits_* functions.
+#include "io/fits.hpp"
+
+#include <fitsio.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <utility>
+
+#include "common/error.hpp"
+
+namespace velox::fits {
+namespace {
+
+fitsfile* ff(void* p) { return static_cast<fitsfile*>(p); }
+
+std::string status_text(int status) {
+  char text[FLEN_STATUS] = {0};
+  fits_get_errstatus(status, text);
+  fits_clear_errmsg();
+  std::string msg = std::string(text) + " (CFITSIO status " + std::to_string(status) + ")";
+  if (status == END_OF_FILE || status == READ_ERROR) msg += ", file truncated or not FITS?";
+  return msg;
+}
+
+bool is_integer_type(int t) {
+  switch (t) {
+    case TBIT:
+    case TBYTE:
+    case TSBYTE:
+    case TUSHORT:
+    case TSHORT:
+    case TUINT:
+    case TINT:
+    case TULONG:
+    case TLONG:
+    case TLONGLONG:
+    case TULONGLONG:
+    case TLOGICAL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Integer masks are often stored as uint32 (BZERO=2^31): keep their bits in an int32.
+std::vector<int32_t> to_int32_bits(const std::vector<int64_t>& v) {
+  std::vector<int32_t> out(v.size());
+  std::transform(v.begin(), v.end(), out.begin(), [](int64_t x) {
+    return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(x)));
+  });
+  return out;
+}
+
+}  // namespace
+
+File File::open_read(const std::string& path) {
+  fitsfile* f = nullptr;
+  int status = 0;
+  // The disk-file variant skips CFITSIO's extended filename syntax ("[1]", "+2"), so any path
+  // works.
+  if (fits_open_diskfile(&f, path.c_str(), READONLY, &status)) {
+    throw IoError(path + ": cannot open as FITS: " + status_text(status));
+  }
+  return File(f, path);
+}
+
+File File::create(const std::string& path) {
+  fitsfile* f = nullptr;
+  int status = 0;
+  std::remove(path.c_str());
+  if (fits_create_diskfile(&f, path.c_str(), &status)) {
+    throw IoError(path + ": cannot create FITS file: " + status_text(status));
+  }
+  return File(f, path);
+}
+
+File::File(File&& o) noexcept : fptr_(o.fptr_), path_(std::move(o.path_)) { o.fptr_ = nullptr; }
+
+File& File::operator=(File&& o) noexcept {
+  if (this != &o) {
+    std::swap(fptr_, o.fptr_);
+    std::swap(path_, o.path_);
+  }
+  return *this;
+}
+
+File::~File() {
+  if (fptr_) {
+    int status = 0;
+    fits_close_file(ff(fptr_), &status);
+    fits_clear_errmsg();
+  }
+}
+
+void File::fail(const std::string& what, int status) const {
+  std::string msg = path_ + ": HDU " + current_name() + ": " + what;
+  if (status) msg += ": " + status_text(status);
+  throw IoError(msg);
+}
+
+void File::check(int status, const std::string& what) const {
+  if (status) fail(what, status);
+}
+
+// ---------------------------------------------------------------- HDUs
+
+int File::num_hdus() const {
+  int status = 0, n = 0;
+  check(fits_get_num_hdus(ff(fptr_), &n, &status), "counting HDUs");
+  return n;
+}
+
+int File::current_index() const {
+  int num = 0;
+  fits_get_hdu_num(ff(fptr_), &num);
+  return num - 1;
+}
+
+std::string File::current_name() const {
+  int status = 0;
+  char value[FLEN_VALUE] = {0};
+  if (fits_read_key(ff(fptr_), TSTRING, "EXTNAME", value, nullptr, &status) == 0) return value;
+  fits_clear_errmsg();
+  const int index = current_index();
+  return index == 0 ? "PRIMARY" : "#" + std::to_string(index);
+}
+
+std::vector<std::string> File::hdu_names() const {
+  const int saved = current_index();
+  std::vector<std::string> names;
+  int status = 0;
+  for (int i = 0; i < num_hdus(); ++i) {
+    if (fits_movabs_hdu(ff(fptr_), i + 1, nullptr, &status)) break;  // truncated file: stop
+    names.push_back(current_name());
+  }
+  status = 0;
+  fits_movabs_hdu(ff(fptr_), saved + 1, nullptr, &status);
+  fits_clear_errmsg();
+  return names;
+}
+
+bool File::has_hdu(const std::string& extname) const {
+  const auto names = hdu_names();
+  return std::find(names.begin(), names.end(), extname) != names.end();
+}
+
+void File::move_to(const std::string& extname) {
+  int status = 0;
+  if (extname == "PRIMARY") return move_to(0);
+  if (fits_movnam_hdu(ff(fptr_), ANY_HDU, const_cast<char*>(extname.c_str()), 0, &status)) {
+    throw IoError(path_ + ": HDU " + extname + ": not found: " + status_text(status));
+  }
+}
+
+void File::move_to(int index) {
+  int status = 0;
+  if (fits_movabs_hdu(ff(fptr_), index + 1, nullptr, &status)) {
+    throw IoError(path_ + ": HDU #" + std::to_string(index) +
+                  ": cannot move there: " + status_text(status));
+  }
+}
+
+bool File::is_image() const {
+  int status = 0, type = 0;
+  check(fits_get_hdu_type(ff(fptr_), &type, &status), "reading HDU type");
+  return type == IMAGE_HDU;
+}
+
+// ---------------------------------------------------------------- keywords
+
+bool File::has_key(const std::string& key) const {
+  int status = 0;
+  char value[FLEN_VALUE], comment[FLEN_COMMENT];
+  fits_read_keyword(ff(fptr_), key.c_str(), value, comment, &status);
+  fits_clear_errmsg();
+  return status == 0;
+}
+
+std::string File::key_string(const std::string& key) const {
+  int status = 0;
+  char value[FLEN_VALUE] = {0};
+  check(fits_read_key(ff(fptr_), TSTRING, key.c_str(), value, nullptr, &status), "keyword " + key);
+  std::string s(value);
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+double File::key_double(const std::string& key) const {
+  int status = 0;
+  double value = 0;
+  check(fits_read_key(ff(fptr_), TDOUBLE, key.c_str(), &value, nullptr, &status), "keyword " + key);
+  return value;
+}
+
+int64_t File::key_long(const std::string& key) const {
+  int status = 0;
+  LONGLONG value = 0;
+  check(fits_read_key(ff(fptr_), TLONGLONG, key.c_str(), &value, nullptr, &status),
+        "keyword " + key);
+  return value;
+}
+
+std::string File::key_string(const std::string& key, const std::string& dflt) const {
+  return has_key(key) ? key_string(key) : dflt;
+}
+double File::key_double(const std::string& key, double dflt) const {
+  return has_key(key) ? key_double(key) : dflt;
+}
+int64_t File::key_long(const std::string& key, int64_t dflt) const {
+  return has_key(key) ? key_long(key) : dflt;
+}
+
+// ---------------------------------------------------------------- images
+
+std::vector<int64_t> File::image_shape() const {
+  int status = 0, naxis = 0;
+  check(fits_get_img_dim(ff(fptr_), &naxis, &status), "reading image dimensions");
+  if (naxis == 0) return {};
+  std::vector<LONGLONG> naxes(naxis);
+  check(fits_get_img_sizell(ff(fptr_), naxis, naxes.data(), &status), "reading image size");
+  return std::vector<int64_t>(naxes.rbegin(), naxes.rend());
+}
+
+template <typename T>
+std::vector<T> File::read_image_as(int datatype) const {
+  if (!is_image()) fail("expected an image, found a table");
+  const auto shape = image_shape();
+  int64_t n = shape.empty() ? 0 : 1;
+  for (int64_t s : shape) n *= s;
+  std::vector<T> out(n);
+  int status = 0, anynul = 0;
+  if (n > 0) {
+    check(fits_read_img(ff(fptr_), datatype, 1, n, nullptr, out.data(), &anynul, &status),
+          "reading image");
+  }
+  return out;
+}
+
+std::vector<double> File::read_image_double() const { return read_image_as<double>(TDOUBLE); }
+std::vector<float> File::read_image_float() const { return read_image_as<float>(TFLOAT); }
+std::vector<int32_t> File::read_image_int32() const {
+  return to_int32_bits(read_image_as<int64_t>(TLONGLONG));
+}
+
+// ---------------------------------------------------------------- tables
+
+int64_t File::num_rows() const {
+  int status = 0;
+  LONGLONG n = 0;
+  check(fits_get_num_rowsll(ff(fptr_), &n, &status), "reading the number of rows");
+  return n;
+}
+
+int File::column_number(const std::string& name) const {
+  int status = 0, col = 0;
+  fits_get_colnum(ff(fptr_), CASEINSEN, const_cast<char*>(name.c_str()), &col, &status);
+  if (status == COL_NOT_UNIQUE) status = 0;
+  fits_clear_errmsg();
+  return status ? -1 : col;
+}
+
+bool File::has_column(const std::string& name) const {
+  return !is_image() && column_number(name) > 0;
+}
+
+std::vector<std::string> File::column_names() const {
+  std::vector<std::string> names;
+  int status = 0, ncols = 0;
+  check(fits_get_num_cols(ff(fptr_), &ncols, &status), "reading the number of columns");
+  for (int i = 1; i <= ncols; ++i) {
+    char key[FLEN_KEYWORD], value[FLEN_VALUE] = {0};
+    std::snprintf(key, sizeof key, "TTYPE%d", i);
+    check(fits_read_key(ff(fptr_), TSTRING, key, value, nullptr, &status),
+          "keyword " + std::string(key));
+    names.emplace_back(value);
+  }
+  return names;
+}
+
+File::ColumnInfo File::column_info(const std::string& name) const {
+  if (is_image()) fail("column " + name + ": expected a table, found an image");
+  ColumnInfo info;
+  info.number = column_number(name);
+  if (info.number <= 0) fail("column " + name + ": not found");
+  int status = 0;
+  LONGLONG repeat = 0, width = 0;
+  check(fits_get_coltypell(ff(fptr_), info.number, &info.type, &repeat, &width, &status),
+        "column " + name + ": reading its type");
+  if (info.type < 0) fail("column " + name + ": variable-length arrays are not supported");
+  info.repeat = repeat;
+  info.width = width;
+  return info;
+}
+
+int64_t File::column_repeat(const std::string& name) const {
+  const auto info = column_info(name);
+  return info.type == TSTRING ? 1 : info.repeat;
+}
+
+template <typename T>
+std::vector<T> File::read_column_as(const std::string& name, int datatype) const {
+  const auto info = column_info(name);
+  const int64_t n = num_rows() * (info.type == TSTRING ? 1 : info.repeat);
+  std::vector<T> out(n);
+  int status = 0, anynul = 0;
+  if (n > 0) {
+    check(fits_read_col(ff(fptr_), datatype, info.number, 1, 1, n, nullptr, out.data(), &anynul,
+                        &status),
+          "column " + name + ": reading");
+  }
+  return out;
+}
+
+std::vector<double> File::read_column_double(const std::string& name) const {
+  return read_column_as<double>(name, TDOUBLE);
+}
+std::vector<float> File::read_column_float(const std::string& name) const {
+  return read_column_as<float>(name, TFLOAT);
+}
+std::vector<int32_t> File::read_column_int32(const std::string& name) const {
+  return to_int32_bits(read_column_as<int64_t>(name, TLONGLONG));
+}
+std::vector<int64_t> File::read_column_int64(const std::string& name) const {
+  return read_column_as<int64_t>(name, TLONGLONG);
+}
+
+std::vector<std::string> File::read_column_string(const std::string& name) const {
+  const auto info = column_info(name);
+  const int col = info.number;
+  const int64_t width = info.width;
+  int status = 0;
+  if (info.type != TSTRING) fail("column " + name + ": not a string column");
+  const int64_t n = num_rows();
+  std::vector<std::vector<char>> buffers(n, std::vector<char>(width + 1, '\0'));
+  std::vector<char*> ptrs(n);
+  for (int64_t i = 0; i < n; ++i) ptrs[i] = buffers[i].data();
+  int anynul = 0;
+  char nulstr[] = "";
+  if (n > 0) {
+    check(fits_read_col_str(ff(fptr_), col, 1, 1, n, nulstr, ptrs.data(), &anynul, &status),
+          "column " + name + ": reading");
+  }
+  std::vector<std::string> out;
+  for (auto& b : buffers) {
+    std::string s(b.data());
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<std::string> File::read_column_text(const std::string& name) const {
+  const auto info = column_info(name);
+  if (info.type == TSTRING) return read_column_string(name);
+  if (info.repeat != 1) fail("column " + name + ": not a scalar column");
+  std::vector<std::string> out;
+  if (info.type == TULONGLONG) {  // e.g. SDSS SPECOBJID stored as K with TZERO = 2^63
+    for (auto x : read_column_as<unsigned long long>(name, TULONGLONG)) {
+      out.push_back(std::to_string(x));
+    }
+  } else if (is_integer_type(info.type)) {
+    for (int64_t v : read_column_int64(name)) out.push_back(std::to_string(v));
+  } else {
+    char buf[32];
+    for (double v : read_column_double(name)) {
+      std::snprintf(buf, sizeof buf, "%.12g", v);
+      out.emplace_back(buf);
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- writing
+
+void File::write_image(const std::vector<double>& data, const std::vector<int64_t>& shape,
+                       const std::string& extname) {
+  std::vector<long> naxes(shape.rbegin(), shape.rend());
+  int status = 0;
+  check(
+      fits_create_img(ff(fptr_), DOUBLE_IMG, static_cast<int>(naxes.size()), naxes.data(), &status),
+      "creating image");
+  if (!data.empty()) {
+    check(fits_write_img(ff(fptr_), TDOUBLE, 1, data.size(), const_cast<double*>(data.data()),
+                         &status),
+          "writing image");
+  }
+  if (!extname.empty()) write_key("EXTNAME", extname);
+}
+
+void File::write_key(const std::string& key, const std::string& value) {
+  int status = 0;
+  check(fits_update_key(ff(fptr_), TSTRING, key.c_str(), const_cast<char*>(value.c_str()), nullptr,
+                        &status),
+        "writing keyword " + key);
+}
+void File::write_key(const std::string& key, double value) {
+  int status = 0;
+  check(fits_update_key(ff(fptr_), TDOUBLE, key.c_str(), &value, nullptr, &status),
+        "writing keyword " + key);
+}
+void File::write_key(const std::string& key, int64_t value) {
+  int status = 0;
+  LONGLONG v = value;
+  check(fits_update_key(ff(fptr_), TLONGLONG, key.c_str(), &v, nullptr, &status),
+        "writing keyword " + key);
+}
+void File::write_key(const std::string& key, bool value) {
+  int status = 0, v = value ? 1 : 0;
+  check(fits_update_key(ff(fptr_), TLOGICAL, key.c_str(), &v, nullptr, &status),
+        "writing keyword " + key);
+}
+
+void File::create_table(const std::string& extname, int64_t n_rows,
+                        const std::vector<std::string>& names,
+                        const std::vector<std::string>& tforms) {
+  int status = 0;
+  if (num_hdus() == 0) write_image({}, {});  // an empty primary HDU first
+  std::vector<char*> ttype, tform;
+  for (const auto& s : names) ttype.push_back(const_cast<char*>(s.c_str()));
+  for (const auto& s : tforms) tform.push_back(const_cast<char*>(s.c_str()));
+  check(fits_create_tbl(ff(fptr_), BINARY_TBL, n_rows, static_cast<int>(names.size()), ttype.data(),
+                        tform.data(), nullptr, extname.c_str(), &status),
+        "creating table " + extname);
+}
+
+void File::write_column(const std::string& name, const std::vector<double>& data) {
+  int status = 0;
+  check(fits_write_col(ff(fptr_), TDOUBLE, column_number(name), 1, 1, data.size(),
+                       const_cast<double*>(data.data()), &status),
+        "column " + name + ": writing");
+}
+
+void File::write_column(const std::string& name, const std::vector<int64_t>& data) {
+  int status = 0;
+  std::vector<LONGLONG> v(data.begin(), data.end());
+  check(
+      fits_write_col(ff(fptr_), TLONGLONG, column_number(name), 1, 1, v.size(), v.data(), &status),
+      "column " + name + ": writing");
+}
+
+void File::write_column(const std::string& name, const std::vector<std::string>& data) {
+  int status = 0;
+  std::vector<char*> ptrs;
+  for (const auto& s : data) ptrs.push_back(const_cast<char*>(s.c_str()));
+  check(fits_write_col_str(ff(fptr_), column_number(name), 1, 1, ptrs.size(), ptrs.data(), &status),
+        "column " + name + ": writing");
+}
+
+}  // namespace velox::fits

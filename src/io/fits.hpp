@@ -1,0 +1,104 @@
+// Thin RAII wrapper over CFITSIO (`fitsfile*`). All fits_* calls in velox live in io/fits.cpp.
+// Errors throw velox::IoError "<file>: HDU <name>: <what>: <CFITSIO status text>".
+// Shapes are given in C (numpy) order: slowest axis first, so a DESI B_RESOLUTION image is
+// {n_fiber, n_diag, n_pix} and its data is row-major data[(f * n_diag + d) * n_pix + j].
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace velox::fits {
+
+class File {
+ public:
+  // Read-only open; gzip-compressed files (.fits.gz) and tile-compressed images work.
+  // Throws IoError if the file is missing or not FITS. Starts at the primary HDU.
+  static File open_read(const std::string& path);
+  // Creates (overwrites) a FITS file for writing; the first write_image makes the primary HDU.
+  static File create(const std::string& path);
+
+  File(File&& o) noexcept;
+  File& operator=(File&& o) noexcept;
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  ~File();
+
+  const std::string& path() const { return path_; }
+
+  // --- HDUs (index is 0-based; 0 = primary) ---
+  int num_hdus() const;
+  std::vector<std::string> hdu_names() const;  // EXTNAME of each HDU, "PRIMARY" if unnamed
+  bool has_hdu(const std::string& extname) const;
+  void move_to(const std::string& extname);  // throws IoError if absent
+  void move_to(int index);
+  int current_index() const;
+  std::string current_name() const;  // EXTNAME or "PRIMARY"/"#<index>", used in messages
+  bool is_image() const;
+
+  // --- header keywords of the current HDU ---
+  bool has_key(const std::string& key) const;
+  std::string key_string(const std::string& key) const;  // throws IoError if absent
+  double key_double(const std::string& key) const;
+  int64_t key_long(const std::string& key) const;
+  std::string key_string(const std::string& key, const std::string& dflt) const;
+  double key_double(const std::string& key, double dflt) const;
+  int64_t key_long(const std::string& key, int64_t dflt) const;
+
+  // --- images of the current HDU (any BITPIX, converted) ---
+  std::vector<int64_t> image_shape() const;  // C order; empty for an HDU without data
+  std::vector<double> read_image_double() const;
+  std::vector<float> read_image_float() const;
+  std::vector<int32_t> read_image_int32() const;
+
+  // --- binary tables of the current HDU ---
+  int64_t num_rows() const;
+  bool has_column(const std::string& name) const;  // case-insensitive, as CFITSIO matches
+  std::vector<std::string> column_names() const;
+  int64_t column_repeat(const std::string& name) const;  // elements per row (1 for scalars)
+  // All rows of a numeric column (scalar or vector), row-major [n_rows][repeat], converted.
+  std::vector<double> read_column_double(const std::string& name) const;
+  std::vector<float> read_column_float(const std::string& name) const;
+  std::vector<int32_t> read_column_int32(const std::string& name) const;
+  std::vector<int64_t> read_column_int64(const std::string& name) const;
+  // String column, trailing blanks removed.
+  std::vector<std::string> read_column_string(const std::string& name) const;
+  // Any scalar column as text: strings as-is, integers exactly, floats with 12 digits.
+  std::vector<std::string> read_column_text(const std::string& name) const;
+
+  // --- writing (tests and small outputs) ---
+  // Appends an image HDU (the primary if the file is new) of doubles with the C-order shape.
+  void write_image(const std::vector<double>& data, const std::vector<int64_t>& shape,
+                   const std::string& extname = "");
+  void write_key(const std::string& key, const std::string& value);
+  void write_key(const std::string& key, double value);
+  void write_key(const std::string& key, int64_t value);
+  void write_key(const std::string& key, bool value);
+  // Appends a binary table with n_rows rows; tforms are FITS TFORMn codes ("D", "3909E", "16A").
+  void create_table(const std::string& extname, int64_t n_rows,
+                    const std::vector<std::string>& names, const std::vector<std::string>& tforms);
+  void write_column(const std::string& name, const std::vector<double>& data);
+  void write_column(const std::string& name, const std::vector<int64_t>& data);
+  void write_column(const std::string& name, const std::vector<std::string>& data);
+
+  // Throws IoError "<file>: HDU <name>: <what>[: <CFITSIO text>]" (status 0 = no CFITSIO text).
+  [[noreturn]] void fail(const std::string& what, int status = 0) const;
+
+ private:
+  File(void* fptr, std::string path) : fptr_(fptr), path_(std::move(path)) {}
+  struct ColumnInfo {
+    int number = 0, type = 0;  // 1-based column number, CFITSIO type code (TSTRING, TFLOAT...)
+    int64_t repeat = 0, width = 0;
+  };
+  int column_number(const std::string& name) const;       // -1 if absent
+  ColumnInfo column_info(const std::string& name) const;  // throws IoError if absent
+  template <typename T>
+  std::vector<T> read_image_as(int datatype) const;
+  template <typename T>
+  std::vector<T> read_column_as(const std::string& name, int datatype) const;
+  void check(int status, const std::string& what) const;
+
+  void* fptr_ = nullptr;  // fitsfile*, kept opaque so fitsio.h stays out of this header
+  std::string path_;
+};
+
+}  // namespace velox::fits

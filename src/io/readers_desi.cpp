@@ -1,0 +1,122 @@
+// DESI coadd (and spectra) files: FIBERMAP + {B,R,Z}_{WAVELENGTH,FLUX,IVAR,MASK,RESOLUTION}.
+// Data model:
+// https://desidatamodel.readthedocs.io/en/latest/DESI_SPECTRO_REDUX/SPECPROD/healpix/SURVEY/PROGRAM/PIXGROUP/PIXNUM/coadd-SURVEY-PROGRAM-PIXNUM.html
+#include <algorithm>
+
+#include "common/error.hpp"
+#include "io/readers_detail.hpp"
+
+namespace velox::detail {
+namespace {
+
+// One arm's arrays for every fibre, as stored (row-major, C order).
+struct ArmArrays {
+  std::string name;
+  std::vector<double> wave;       // [n_pix]
+  std::vector<float> flux, ivar;  // [n_fib][n_pix]
+  std::vector<int32_t> mask;      // [n_fib][n_pix]; zeros if the file has no MASK
+  std::vector<float> res;         // [n_fib][n_diag][n_pix]; empty if no RESOLUTION
+  size_t n_fib = 0, n_pix = 0, n_pix_ivar = 0, n_pix_mask = 0, n_diag = 0, n_pix_res = 0;
+};
+
+// Image HDU `name` and its C-order shape; throws IoError if the HDU is absent.
+std::vector<int64_t> image_at(fits::File& f, const std::string& name) {
+  f.move_to(name);
+  if (!f.is_image()) f.fail("expected an image");
+  return f.image_shape();
+}
+
+size_t last_axis(const std::vector<int64_t>& shape) { return shape.empty() ? 0 : shape.back(); }
+
+ArmArrays read_arm(fits::File& f, const std::string& arm, const std::vector<std::string>& hdus) {
+  auto has = [&](const std::string& n) {
+    return std::find(hdus.begin(), hdus.end(), n) != hdus.end();
+  };
+  ArmArrays a;
+  a.name = arm;
+  image_at(f, arm + "_WAVELENGTH");
+  a.wave = f.read_image_double();
+  const auto fshape = image_at(f, arm + "_FLUX");
+  if (fshape.size() != 2) f.fail("expected a [n_fiber][n_pix] image");
+  a.n_fib = fshape[0];
+  a.n_pix = fshape[1];
+  a.flux = f.read_image_float();
+  a.n_pix_ivar = last_axis(image_at(f, arm + "_IVAR"));
+  a.ivar = f.read_image_float();
+  if (has(arm + "_MASK")) {
+    a.n_pix_mask = last_axis(image_at(f, arm + "_MASK"));
+    a.mask = f.read_image_int32();
+  } else {
+    a.n_pix_mask = a.n_pix;
+    a.mask.assign(a.n_fib * a.n_pix, 0);
+  }
+  if (has(arm + "_RESOLUTION")) {
+    const auto rshape = image_at(f, arm + "_RESOLUTION");
+    if (rshape.size() != 3 || static_cast<size_t>(rshape[0]) != a.n_fib) {
+      f.fail("expected a [n_fiber][n_diag][n_pix] image matching " + arm + "_FLUX");
+    }
+    a.n_diag = rshape[1];
+    a.n_pix_res = rshape[2];
+    a.res = f.read_image_float();
+  }
+  return a;
+}
+
+}  // namespace
+
+void read_desi_coadd(fits::File& f, SpectrumFile& out) {
+  const auto hdus = f.hdu_names();
+  std::vector<ArmArrays> arms;
+  for (const char* arm : {"B", "R", "Z"}) {
+    if (std::find(hdus.begin(), hdus.end(), std::string(arm) + "_FLUX") != hdus.end()) {
+      arms.push_back(read_arm(f, arm, hdus));
+    }
+  }
+  if (arms.empty()) {
+    throw IoError(f.path() + ": HDU B_FLUX/R_FLUX/Z_FLUX: none found (not a DESI coadd)");
+  }
+  size_t n_fib = 0;
+  for (const auto& a : arms) n_fib = std::max(n_fib, a.n_fib);
+
+  f.move_to("FIBERMAP");
+  if (!f.has_column("TARGETID")) f.fail("column TARGETID: not found");
+  const auto targetid = f.read_column_int64("TARGETID");
+  std::map<std::string, std::vector<std::string>> meta_cols;
+  for (const char* col : {"OBJTYPE", "COADD_FIBERSTATUS", "FIBERSTATUS", "DESI_TARGET",
+                          "MWS_TARGET", "SV1_DESI_TARGET", "SV3_DESI_TARGET", "SV3_MWS_TARGET",
+                          "TARGET_RA", "TARGET_DEC", "FIBER"}) {
+    if (f.has_column(col) && f.column_repeat(col) == 1) meta_cols[col] = f.read_column_text(col);
+  }
+
+  for (size_t i = 0; i < n_fib; ++i) {
+    Spectrum s;
+    s.row_in_file = static_cast<int64_t>(i);
+    if (i < targetid.size()) {
+      s.targetid = targetid[i];
+      for (const auto& [col, values] : meta_cols) s.meta[col] = values[i];
+    } else {
+      s.problem = "FIBERMAP has only " + std::to_string(targetid.size()) + " rows for " +
+                  std::to_string(n_fib) + " fibres";
+    }
+    for (const auto& a : arms) {
+      if (i >= a.n_fib) {
+        s.problem += (s.problem.empty() ? "" : "; ") + ("arm " + a.name + ": no data for fibre");
+        continue;
+      }
+      ArmData arm;
+      arm.name = a.name;
+      arm.wave_vac_A = a.wave;
+      arm.flux = row_slice(a.flux, i, a.n_pix);
+      arm.ivar = row_slice(a.ivar, i, a.n_pix_ivar);
+      arm.mask = row_slice(a.mask, i, a.n_pix_mask);
+      if (a.n_diag > 0) {
+        arm.ndiag = static_cast<int>(a.n_diag);
+        arm.resolution = row_slice(a.res, i, a.n_diag * a.n_pix_res);
+      }
+      s.arms.push_back(std::move(arm));
+    }
+    out.spectra.push_back(std::move(s));
+  }
+}
+
+}  // namespace velox::detail

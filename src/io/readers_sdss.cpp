@@ -1,0 +1,82 @@
+// SDSS/BOSS spec-PLATE-MJD-FIBER.fits: HDU COADD (loglam, flux, ivar, and_mask), HDU SPALL
+// (BOSS) or SPECOBJ (SDSS-I/II) with the pipeline's redshift and SPECOBJID.
+// Data model:
+// https://data.sdss.org/datamodel/files/BOSS_SPECTRO_REDUX/RUN2D/spectra/PLATE4/spec.html
+#include <cmath>
+
+#include "common/error.hpp"
+#include "io/readers_detail.hpp"
+
+namespace velox::detail {
+namespace {
+
+// Nominal SDSS/BOSS resolving power (1500-2500 across the range; Smee et al. 2013).
+constexpr double kSdssR = 2000.0;
+
+// Packs (plate, mjd, fiber) into one id when the file carries no SPECOBJID:
+// plate << 42 | mjd << 24 | fiber (documented in docs/data-model.md).
+int64_t pack_plate_mjd_fiber(int64_t plate, int64_t mjd, int64_t fiber) {
+  return (plate << 42) | (mjd << 24) | fiber;
+}
+
+}  // namespace
+
+void read_sdss_spec(fits::File& f, SpectrumFile& out) {
+  Spectrum s;
+  f.move_to(0);
+  int64_t plate = f.key_long("PLATEID", -1), mjd = f.key_long("MJD", -1),
+          fiber = f.key_long("FIBERID", -1);
+
+  // Redshift table: SPALL (BOSS) or SPECOBJ (SDSS-I/II), one row.
+  const auto names = f.hdu_names();
+  for (const char* hdu : {"SPALL", "SPECOBJ"}) {
+    if (std::find(names.begin(), names.end(), hdu) == names.end()) continue;
+    f.move_to(hdu);
+    if (f.num_rows() < 1) continue;
+    for (const char* col : {"Z", "Z_ERR", "CLASS", "SUBCLASS"}) {
+      if (f.has_column(col)) s.meta[col] = f.read_column_text(col).at(0);
+    }
+    int64_t v = 0;
+    if (plate < 0 && f.has_column("PLATE") && parse_int64(f.read_column_text("PLATE")[0], v)) {
+      plate = v;
+    }
+    if (mjd < 0 && f.has_column("MJD") && parse_int64(f.read_column_text("MJD")[0], v)) mjd = v;
+    if (fiber < 0 && f.has_column("FIBERID") && parse_int64(f.read_column_text("FIBERID")[0], v)) {
+      fiber = v;
+    }
+    // SPECOBJID is a string column in DR8+ files ('22A'), an integer in some others.
+    if (f.has_column("SPECOBJID") && parse_int64(f.read_column_text("SPECOBJID")[0], v)) {
+      s.targetid = v;
+    }
+    break;
+  }
+  if (s.targetid < 0) {
+    if (plate >= 0 && mjd >= 0 && fiber >= 0) {
+      s.targetid = pack_plate_mjd_fiber(plate, mjd, fiber);
+    } else {
+      s.problem = "no SPECOBJID and no PLATEID/MJD/FIBERID to build a TARGETID";
+    }
+  }
+  s.meta["PLATE"] = std::to_string(plate);
+  s.meta["MJD"] = std::to_string(mjd);
+  s.meta["FIBERID"] = std::to_string(fiber);
+  s.row_in_file = 0;
+
+  f.move_to("COADD");
+  for (const char* col : {"loglam", "flux", "ivar"}) {
+    if (!f.has_column(col)) f.fail(std::string("column ") + col + ": not found");
+  }
+  ArmData arm;
+  arm.name = "ALL";
+  // loglam is float32: 10^loglam is good to ~3e-7 relative (0.08 km/s).
+  for (double l : f.read_column_double("loglam")) arm.wave_vac_A.push_back(std::pow(10.0, l));
+  arm.flux = f.read_column_float("flux");
+  arm.ivar = f.read_column_float("ivar");
+  arm.mask = f.has_column("and_mask") ? f.read_column_int32("and_mask")
+                                      : std::vector<int32_t>(arm.wave_vac_A.size(), 0);
+  arm.resolution_R = kSdssR;
+  s.arms.push_back(std::move(arm));
+  out.spectra.push_back(std::move(s));
+}
+
+}  // namespace velox::detail
