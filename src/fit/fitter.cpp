@@ -109,8 +109,8 @@ CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnost
     return failure(row, warn::kBadInput);
   }
   auto ot = spec.meta.find("OBJTYPE");
-  if (ot != spec.meta.end() && ot->second != "TGT" && !ot->second.empty()) {
-    note("OBJTYPE " + ot->second + ": not a stellar target, not fitted");
+  if (ot != spec.meta.end() && ot->second != "TGT") {
+    note("OBJTYPE '" + ot->second + "': not a stellar target, not fitted");
     return failure(row, warn::kNotFitted);
   }
 
