@@ -67,54 +67,97 @@ VX_HD void pseudo_normalise(const Team& team, const FitData& d, int deg, int n_i
   }
 }
 
-// Normalised cross-correlation of fn (weights wts) with n_tmpl templates tmpl[a][j][n_tpix]
-// (per arm, template grid, normalised flux) at integer template-pixel lags
-// lag_o = lag_lo + o * lag_step, o = 0 .. n_out-1: ccf[j][o] (Pearson correlation, -1..1).
-// A lag of L pixels is ln D = L * dlnlam. Templates j0 .. j0+n_tmpl-1 of each arm's set.
+// Template-grid position of every pixel at zero velocity: t0[i] (integer, -1 if the pixel is
+// excluded) and frac[i], so that a lag of L template pixels reads t[t0 - L] .. t[t0 - L + 1].
+template <class Team>
+VX_HD void pixel_positions(const Team& team, const GridView& g, const FitData& d, int* t0,
+                           double* frac) {
+  team.for_each(d.n_pix, [&](int i) {
+    const double u = (d.lnlam[i] - g.lnlam0) / g.dlnlam;
+    const double fl = floor(u);
+    t0[i] = (int)fl;
+    frac[i] = u - fl;
+  });
+  team.sync();
+}
+
+// Normalised cross-correlation (Pearson, -1..1) of fn (weights wts) with template j of each
+// arm's set tmpl[a] (template grid, normalised flux) at integer template-pixel lags
+// lag_o = lag_lo + o * lag_step, o = 0 .. n_out-1, written to ccf[o]. A lag of L pixels is
+// ln D = L * dlnlam. acc is scratch of 8 * n_out doubles (shared memory on the GPU).
+// Loop order: pixels outside, lags inside, so the template is read contiguously.
 template <class Team>
 VX_HD void cross_correlate(const Team& team, const GridView& g, const FitData& d,
-                           const float* const* tmpl, int j0, int n_tmpl, int lag_lo, int n_out,
-                           int lag_step, const double* fn, const double* wts, EvalWork* w,
-                           double* ccf) {
-  // Observed side normalisation.
-  team.reduce_sum(d.n_pix, 2, w->red, [&](int i, double* acc) {
-    acc[0] += wts[i] * fn[i];
-    acc[1] += wts[i];
+                           const float* const* tmpl, int j, int lag_lo, int n_out, int lag_step,
+                           const int* t0, const double* frac, const double* fn, const double* wts,
+                           EvalWork* w, double* acc, double* ccf) {
+  team.reduce_sum(d.n_pix, 2, w->red, [&](int i, double* a) {
+    a[0] += wts[i] * fn[i];
+    a[1] += wts[i];
   });
   const double fmean = w->red[1] > 0 ? w->red[0] / w->red[1] : 0.0;
-  team.reduce_sum(d.n_pix, 1, w->red, [&](int i, double* acc) {
+  team.reduce_sum(d.n_pix, 1, w->red, [&](int i, double* a) {
     const double x = fn[i] - fmean;
-    acc[0] += wts[i] * x * x;
+    a[0] += wts[i] * x * x;
   });
   const double fnorm = sqrt(w->red[0]);
-  for (int jj = 0; jj < n_tmpl; ++jj) {
-    const int j = j0 + jj;
-    for (int o = 0; o < n_out; ++o) {
-      const int lag = lag_lo + o * lag_step;
-      // Sums of w, w*t, w*t^2 and w*(f - fmean)*t at this lag.
-      team.reduce_sum(d.n_pix, 4, w->red, [&](int i, double* acc) {
-        if (wts[i] == 0.0) return;
-        int a = 0;
-        while (a + 1 < d.n_arms && i >= d.arm_start[a + 1]) ++a;
-        const float* t = tmpl[a] + (size_t)j * g.n_tpix;
-        const double u = (d.lnlam[i] - g.lnlam0) / g.dlnlam - lag;
-        const int t0 = (int)floor(u);
-        const double f = u - t0;
-        if (t0 < 0 || t0 + 1 >= g.n_tpix) return;
-        const double tv = (1.0 - f) * t[t0] + f * t[t0 + 1];
-        acc[0] += wts[i];
-        acc[1] += wts[i] * tv;
-        acc[2] += wts[i] * tv * tv;
-        acc[3] += wts[i] * (fn[i] - fmean) * tv;
-      });
+  for (int a = 0; a < d.n_arms; ++a) {
+    const float* t = tmpl[a] + (size_t)j * g.n_tpix;
+    const int i0 = d.arm_start[a];
+    // Per lag: sums of w, w*t, w*t^2 and w*(f - fmean)*t (accumulated over arms).
+    double* part = a == 0 ? acc : acc + 4 * n_out;
+    team.reduce_sum(d.arm_start[a + 1] - i0, 4 * n_out, part, [&](int ii, double* s) {
+      const int i = i0 + ii;
+      const double wi = wts[i];
+      if (wi == 0.0) return;
+      const double f = frac[i], wf = wi * (fn[i] - fmean);
+      for (int o = 0; o < n_out; ++o) {
+        const int k = t0[i] - (lag_lo + o * lag_step);
+        if (k < 0 || k + 1 >= g.n_tpix) continue;
+        const double tv = t[k] + f * (t[k + 1] - t[k]);
+        s[4 * o] += wi;
+        s[4 * o + 1] += wi * tv;
+        s[4 * o + 2] += wi * tv * tv;
+        s[4 * o + 3] += wf * tv;
+      }
+    });
+    if (a > 0) {
       team.single([&] {
-        const double W = w->red[0], st = w->red[1], stt = w->red[2], sft = w->red[3];
-        const double var_t = (W > 0) ? stt - st * st / W : 0.0;
-        ccf[jj * n_out + o] = (var_t > 0 && fnorm > 0) ? sft / sqrt(var_t) / fnorm : 0.0;
+        for (int q = 0; q < 4 * n_out; ++q) acc[q] += part[q];
       });
       team.sync();
     }
   }
+  team.for_each(n_out, [&](int o) {
+    const double W = acc[4 * o], st = acc[4 * o + 1], stt = acc[4 * o + 2], sft = acc[4 * o + 3];
+    const double var_t = (W > 0) ? stt - st * st / W : 0.0;
+    ccf[o] = (var_t > 0 && fnorm > 0) ? sft / sqrt(var_t) / fnorm : 0.0;
+  });
+  team.sync();
+}
+
+// Template value at every pixel for a FIXED template j of each arm's set at velocity v (Keys
+// cubic interpolation, no derivatives): the cheap model of the chi^2 grid.
+template <class Team>
+VX_HD void fixed_template_at_pixels(const Team& team, const GridView& g, const FitData& d,
+                                    const float* const* tmpl, int j, double v_kms, double* T) {
+  const double lnd = ln_doppler(v_kms);
+  for (int a = 0; a < d.n_arms; ++a) {
+    const float* t = tmpl[a] + (size_t)j * g.n_tpix;
+    const int i0 = d.arm_start[a];
+    team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
+      const int i = i0 + ii;
+      const double u = (d.lnlam[i] - lnd - g.lnlam0) / g.dlnlam;
+      int k = (int)floor(u);
+      double f = u - k;
+      if (k < 1) { k = 1; f = 0.0; }
+      if (k > g.n_tpix - 3) { k = g.n_tpix - 3; f = 1.0; }
+      double wt[4], dwt[4];
+      cubic_weights(f, wt, dwt);
+      T[i] = wt[0] * t[k - 1] + wt[1] * t[k] + wt[2] * t[k + 1] + wt[3] * t[k + 2];
+    });
+  }
+  team.sync();
 }
 
 }  // namespace velox::kern

@@ -33,7 +33,8 @@ FitConfig load_fit_config(const std::string& path) {
   get(f, "cont_deg", c.cont_deg, path);
   get(f, "ccf_cont_deg", c.ccf_cont_deg, path);
   get(f, "n_starts", c.n_starts, path);
-  get(f, "n_grid", c.n_grid, path);
+  get(f, "n_ccf_templates", c.n_ccf_templates, path);
+  get(f, "ccf_lag_step", c.ccf_lag_step, path);
   get(f, "max_iter", c.max_iter, path);
   get(f, "min_pixels", c.min_pixels, path);
   get(f, "min_arm_pixels", c.min_arm_pixels, path);
@@ -70,7 +71,8 @@ std::string dump_fit_config(const FitConfig& c) {
   e << YAML::Key << "cont_deg" << YAML::Value << c.cont_deg;
   e << YAML::Key << "ccf_cont_deg" << YAML::Value << c.ccf_cont_deg;
   e << YAML::Key << "n_starts" << YAML::Value << c.n_starts;
-  e << YAML::Key << "n_grid" << YAML::Value << c.n_grid;
+  e << YAML::Key << "n_ccf_templates" << YAML::Value << c.n_ccf_templates;
+  e << YAML::Key << "ccf_lag_step" << YAML::Value << c.ccf_lag_step;
   e << YAML::Key << "max_iter" << YAML::Value << c.max_iter;
   e << YAML::Key << "min_pixels" << YAML::Value << c.min_pixels;
   e << YAML::Key << "min_arm_pixels" << YAML::Value << c.min_arm_pixels;

@@ -196,27 +196,34 @@ CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnost
   const float* tmpl[kern::kMaxArms];
   for (int a = 0; a < cur.n_arms; ++a) tmpl[a] = cur.models[a]->ccf_templates.data();
   kern::pseudo_normalise(team, d, cfg.ccf_cont_deg, 4, &work, fn.data(), wts.data());
+  std::vector<int> t0(d.n_pix);
+  std::vector<double> frac(d.n_pix);
+  kern::pixel_positions(team, grid, d, t0.data(), frac.data());
   const int lag_lo = static_cast<int>(std::floor(kern::ln_doppler(cfg.vmin_kms) / grid.dlnlam));
   const int lag_hi = static_cast<int>(std::ceil(kern::ln_doppler(cfg.vmax_kms) / grid.dlnlam));
-  const int step = 2;
+  const int step = std::max(1, cfg.ccf_lag_step);
   const int n_out = (lag_hi - lag_lo) / step + 1;
-  std::vector<double> ccf(static_cast<size_t>(n_ccf) * n_out);
-  kern::cross_correlate(team, grid, d, tmpl, 0, n_ccf, lag_lo, n_out, step, fn.data(), wts.data(),
-                        &work, ccf.data());
-  std::vector<double> peak(n_ccf);
-  std::vector<int> peak_o(n_ccf);
-  for (int j = 0; j < n_ccf; ++j) {
-    const double* c = ccf.data() + static_cast<size_t>(j) * n_out;
-    peak_o[j] = static_cast<int>(std::max_element(c, c + n_out) - c);
-    peak[j] = c[peak_o[j]];
+  // Templates are in farthest-point order, so the first n_use span the label space.
+  const int n_use = std::max(1, std::min(cfg.n_ccf_templates, n_ccf));
+  std::vector<double> ccf(n_out), acc(8 * static_cast<size_t>(n_out));
+  int jbest = 0, obest = 0;
+  double pbest = -INFINITY;
+  for (int j = 0; j < n_use; ++j) {
+    kern::cross_correlate(team, grid, d, tmpl, j, lag_lo, n_out, step, t0.data(), frac.data(),
+                          fn.data(), wts.data(), &work, acc.data(), ccf.data());
+    const int o = static_cast<int>(std::max_element(ccf.begin(), ccf.end()) - ccf.begin());
+    if (ccf[o] > pbest) {
+      pbest = ccf[o];
+      jbest = j;
+      obest = o;
+    }
   }
-  const int jbest = static_cast<int>(std::max_element(peak.begin(), peak.end()) - peak.begin());
   // Fine lags around the best template's peak, then a parabola through the top three.
-  const int lag_c = lag_lo + peak_o[jbest] * step;
+  const int lag_c = lag_lo + obest * step;
   double fine[7];
-  kern::cross_correlate(team, grid, d, tmpl, jbest, 1, lag_c - 3, 7, 1, fn.data(), wts.data(),
-                        &work, fine);
-  int ob = static_cast<int>(std::max_element(fine, fine + 7) - fine);
+  kern::cross_correlate(team, grid, d, tmpl, jbest, lag_c - 3, 7, 1, t0.data(), frac.data(),
+                        fn.data(), wts.data(), &work, acc.data(), fine);
+  const int ob = static_cast<int>(std::max_element(fine, fine + 7) - fine);
   double lag_peak = lag_c - 3 + ob;
   if (ob > 0 && ob < 6) {
     const double den = fine[ob - 1] - 2 * fine[ob] + fine[ob + 1];
@@ -226,17 +233,12 @@ CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnost
                                   cfg.vmin_kms, cfg.vmax_kms);
   row.VRAD_CCF = v_ccf;
 
-  std::vector<int> order(n_ccf);
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return peak[a] > peak[b]; });
-  const int n_grid = std::min(cfg.n_grid, n_ccf);
+  // chi^2 grid: every coarse template at the CCF velocity, continuum profiled.
   std::vector<std::pair<double, int>> grid_chi2;
-  for (int g = 0; g < n_grid; ++g) {
-    double theta[kern::kMaxParams];
-    theta[0] = v_ccf;
-    for (int l = 0; l < L; ++l) theta[1 + l] = lib.ccf_labels[order[g] * L + l];
-    if (kern::evaluate(team, &em, grid, d, cont_deg, theta, false, &work, T.data(), dT.data()))
-      grid_chi2.emplace_back(work.chi2, order[g]);
+  for (int j = 0; j < n_ccf; ++j) {
+    kern::fixed_template_at_pixels(team, grid, d, tmpl, j, v_ccf, T.data());
+    kern::profile_continuum(team, d, cont_deg, 1, false, T.data(), dT.data(), &work);
+    if (work.ok) grid_chi2.emplace_back(work.chi2, j);
   }
   if (grid_chi2.empty()) {
     note("continuum normal equations singular for every template");
