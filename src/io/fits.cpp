@@ -241,7 +241,12 @@ std::vector<T> File::read_image_as(int datatype) const {
 std::vector<double> File::read_image_double() const { return read_image_as<double>(TDOUBLE); }
 std::vector<float> File::read_image_float() const { return read_image_as<float>(TFLOAT); }
 std::vector<int32_t> File::read_image_int32() const {
-  return to_int32_bits(read_image_as<int64_t>(TLONGLONG));
+  // Read through double: CFITSIO cannot convert tile-compressed integer images to TLONGLONG
+  // (status 410, seen on DESI spectra-*.fits masks), and doubles hold every 32-bit value exactly.
+  const auto d = read_image_as<double>(TDOUBLE);
+  std::vector<int64_t> v(d.size());
+  std::transform(d.begin(), d.end(), v.begin(), [](double x) { return static_cast<int64_t>(x); });
+  return to_int32_bits(v);
 }
 
 // ---------------------------------------------------------------- tables
