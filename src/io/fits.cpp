@@ -241,7 +241,10 @@ std::vector<T> File::read_image_as(int datatype) const {
 std::vector<double> File::read_image_double() const { return read_image_as<double>(TDOUBLE); }
 std::vector<float> File::read_image_float() const { return read_image_as<float>(TFLOAT); }
 std::vector<int32_t> File::read_image_int32() const {
-  return to_int32_bits(read_image_as<int64_t>(TLONGLONG));
+  // Through float64, not TLONGLONG: CFITSIO cannot read tile-compressed images (DESI spectra-*
+  // MASK HDUs) as TLONGLONG (status 410), and float64 holds every 32-bit integer exactly.
+  const auto d = read_image_as<double>(TDOUBLE);
+  return to_int32_bits(std::vector<int64_t>(d.begin(), d.end()));
 }
 
 // ---------------------------------------------------------------- tables
