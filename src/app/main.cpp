@@ -1,6 +1,7 @@
 // velox: radial velocities and stellar parameters for survey spectra.
 // Subcommands: templates build | fit | info | bench. Exit codes: common/error.hpp and
 // docs/user-guide.md.
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
@@ -97,6 +98,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
+  // Logs go to stderr, so stdout carries only results (`velox info`, `velox bench`).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("velox"));
   spdlog::set_level(spdlog::level::from_str(log_level));
   const std::string cmdline = join_argv(argc, argv);
   try {
