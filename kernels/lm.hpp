@@ -65,6 +65,7 @@ VX_HD void lm_fit(const Team& team, const EmulatorView& em, const GridView& g, c
   double lambda = cfg.lambda0;
   int status = kLMMaxIter;
   int it = 0;
+  bool w_at_best = true;  // w (and T, dT) describe st->theta
   for (; it < cfg.max_iter; ++it) {
     // Damped normal equations (H + lambda diag H) delta = grad.
     double a[kMaxParams * kMaxParams], delta[kMaxParams];
@@ -81,7 +82,9 @@ VX_HD void lm_fit(const Team& team, const EmulatorView& em, const GridView& g, c
     cholesky_solve(a, np, delta);
     for (int q = 0; q < np; ++q) trial[q] = fmin(fmax(st->theta[q] + delta[q], cfg.lo[q]), cfg.hi[q]);
     const int ok = evaluate(team, &em, g, d, cont_deg, trial, true, w, T, dT);
+    w_at_best = false;
     if (ok && w->chi2 <= chi2) {
+      w_at_best = true;
       const double dchi2 = chi2 - w->chi2;
       team.single([&] {
         for (int q = 0; q < np; ++q) st->theta[q] = trial[q];
@@ -107,7 +110,7 @@ VX_HD void lm_fit(const Team& team, const EmulatorView& em, const GridView& g, c
     }
   }
   // Leave w describing the final point (continuum) and compute the covariance there.
-  evaluate(team, &em, g, d, cont_deg, st->theta, true, w, T, dT);
+  if (!w_at_best) evaluate(team, &em, g, d, cont_deg, st->theta, true, w, T, dT);
   team.single([&] {
     st->chi2 = w->chi2;
     st->niter = it;

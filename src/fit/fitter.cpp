@@ -300,8 +300,6 @@ CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnost
   if (kern::evaluate(team, static_cast<const kern::EmulatorView*>(nullptr), grid, d, cont_deg,
                      theta0, false, &work, T.data(), dT.data()))
     row.CHISQ_C = work.chi2;
-  // Leave work/T at the best point for the model output.
-  kern::evaluate(team, &em, grid, d, cont_deg, best.theta, false, &work, T.data(), dT.data());
 
   // ---- Results and flags -------------------------------------------------------------------
   row.NPIX_TOT = d.n_pix;
@@ -334,6 +332,7 @@ CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnost
   }
   row.SUCCESS = (row.RVS_WARN & warn::kFatal) == 0;
   if (diag) {
+    kern::evaluate(team, &em, grid, d, cont_deg, best.theta, false, &work, T.data(), dT.data());
     diag->wave_vac_A = cur.wave;
     diag->flux.assign(cur.flux.begin(), cur.flux.end());
     diag->ivar.assign(cur.ivar.begin(), cur.ivar.end());
