@@ -19,15 +19,17 @@ if [[ ! -f "$build/build.ninja" ]]; then
 fi
 ninja -C "$build" velox
 
+# The commit of the code that runs (velox --version shows the commit at CMake configure time).
+commit="$(git rev-parse --short=12 HEAD)"
+git diff --quiet HEAD -- src kernels || commit="$commit (with uncommitted changes)"
+
 out="$build/validation"
 mkdir -p "$out"
 "$build/velox" templates validate --input "$miles" --folds "$folds" --seed "$seed" \
   --output "$out/miles_cv.csv" --summary "$out/miles_cv_summary.csv" "$@" | tee "$out/miles_cv.txt"
 
-commit="$(git rev-parse --short=12 HEAD)"
-git diff --quiet HEAD -- src kernels || commit="$commit (with uncommitted changes)"
 /usr/bin/python3 - "$out/miles_cv.csv" "$out/miles_cv_summary.csv" "$commit" "$folds" "$seed" \
-  "$("$build/velox" --version)" > docs/validation.md <<'PY'
+  "$("$build/velox" --version)" > docs/validation.md.tmp <<'PY'
 import csv, datetime, math, statistics, sys
 
 stars_csv, summary_csv, commit, folds, seed, version = sys.argv[1:7]
@@ -138,4 +140,5 @@ p()
 p("Ranked by the largest |difference| / threshold. The per-star table is "
   "`build/validation/miles_cv.csv` (not in git).")
 PY
+mv docs/validation.md.tmp docs/validation.md
 echo "wrote docs/validation.md"
