@@ -1,6 +1,6 @@
 // velox: radial velocities and stellar parameters for survey spectra.
-// Subcommands: templates build | fit | info | bench. Exit codes: common/error.hpp and
-// docs/user-guide.md.
+// Subcommands: templates build | templates validate | fit | info | bench. Exit codes:
+// common/error.hpp and docs/user-guide.md.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "app/cmd_validate.hpp"
 #include "app/fit_run.hpp"
 #include "common/error.hpp"
 #include "common/version.hpp"
@@ -77,6 +78,16 @@ int main(int argc, char** argv) {
   build->add_option("--input", t_input, "Template directory (MILES or PHOENIX layout)")->required();
   build->add_option("--output", t_output, "Output library (HDF5)")->required();
   build->add_option("--config", t_config, "YAML configuration file (section templates:)");
+  ValidateOptions val_opt;
+  auto* val = tmpl->add_subcommand("validate", "Label recovery by k-fold cross-validation");
+  val->add_option("--input", val_opt.input, "Template directory (MILES or PHOENIX layout)")
+      ->required();
+  val->add_option("--folds", val_opt.folds, "Number of folds (default 10)");
+  val->add_option("--seed", val_opt.seed, "Seed of the fold split and injected velocities");
+  val->add_option("--threads", val_opt.threads, "CPU threads (default: cores available)");
+  val->add_option("--config", val_opt.config, "YAML configuration file (templates: and fit:)");
+  val->add_option("--output", val_opt.output, "Per-star table (CSV)");
+  val->add_option("--summary", val_opt.summary, "Summary table (CSV)");
 
   FitOptions fit_opt;
   auto* fit = app.add_subcommand("fit", "Fit spectra and write an HDF5 catalog");
@@ -115,6 +126,7 @@ int main(int argc, char** argv) {
       spdlog::info("templates: wrote {}", t_output);
       return kExitOk;
     }
+    if (val->parsed()) return run_validate(val_opt);
     if (fit->parsed()) {
       fit_opt.command_line = cmdline;
       return run_fit(fit_opt).exit_code;
