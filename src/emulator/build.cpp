@@ -142,15 +142,18 @@ std::vector<size_t> farthest_points(const MatrixXd& X, int n) {
 
 }  // namespace
 
+bool usable_template(const TemplateSpectrum& s, const BuildConfig& cfg) {
+  return std::isfinite(s.teff_K) && std::isfinite(s.logg) && std::isfinite(s.feh) &&
+         s.teff_K >= cfg.teff_min && s.teff_K <= cfg.teff_max;
+}
+
 TemplateLibrary build_library(const TemplateSet& set, const BuildConfig& cfg) {
   // 1. Which templates: labelled, finite, inside the Teff range, not excluded.
   std::vector<size_t> use;
   for (size_t i = 0; i < set.spectra.size(); ++i) {
     const auto& s = set.spectra[i];
     if (std::find(cfg.exclude.begin(), cfg.exclude.end(), i) != cfg.exclude.end()) continue;
-    if (!std::isfinite(s.teff_K) || !std::isfinite(s.logg) || !std::isfinite(s.feh)) continue;
-    if (s.teff_K < cfg.teff_min || s.teff_K > cfg.teff_max) continue;
-    use.push_back(i);
+    if (usable_template(s, cfg)) use.push_back(i);
   }
   if (use.size() < 20)
     throw ConfigError(fmt::format("templates: only {} usable templates (need >= 20)", use.size()));

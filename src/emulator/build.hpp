@@ -26,6 +26,10 @@ struct BuildConfig {
   std::vector<size_t> exclude; // indices into the template set to leave out (cross-validation)
 };
 
+// A template enters the training set when its labels are finite and its Teff is inside
+// [teff_min, teff_max] (exclusions from BuildConfig::exclude are applied separately).
+bool usable_template(const TemplateSpectrum& t, const BuildConfig& cfg);
+
 // Build from an already-read TemplateSet. Logs progress with spdlog. Throws ConfigError if too
 // few usable templates remain (< 20).
 TemplateLibrary build_library(const TemplateSet& set, const BuildConfig& cfg);

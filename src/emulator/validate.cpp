@@ -104,9 +104,7 @@ ValidationResult cross_validate(const TemplateSet& set, const BuildConfig& bc, c
   for (size_t i = 0; i < set.spectra.size(); ++i) {
     const auto& s = set.spectra[i];
     if (std::find(bc.exclude.begin(), bc.exclude.end(), i) != bc.exclude.end()) continue;
-    if (!std::isfinite(s.teff_K) || !std::isfinite(s.logg) || !std::isfinite(s.feh)) continue;
-    if (s.teff_K < bc.teff_min || s.teff_K > bc.teff_max) continue;
-    usable.push_back(i);
+    if (usable_template(s, bc)) usable.push_back(i);
   }
   if (usable.size() < static_cast<size_t>(n_folds))
     throw ConfigError(
