@@ -48,6 +48,7 @@ struct EvalWork {
   double cont[kMaxArms][kMaxCont];               // profiled continuum coefficients per arm
   double red[kMaxCont * kMaxCont + kMaxCont];    // reduction buffer
   double chi2;
+  double chi2_arm[kMaxArms];  // chi^2 per arm
   double grad[kMaxParams];
   double hess[kMaxParams * kMaxParams];
   int ok;
@@ -179,6 +180,7 @@ VX_HD void profile_continuum(const Team& team, const FitData& d, int cont_deg, i
     });
     team.single([&] {
       w->chi2 += w->red[0];
+      w->chi2_arm[a] = w->red[0];
       if (!need_jac) return;
       const double* jtj = w->red + 1;
       const double* jtr = jtj + np * np;

@@ -295,6 +295,27 @@ CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnost
       }
     }
   }
+  // Per-arm chi^2, S/N and pixel counts at the solution (DESI B/R/Z columns).
+  kern::evaluate(team, &em, grid, d, cont_deg, best.theta, false, &work, T.data(), dT.data());
+  if (diag) {
+    diag->model.resize(d.n_pix);
+    kern::model_at_pixels(team, d, cont_deg, T.data(), &work, diag->model.data());
+  }
+  for (int a = 0; a < cur.n_arms; ++a) {
+    double* chisq = nullptr;
+    int32_t* npix = nullptr;
+    double* sn = nullptr;
+    if (cur.names[a] == "B") chisq = &row.CHISQ_B, npix = &row.NPIX_B, sn = &row.SN_B;
+    if (cur.names[a] == "R") chisq = &row.CHISQ_R, npix = &row.NPIX_R, sn = &row.SN_R;
+    if (cur.names[a] == "Z") chisq = &row.CHISQ_Z, npix = &row.NPIX_Z, sn = &row.SN_Z;
+    if (!chisq) continue;
+    *chisq = work.chi2_arm[a];
+    *npix = cur.arm_start[a + 1] - cur.arm_start[a];
+    std::vector<double> s;
+    for (int i = cur.arm_start[a]; i < cur.arm_start[a + 1]; ++i)
+      s.push_back(cur.flux[i] * std::sqrt(cur.ivar[i]));
+    *sn = median(s);
+  }
   // Continuum-only chi^2 on the same pixels (for RVS_WARN bit 0).
   double theta0[kern::kMaxParams] = {0};
   if (kern::evaluate(team, static_cast<const kern::EmulatorView*>(nullptr), grid, d, cont_deg,
@@ -332,13 +353,10 @@ CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnost
   }
   row.SUCCESS = (row.RVS_WARN & warn::kFatal) == 0;
   if (diag) {
-    kern::evaluate(team, &em, grid, d, cont_deg, best.theta, false, &work, T.data(), dT.data());
     diag->wave_vac_A = cur.wave;
     diag->flux.assign(cur.flux.begin(), cur.flux.end());
     diag->ivar.assign(cur.ivar.begin(), cur.ivar.end());
     diag->arm_of_pixel = cur.arm;
-    diag->model.resize(d.n_pix);
-    kern::model_at_pixels(team, d, cont_deg, T.data(), &work, diag->model.data());
   }
   return row;
 }

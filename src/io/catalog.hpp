@@ -26,6 +26,10 @@ struct CatalogRow {
   int32_t NPIX_TOT = 0;     // pixels used in the fit
   double SN = NAN;          // median S/N per pixel over used pixels
   int32_t NITER = 0;        // Levenberg-Marquardt iterations of the kept solution
+  // Per spectrograph arm (DESI B/R/Z); single-arm formats leave NaN / 0.
+  double CHISQ_B = NAN, CHISQ_R = NAN, CHISQ_Z = NAN;  // chi^2 of the best fit per arm
+  int32_t NPIX_B = 0, NPIX_R = 0, NPIX_Z = 0;          // pixels used per arm (0 = excluded)
+  double SN_B = NAN, SN_R = NAN, SN_Z = NAN;           // median S/N per pixel per arm
   int64_t RVS_WARN = 0;     // quality bitmask, bits in fit/rvs_warn.hpp
   bool SUCCESS = false;     // fit ran and RVS_WARN has no fatal bit
 };
