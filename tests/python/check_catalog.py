@@ -10,8 +10,9 @@ import numpy as np
 
 EXPECTED = ["TARGETID", "SOURCE_FILE", "ROW_IN_FILE", "VRAD", "VRAD_ERR", "VRAD_CCF",
             "TEFF", "TEFF_ERR", "LOGG", "LOGG_ERR", "FEH", "FEH_ERR", "ALPHAFE", "ALPHAFE_ERR",
-            "VSINI", "VSINI_ERR", "CHISQ_TOT", "CHISQ_C", "NPIX_TOT", "SN", "NITER", "RVS_WARN",
-            "SUCCESS"]
+            "VSINI", "VSINI_ERR", "CHISQ_TOT", "CHISQ_C", "NPIX_TOT", "SN", "NITER",
+            "CHISQ_B", "CHISQ_R", "CHISQ_Z", "NPIX_B", "NPIX_R", "NPIX_Z", "SN_B", "SN_R", "SN_Z",
+            "RVS_WARN", "SUCCESS"]
 
 
 def main(path):
