@@ -23,7 +23,7 @@ VX_HD void pseudo_normalise(const Team& team, const FitData& d, int deg, int n_i
   for (int a = 0; a < d.n_arms; ++a) {
     const int i0 = d.arm_start[a], n = d.arm_start[a + 1] - i0;
     for (int it = 0; it < n_iter; ++it) {
-      team.reduce_sum(n, nc * nc + nc, w->red, [&](int ii, double* acc) {
+      team.reduce_sum(n, nc * nc + nc, w->red, [&](int ii, auto acc) {
         const int i = i0 + ii;
         if (wts[i] == 0.0) return;
         double p[kMaxCont];
@@ -91,12 +91,12 @@ VX_HD void cross_correlate(const Team& team, const GridView& g, const FitData& d
                            const float* const* tmpl, int j, int lag_lo, int n_out, int lag_step,
                            const int* t0, const double* frac, const double* fn, const double* wts,
                            EvalWork* w, double* acc, double* ccf) {
-  team.reduce_sum(d.n_pix, 2, w->red, [&](int i, double* a) {
+  team.reduce_sum(d.n_pix, 2, w->red, [&](int i, auto a) {
     a[0] += wts[i] * fn[i];
     a[1] += wts[i];
   });
   const double fmean = w->red[1] > 0 ? w->red[0] / w->red[1] : 0.0;
-  team.reduce_sum(d.n_pix, 1, w->red, [&](int i, double* a) {
+  team.reduce_sum(d.n_pix, 1, w->red, [&](int i, auto a) {
     const double x = fn[i] - fmean;
     a[0] += wts[i] * x * x;
   });
@@ -106,7 +106,7 @@ VX_HD void cross_correlate(const Team& team, const GridView& g, const FitData& d
     const int i0 = d.arm_start[a];
     // Per lag: sums of w, w*t, w*t^2 and w*(f - fmean)*t (accumulated over arms).
     double* part = a == 0 ? acc : acc + 4 * n_out;
-    team.reduce_sum(d.arm_start[a + 1] - i0, 4 * n_out, part, [&](int ii, double* s) {
+    team.reduce_sum(d.arm_start[a + 1] - i0, 4 * n_out, part, [&](int ii, auto s) {
       const int i = i0 + ii;
       const double wi = wts[i];
       if (wi == 0.0) return;

@@ -132,7 +132,7 @@ VX_HD void profile_continuum(const Team& team, const FitData& d, int cont_deg, i
   for (int a = 0; a < d.n_arms; ++a) {
     const int i0 = d.arm_start[a], n = d.arm_start[a + 1] - i0;
     // Pass 1: G = A^T W A (upper triangle), q = A^T W f.
-    team.reduce_sum(n, nc * nc + nc, w->red, [&](int ii, double* acc) {
+    team.reduce_sum(n, nc * nc + nc, w->red, [&](int ii, auto acc) {
       const int i = i0 + ii;
       double p[kMaxCont];
       legendre(d.xleg[i], cont_deg, p);
@@ -158,7 +158,7 @@ VX_HD void profile_continuum(const Team& team, const FitData& d, int cont_deg, i
     if (!w->ok) return;
     // Pass 2: chi^2, J^T W J, J^T W r and C = A^T W J with J = P * dT.
     const int m = 1 + (need_jac ? np * np + np + nc * np : 0);
-    team.reduce_sum(n, m, w->red, [&](int ii, double* acc) {
+    team.reduce_sum(n, m, w->red, [&](int ii, auto acc) {
       const int i = i0 + ii;
       double p[kMaxCont];
       legendre(d.xleg[i], cont_deg, p);
@@ -169,13 +169,12 @@ VX_HD void profile_continuum(const Team& team, const FitData& d, int cont_deg, i
       if (!need_jac) return;
       double jrow[kMaxParams];
       for (int q = 0; q < np; ++q) jrow[q] = cont * dT[i * np + q] * d.ivar[i];
-      double* jtj = acc + 1;
-      double* jtr = jtj + np * np;
-      double* cm = jtr + np;
+      // Layout of acc: [1] chi^2, [np*np] J^T W J, [np] J^T W r, [nc*np] C.
+      const int o_jtr = 1 + np * np, o_cm = o_jtr + np;
       for (int q = 0; q < np; ++q) {
-        for (int s = q; s < np; ++s) jtj[q * np + s] += jrow[q] * cont * dT[i * np + s];
-        jtr[q] += jrow[q] * r;
-        for (int j = 0; j < nc; ++j) cm[j * np + q] += p[j] * T[i] * jrow[q];
+        for (int s = q; s < np; ++s) acc[1 + q * np + s] += jrow[q] * cont * dT[i * np + s];
+        acc[o_jtr + q] += jrow[q] * r;
+        for (int j = 0; j < nc; ++j) acc[o_cm + j * np + q] += p[j] * T[i] * jrow[q];
       }
     });
     team.single([&] {

@@ -7,8 +7,7 @@
 #include <numeric>
 
 #include "fit/rvs_warn.hpp"
-#include "kernels/ccf.hpp"
-#include "kernels/lm.hpp"
+#include "kernels/fit_pipeline.hpp"
 #include "kernels/team.hpp"
 
 namespace velox {
@@ -39,34 +38,6 @@ struct Packed {
     for (int a = 0; a < n_arms; ++a) d.basis[a] = models[a]->basis.data();
     return d;
   }
-  // Keep pixels with keep[i] != 0 (arms that become too small are dropped).
-  Packed compact(const std::vector<char>& keep, int min_arm_pixels) const {
-    Packed p;
-    for (int a = 0; a < n_arms; ++a) {
-      const size_t start = p.flux.size();
-      for (int i = arm_start[a]; i < arm_start[a + 1]; ++i) {
-        if (!keep[i]) continue;
-        p.lnlam.push_back(lnlam[i]);
-        p.xleg.push_back(xleg[i]);
-        p.wave.push_back(wave[i]);
-        p.flux.push_back(flux[i]);
-        p.ivar.push_back(ivar[i]);
-        p.arm.push_back(p.n_arms);
-      }
-      if (static_cast<int>(p.flux.size() - start) < min_arm_pixels) {
-        for (auto* v : {&p.lnlam, &p.xleg, &p.wave}) v->resize(start);
-        p.flux.resize(start);
-        p.ivar.resize(start);
-        p.arm.resize(start);
-        continue;
-      }
-      p.models.push_back(models[a]);
-      p.names.push_back(names[a]);
-      p.arm_start[p.n_arms + 1] = static_cast<int>(p.flux.size());
-      ++p.n_arms;
-    }
-    return p;
-  }
 };
 
 double median(std::vector<double> v) {
@@ -92,7 +63,28 @@ CatalogRow failure(CatalogRow row, int64_t bits) {
   return row;
 }
 
+
 }  // namespace
+
+kern::PipelineConfig pipeline_config(const FitConfig& cfg, const TemplateLibrary& lib) {
+  kern::PipelineConfig pc;
+  pc.vmin_kms = cfg.vmin_kms;
+  pc.vmax_kms = cfg.vmax_kms;
+  pc.cont_deg = cfg.cont_deg;
+  pc.ccf_cont_deg = cfg.ccf_cont_deg;
+  pc.n_starts = cfg.n_starts;
+  pc.n_ccf_use = cfg.n_ccf_templates;
+  pc.lag_step = std::max(1, cfg.ccf_lag_step);
+  pc.clip_sigma = cfg.clip_sigma;
+  pc.lm.max_iter = cfg.max_iter;
+  pc.lm.lo[0] = cfg.vmin_kms;
+  pc.lm.hi[0] = cfg.vmax_kms;
+  for (int l = 0; l < lib.n_label; ++l) {
+    pc.lm.lo[1 + l] = lib.label_min[l];
+    pc.lm.hi[1 + l] = lib.label_max[l];
+  }
+  return pc;
+}
 
 CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnostics* diag) {
   const auto& lib = ctx.lib;
@@ -174,156 +166,68 @@ CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnost
     row.SN = median(sn);
   }
 
+  // ---- The numerical fit: kernels/fit_pipeline.hpp with the serial team ---------------------
   const kern::SerialTeam team;
   const auto em = lib.view();
   const auto grid = lib.grid();
   const int L = lib.n_label, np = 1 + L;
-  const int cont_deg = cfg.cont_deg;
-  kern::EvalWork work;
-  std::vector<double> T, dT, fn, wts;
-  auto resize_scratch = [&](size_t n) {
-    T.assign(n, 0.0);
-    dT.assign(n * np, 0.0);
-    fn.assign(n, 0.0);
-    wts.assign(n, 0.0);
-  };
-  Packed cur = all;
-  resize_scratch(cur.flux.size());
-  kern::FitData d = cur.view();
-
-  // ---- Initial guess: CCF over the coarse templates, then a chi^2 grid --------------------
-  const int n_ccf = cur.models[0]->n_ccf;
-  const float* tmpl[kern::kMaxArms];
-  for (int a = 0; a < cur.n_arms; ++a) tmpl[a] = cur.models[a]->ccf_templates.data();
-  kern::pseudo_normalise(team, d, cfg.ccf_cont_deg, 4, &work, fn.data(), wts.data());
-  std::vector<int> t0(d.n_pix);
-  std::vector<double> frac(d.n_pix);
-  kern::pixel_positions(team, grid, d, t0.data(), frac.data());
-  const int lag_lo = static_cast<int>(std::floor(kern::ln_doppler(cfg.vmin_kms) / grid.dlnlam));
-  const int lag_hi = static_cast<int>(std::ceil(kern::ln_doppler(cfg.vmax_kms) / grid.dlnlam));
-  const int step = std::max(1, cfg.ccf_lag_step);
-  const int n_out = (lag_hi - lag_lo) / step + 1;
-  // Templates are in farthest-point order, so the first n_use span the label space.
-  const int n_use = std::max(1, std::min(cfg.n_ccf_templates, n_ccf));
-  std::vector<double> ccf(n_out), acc(8 * static_cast<size_t>(n_out));
-  int jbest = 0, obest = 0;
-  double pbest = -INFINITY;
-  for (int j = 0; j < n_use; ++j) {
-    kern::cross_correlate(team, grid, d, tmpl, j, lag_lo, n_out, step, t0.data(), frac.data(),
-                          fn.data(), wts.data(), &work, acc.data(), ccf.data());
-    const int o = static_cast<int>(std::max_element(ccf.begin(), ccf.end()) - ccf.begin());
-    if (ccf[o] > pbest) {
-      pbest = ccf[o];
-      jbest = j;
-      obest = o;
-    }
-  }
-  // Fine lags around the best template's peak, then a parabola through the top three.
-  const int lag_c = lag_lo + obest * step;
-  double fine[7];
-  kern::cross_correlate(team, grid, d, tmpl, jbest, lag_c - 3, 7, 1, t0.data(), frac.data(),
-                        fn.data(), wts.data(), &work, acc.data(), fine);
-  const int ob = static_cast<int>(std::max_element(fine, fine + 7) - fine);
-  double lag_peak = lag_c - 3 + ob;
-  if (ob > 0 && ob < 6) {
-    const double den = fine[ob - 1] - 2 * fine[ob] + fine[ob + 1];
-    if (den < 0) lag_peak += 0.5 * (fine[ob - 1] - fine[ob + 1]) / den;
-  }
-  const double v_ccf = std::clamp(kern::velocity_from_ln_doppler(lag_peak * grid.dlnlam),
-                                  cfg.vmin_kms, cfg.vmax_kms);
-  row.VRAD_CCF = v_ccf;
-
-  // chi^2 grid: every coarse template at the CCF velocity, continuum profiled.
-  std::vector<std::pair<double, int>> grid_chi2;
-  for (int j = 0; j < n_ccf; ++j) {
-    kern::fixed_template_at_pixels(team, grid, d, tmpl, j, v_ccf, T.data());
-    kern::profile_continuum(team, d, cont_deg, 1, false, T.data(), dT.data(), &work);
-    if (work.ok) grid_chi2.emplace_back(work.chi2, j);
-  }
-  if (grid_chi2.empty()) {
-    note("continuum normal equations singular for every template");
+  const kern::PipelineConfig pc = pipeline_config(cfg, lib);
+  const int n = static_cast<int>(all.flux.size());
+  const int n_out = kern::ccf_lags(pc, grid);
+  std::vector<double> T(n), dT(static_cast<size_t>(n) * np), fn(n), wts(n), frac(n);
+  std::vector<double> ccf(std::max(n_out, 7)), acc(8 * static_cast<size_t>(std::max(n_out, 7)));
+  std::vector<int> t0(n);
+  std::vector<float> ivar = all.ivar;
+  const kern::PipelineScratch sc{T.data(),   dT.data(), fn.data(),   wts.data(), frac.data(),
+                                 t0.data(),  ivar.data(), ccf.data(), acc.data()};
+  kern::FitData d = all.view();
+  d.ivar = ivar.data();
+  const float* tmpl[kern::kMaxArms] = {};
+  for (int a = 0; a < all.n_arms; ++a) tmpl[a] = all.models[a]->ccf_templates.data();
+  auto shared = std::make_unique<kern::PipelineShared>();
+  kern::PipelineResult res;
+  kern::fit_one(team, em, grid, d, tmpl, all.models[0]->n_ccf, lib.ccf_labels.data(), pc, sc,
+                shared.get(), &res);
+  row.VRAD_CCF = res.v_ccf;
+  if (res.status != kern::kPipeOk) {
+    note("continuum normal equations singular for every template / every LM start");
     return failure(row, warn::kFitFailed);
   }
-  std::sort(grid_chi2.begin(), grid_chi2.end());
-
-  // ---- LM refinement from the best starts (+ one clipped re-fit) -------------------------
-  kern::LMConfig lmc;
-  lmc.max_iter = cfg.max_iter;
-  lmc.lo[0] = cfg.vmin_kms;
-  lmc.hi[0] = cfg.vmax_kms;
-  for (int l = 0; l < L; ++l) {
-    lmc.lo[1 + l] = lib.label_min[l];
-    lmc.hi[1 + l] = lib.label_max[l];
-  }
-  kern::LMState best;
-  best.chi2 = INFINITY;
-  best.status = kern::kLMEvalFailed;
-  const int n_starts = std::min<int>(cfg.n_starts, grid_chi2.size());
-  for (int s = 0; s < n_starts; ++s) {
-    kern::LMState st;
-    st.theta[0] = v_ccf;
-    for (int l = 0; l < L; ++l) st.theta[1 + l] = lib.ccf_labels[grid_chi2[s].second * L + l];
-    kern::lm_fit(team, em, grid, d, cont_deg, lmc, &st, &work, T.data(), dT.data());
-    if (st.status != kern::kLMEvalFailed && st.chi2 < best.chi2) best = st;
-  }
-  if (!std::isfinite(best.chi2)) {
-    note("Levenberg-Marquardt failed at every start");
-    return failure(row, warn::kFitFailed);
-  }
-  if (cfg.clip_sigma > 0) {
-    std::vector<double> model(d.n_pix);
-    kern::evaluate(team, &em, grid, d, cont_deg, best.theta, false, &work, T.data(), dT.data());
-    kern::model_at_pixels(team, d, cont_deg, T.data(), &work, model.data());
-    std::vector<char> keep(d.n_pix, 1);
-    int n_clip = 0;
-    for (int i = 0; i < d.n_pix; ++i) {
-      const double z = (cur.flux[i] - model[i]) * std::sqrt(cur.ivar[i]);
-      if (std::fabs(z) > cfg.clip_sigma) {
-        keep[i] = 0;
-        ++n_clip;
-      }
-    }
-    if (n_clip > 0) {
-      Packed clipped = cur.compact(keep, cfg.min_arm_pixels);
-      if (static_cast<int>(clipped.flux.size()) >= cfg.min_pixels && clipped.n_arms > 0) {
-        cur = std::move(clipped);
-        resize_scratch(cur.flux.size());
-        d = cur.view();
-        kern::LMState st = best;
-        kern::lm_fit(team, em, grid, d, cont_deg, lmc, &st, &work, T.data(), dT.data());
-        if (st.status != kern::kLMEvalFailed) best = st;
-      }
-    }
-  }
-  // Per-arm chi^2, S/N and pixel counts at the solution (DESI B/R/Z columns).
-  kern::evaluate(team, &em, grid, d, cont_deg, best.theta, false, &work, T.data(), dT.data());
-  if (diag) {
-    diag->model.resize(d.n_pix);
-    kern::model_at_pixels(team, d, cont_deg, T.data(), &work, diag->model.data());
-  }
-  for (int a = 0; a < cur.n_arms; ++a) {
+  const kern::LMState& best = res.best;
+  row.CHISQ_C = res.chi2_c;
+  for (int a = 0; a < all.n_arms; ++a) {
     double* chisq = nullptr;
     int32_t* npix = nullptr;
     double* sn = nullptr;
-    if (cur.names[a] == "B") chisq = &row.CHISQ_B, npix = &row.NPIX_B, sn = &row.SN_B;
-    if (cur.names[a] == "R") chisq = &row.CHISQ_R, npix = &row.NPIX_R, sn = &row.SN_R;
-    if (cur.names[a] == "Z") chisq = &row.CHISQ_Z, npix = &row.NPIX_Z, sn = &row.SN_Z;
+    if (all.names[a] == "B") chisq = &row.CHISQ_B, npix = &row.NPIX_B, sn = &row.SN_B;
+    if (all.names[a] == "R") chisq = &row.CHISQ_R, npix = &row.NPIX_R, sn = &row.SN_R;
+    if (all.names[a] == "Z") chisq = &row.CHISQ_Z, npix = &row.NPIX_Z, sn = &row.SN_Z;
     if (!chisq) continue;
-    *chisq = work.chi2_arm[a];
-    *npix = cur.arm_start[a + 1] - cur.arm_start[a];
+    *chisq = res.chi2_arm[a];
+    *npix = res.npix_arm[a];
     std::vector<double> s;
-    for (int i = cur.arm_start[a]; i < cur.arm_start[a + 1]; ++i)
-      s.push_back(cur.flux[i] * std::sqrt(cur.ivar[i]));
+    for (int i = all.arm_start[a]; i < all.arm_start[a + 1]; ++i)
+      if (ivar[i] > 0) s.push_back(all.flux[i] * std::sqrt(ivar[i]));
     *sn = median(s);
   }
-  // Continuum-only chi^2 on the same pixels (for RVS_WARN bit 0).
-  double theta0[kern::kMaxParams] = {0};
-  if (kern::evaluate(team, static_cast<const kern::EmulatorView*>(nullptr), grid, d, cont_deg,
-                     theta0, false, &work, T.data(), dT.data()))
-    row.CHISQ_C = work.chi2;
+  if (diag) {
+    // fit_one's last evaluation was the continuum-only one: evaluate the stellar model again.
+    kern::EvalWork& w = shared->w;
+    kern::evaluate(team, &em, grid, d, pc.cont_deg, best.theta, false, &w, T.data(), dT.data());
+    std::vector<double> model(n);
+    kern::model_at_pixels(team, d, pc.cont_deg, T.data(), &w, model.data());
+    for (int i = 0; i < n; ++i) {
+      if (!(ivar[i] > 0)) continue;
+      diag->wave_vac_A.push_back(all.wave[i]);
+      diag->flux.push_back(all.flux[i]);
+      diag->ivar.push_back(ivar[i]);
+      diag->model.push_back(model[i]);
+      diag->arm_of_pixel.push_back(all.arm[i]);
+    }
+  }
 
   // ---- Results and flags -------------------------------------------------------------------
-  row.NPIX_TOT = d.n_pix;
+  row.NPIX_TOT = res.npix;
   row.CHISQ_TOT = best.chi2;
   row.NITER = best.niter;
   const double* cov = best.cov;
@@ -352,12 +256,6 @@ CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnost
       row.RVS_WARN |= warn::kLabelEdge;
   }
   row.SUCCESS = (row.RVS_WARN & warn::kFatal) == 0;
-  if (diag) {
-    diag->wave_vac_A = cur.wave;
-    diag->flux.assign(cur.flux.begin(), cur.flux.end());
-    diag->ivar.assign(cur.ivar.begin(), cur.ivar.end());
-    diag->arm_of_pixel = cur.arm;
-  }
   return row;
 }
 

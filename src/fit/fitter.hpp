@@ -9,6 +9,7 @@
 #include "fit/config.hpp"
 #include "io/catalog.hpp"
 #include "io/spectrum.hpp"
+#include "kernels/fit_pipeline.hpp"
 #include "model/arm_model.hpp"
 
 namespace velox {
@@ -27,6 +28,9 @@ struct FitDiagnostics {
   std::vector<int> arm_of_pixel;
   std::vector<std::string> messages;  // human-readable notes (excluded arms, ...)
 };
+
+// The kernel pipeline's numbers from the configuration and the library's label box.
+kern::PipelineConfig pipeline_config(const FitConfig& cfg, const TemplateLibrary& lib);
 
 // Never throws for data problems: they become RVS_WARN bits with SUCCESS=false.
 CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnostics* diag = nullptr);

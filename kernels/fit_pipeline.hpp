@@ -1,0 +1,228 @@
+// The whole fit of ONE spectrum as a team kernel: pseudo-normalisation → CCF over the coarse
+// templates → chi^2 grid → Levenberg-Marquardt from the best starts → one re-fit after clipping
+// outliers → per-arm chi^2 and the continuum-only chi^2. The CPU backend runs it with SerialTeam
+// (src/fit/fitter.cpp), the CUDA backend with one block per spectrum (src/backend/cuda). Host code
+// does the masking/packing before and the flags after; everything numerical is here.
+#pragma once
+#include <cmath>
+
+#include "kernels/ccf.hpp"
+#include "kernels/lm.hpp"
+
+namespace velox::kern {
+
+constexpr int kMaxCcfTemplates = 64;
+
+// Numbers the pipeline needs (a POD copy of FitConfig + the library's label box).
+struct PipelineConfig {
+  double vmin_kms = -1000.0, vmax_kms = 1000.0;
+  int cont_deg = 8, ccf_cont_deg = 5;
+  int n_starts = 2, n_ccf_use = 16, lag_step = 2;
+  double clip_sigma = 5.0;
+  LMConfig lm;  // max_iter and the box (lo/hi) for [v, labels]
+};
+
+// Global-memory scratch of one spectrum (n = FitData::n_pix, np = 1 + L, n_out = ccf_lags()).
+struct PipelineScratch {
+  double* T;       // [n]
+  double* dT;      // [n * np]
+  double* fn;      // [n]
+  double* wts;     // [n]
+  double* frac;    // [n]
+  int* t0;         // [n]
+  float* ivar;     // [n] working copy of ivar (clipped pixels set to 0)
+  double* ccf;     // [n_out]
+  double* acc;     // [8 * n_out]
+};
+
+// Per-spectrum shared state (shared memory on the GPU).
+struct PipelineShared {
+  EvalWork w;
+  LMState cur, best;
+  double grid_chi2[kMaxCcfTemplates];
+  int grid_idx[kMaxCcfTemplates];
+  int n_grid;
+  double pbest, v_ccf;
+  int jbest, obest;
+  int n_clip;
+};
+
+enum PipelineStatus : int { kPipeOk = 0, kPipeFitFailed = 1 };
+
+struct PipelineResult {
+  int status;
+  double v_ccf;
+  LMState best;
+  double chi2_c;                 // continuum-only chi^2 (NaN if singular)
+  double chi2_arm[kMaxArms];
+  int npix_arm[kMaxArms];
+  int npix;
+};
+
+// Number of coarse CCF lags for the velocity range (template pixels, step lag_step).
+VX_HD VX_INLINE int ccf_lag_lo(const PipelineConfig& c, const GridView& g) {
+  return (int)floor(ln_doppler(c.vmin_kms) / g.dlnlam);
+}
+VX_HD VX_INLINE int ccf_lags(const PipelineConfig& c, const GridView& g) {
+  const int hi = (int)ceil(ln_doppler(c.vmax_kms) / g.dlnlam);
+  const int step = c.lag_step > 0 ? c.lag_step : 1;
+  return (hi - ccf_lag_lo(c, g)) / step + 1;
+}
+
+// Fit one spectrum. `d.ivar` must point to sc.ivar (the pipeline zeroes clipped pixels there).
+// ccf_tmpl[a] = coarse templates of arm a ([n_ccf][n_tpix]); ccf_labels[n_ccf][L] their labels.
+template <class Team>
+VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, const FitData& d,
+                   const float* const* ccf_tmpl, int n_ccf, const double* ccf_labels,
+                   const PipelineConfig& cfg, const PipelineScratch& sc, PipelineShared* sh,
+                   PipelineResult* out) {
+  const int L = em.n_label;
+  EvalWork* w = &sh->w;
+  if (n_ccf > kMaxCcfTemplates) n_ccf = kMaxCcfTemplates;
+  // ---- CCF ---------------------------------------------------------------------------------
+  pseudo_normalise(team, d, cfg.ccf_cont_deg, 4, w, sc.fn, sc.wts);
+  pixel_positions(team, g, d, sc.t0, sc.frac);
+  const int lag_lo = ccf_lag_lo(cfg, g);
+  const int step = cfg.lag_step > 0 ? cfg.lag_step : 1;
+  const int n_out = ccf_lags(cfg, g);
+  const int n_use = cfg.n_ccf_use < 1 ? 1 : (cfg.n_ccf_use < n_ccf ? cfg.n_ccf_use : n_ccf);
+  team.single([&] {
+    sh->pbest = -INFINITY;
+    sh->jbest = 0;
+    sh->obest = 0;
+  });
+  team.sync();
+  for (int j = 0; j < n_use; ++j) {
+    cross_correlate(team, g, d, ccf_tmpl, j, lag_lo, n_out, step, sc.t0, sc.frac, sc.fn, sc.wts,
+                    w, sc.acc, sc.ccf);
+    team.single([&] {
+      for (int o = 0; o < n_out; ++o)
+        if (sc.ccf[o] > sh->pbest) {
+          sh->pbest = sc.ccf[o];
+          sh->jbest = j;
+          sh->obest = o;
+        }
+    });
+    team.sync();
+  }
+  // Fine lags around the best template's peak, then a parabola through the top three.
+  const int lag_c = lag_lo + sh->obest * step;
+  cross_correlate(team, g, d, ccf_tmpl, sh->jbest, lag_c - 3, 7, 1, sc.t0, sc.frac, sc.fn,
+                  sc.wts, w, sc.acc, sc.ccf);
+  team.single([&] {
+    const double* fine = sc.ccf;
+    int ob = 0;
+    for (int o = 1; o < 7; ++o)
+      if (fine[o] > fine[ob]) ob = o;
+    double lag_peak = lag_c - 3 + ob;
+    if (ob > 0 && ob < 6) {
+      const double den = fine[ob - 1] - 2 * fine[ob] + fine[ob + 1];
+      if (den < 0) lag_peak += 0.5 * (fine[ob - 1] - fine[ob + 1]) / den;
+    }
+    sh->v_ccf = fmin(fmax(velocity_from_ln_doppler(lag_peak * g.dlnlam), cfg.vmin_kms),
+                     cfg.vmax_kms);
+    sh->n_grid = 0;
+  });
+  team.sync();
+  const double v_ccf = sh->v_ccf;
+  out->v_ccf = v_ccf;
+
+  // ---- chi^2 grid: every coarse template at the CCF velocity, sorted (insertion) -------------
+  for (int j = 0; j < n_ccf; ++j) {
+    fixed_template_at_pixels(team, g, d, ccf_tmpl, j, v_ccf, sc.T);
+    profile_continuum(team, d, cfg.cont_deg, 1, false, sc.T, sc.dT, w);
+    team.single([&] {
+      if (!w->ok) return;
+      int k = sh->n_grid++;
+      while (k > 0 && sh->grid_chi2[k - 1] > w->chi2) {
+        sh->grid_chi2[k] = sh->grid_chi2[k - 1];
+        sh->grid_idx[k] = sh->grid_idx[k - 1];
+        --k;
+      }
+      sh->grid_chi2[k] = w->chi2;
+      sh->grid_idx[k] = j;
+    });
+    team.sync();
+  }
+  if (sh->n_grid == 0) {
+    team.single([&] { out->status = kPipeFitFailed; });
+    team.sync();
+    return;
+  }
+
+  // ---- LM from the best starts, then one re-fit after clipping ------------------------------
+  team.single([&] {
+    sh->best.chi2 = INFINITY;
+    sh->best.status = kLMEvalFailed;
+  });
+  team.sync();
+  const int n_starts = cfg.n_starts < sh->n_grid ? cfg.n_starts : sh->n_grid;
+  for (int s = 0; s < n_starts; ++s) {
+    team.single([&] {
+      sh->cur.theta[0] = v_ccf;
+      for (int l = 0; l < L; ++l) sh->cur.theta[1 + l] = ccf_labels[sh->grid_idx[s] * L + l];
+    });
+    team.sync();
+    lm_fit(team, em, g, d, cfg.cont_deg, cfg.lm, &sh->cur, w, sc.T, sc.dT);
+    team.single([&] {
+      if (sh->cur.status != kLMEvalFailed && sh->cur.chi2 < sh->best.chi2) sh->best = sh->cur;
+    });
+    team.sync();
+  }
+  if (!(sh->best.chi2 < INFINITY)) {
+    team.single([&] { out->status = kPipeFitFailed; });
+    team.sync();
+    return;
+  }
+  if (cfg.clip_sigma > 0) {
+    evaluate(team, &em, g, d, cfg.cont_deg, sh->best.theta, false, w, sc.T, sc.dT);
+    model_at_pixels(team, d, cfg.cont_deg, sc.T, w, sc.fn);  // fn reused for the model
+    team.single([&] { sh->n_clip = 0; });
+    team.sync();
+    team.reduce_sum(d.n_pix, 1, w->red, [&](int i, auto acc) {
+      const double z = (d.flux[i] - sc.fn[i]) * sqrt((double)sc.ivar[i]);
+      if (sc.ivar[i] > 0 && fabs(z) > cfg.clip_sigma) {
+        sc.ivar[i] = 0.0f;
+        acc[0] += 1.0;
+      }
+    });
+    if (w->red[0] > 0) {
+      team.single([&] { sh->cur = sh->best; });
+      team.sync();
+      lm_fit(team, em, g, d, cfg.cont_deg, cfg.lm, &sh->cur, w, sc.T, sc.dT);
+      team.single([&] {
+        if (sh->cur.status != kLMEvalFailed) sh->best = sh->cur;
+      });
+      team.sync();
+    }
+  }
+  // ---- Statistics at the solution -----------------------------------------------------------
+  evaluate(team, &em, g, d, cfg.cont_deg, sh->best.theta, false, w, sc.T, sc.dT);
+  team.single([&] {
+    out->best = sh->best;
+    for (int a = 0; a < kMaxArms; ++a) {
+      out->chi2_arm[a] = a < d.n_arms ? w->chi2_arm[a] : NAN;
+      out->npix_arm[a] = 0;
+    }
+  });
+  team.sync();
+  for (int a = 0; a < d.n_arms; ++a) {
+    team.reduce_sum(d.arm_start[a + 1] - d.arm_start[a], 1, w->red, [&](int ii, auto acc) {
+      if (sc.ivar[d.arm_start[a] + ii] > 0) acc[0] += 1.0;
+    });
+    team.single([&] { out->npix_arm[a] = (int)w->red[0]; });
+    team.sync();
+  }
+  double theta0[kMaxParams] = {0, 0, 0, 0, 0};
+  evaluate(team, (const EmulatorView*)nullptr, g, d, cfg.cont_deg, theta0, false, w, sc.T, sc.dT);
+  team.single([&] {
+    out->chi2_c = w->ok ? w->chi2 : NAN;
+    int n = 0;
+    for (int a = 0; a < d.n_arms; ++a) n += out->npix_arm[a];
+    out->npix = n;
+    out->status = kPipeOk;
+  });
+  team.sync();
+}
+
+}  // namespace velox::kern
