@@ -5,8 +5,9 @@ source "$(dirname "$0")/mpi_env.sh"
 W="$VELOX_BUILD_DIR/test-tmp/mpi_more_ranks"
 rm -rf "$W"
 mkdir -p "$W"
-IN=("$(ls "$VELOX_DATA_DIR"/spectra/lamost_dr10_pylasp/fits/*.fits | head -n 1)"
-    "$(ls "$VELOX_DATA_DIR"/spectra/lamost_dr8/fits/*.fits.gz | head -n 1)")
+dr10=("$VELOX_DATA_DIR"/spectra/lamost_dr10_pylasp/fits/*.fits)
+dr8=("$VELOX_DATA_DIR"/spectra/lamost_dr8/fits/*.fits.gz)
+IN=("${dr10[0]}" "${dr8[0]}")
 
 env -u OMPI_COMM_WORLD_SIZE "$VELOX" fit --templates "$TEMPLATES" --output "$W/single.h5" "${IN[@]}"
 timeout 300 "${MPIRUN[@]}" -np 3 "$VELOX" fit --templates "$TEMPLATES" --output "$W/np3.h5" "${IN[@]}"

@@ -27,7 +27,7 @@ echo "$out"
 grep -qF "+ srun --cpu-bind=cores" <<<"$out" && [ ! -e "$W/dry" ]
 
 echo "== nightly.sh"
-mapfile -t files < <(ls "$VELOX_DATA_DIR"/spectra/lamost_dr10_pylasp/fits/*.fits | head -n 4)
+files=("$VELOX_DATA_DIR"/spectra/lamost_dr10_pylasp/fits/*.fits)
 for f in "${files[@]:0:3}"; do ln -s "$f" "$W/in/"; done
 nightly() {
   "$S/scripts/nightly.sh" --input-dir "$W/in" --glob '*.fits' --output-dir "$W/out" \
