@@ -17,6 +17,8 @@
 
 namespace velox::mpi {
 
+#ifdef VELOX_HAVE_MPI
+
 namespace {
 
 // True when an MPI launcher started this process (Open MPI, PMIx, PMI-1/2 as set by srun and
@@ -32,8 +34,6 @@ bool launched_by_mpi() {
 void nap() { std::this_thread::sleep_for(std::chrono::microseconds(500)); }
 
 }  // namespace
-
-#ifdef VELOX_HAVE_MPI
 
 Comm::Comm(int* argc, char*** argv) {
   if (!launched_by_mpi()) return;
