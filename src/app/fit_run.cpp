@@ -1,20 +1,20 @@
 #include "app/fit_run.hpp"
 
 #include <fmt/format.h>
+#include <fnmatch.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
+#include <set>
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "common/error.hpp"
 #include "common/version.hpp"
-#include "emulator/library.hpp"
-#include "fit/config.hpp"
 #include "fit/rvs_warn.hpp"
 #include "io/readers.hpp"
 
@@ -35,7 +35,23 @@ std::vector<std::string> collect_inputs(const FitOptions& opt) {
       files.push_back(line.substr(b, e - b + 1));
     }
   }
-  return files;
+  if (!opt.input_dir.empty()) {
+    std::error_code ec;
+    std::vector<std::string> found;
+    for (fs::directory_iterator it(opt.input_dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (it->is_regular_file() && fnmatch(opt.glob.c_str(), name.c_str(), 0) == 0)
+        found.push_back(it->path().string());
+    }
+    if (ec) throw ConfigError(opt.input_dir + ": cannot list the input directory: " + ec.message());
+    std::sort(found.begin(), found.end());
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  std::set<std::string> seen;
+  std::vector<std::string> unique;
+  for (auto& f : files)
+    if (seen.insert(f).second) unique.push_back(std::move(f));
+  return unique;
 }
 
 namespace {
@@ -53,129 +69,129 @@ std::string hostname() {
   return buf;
 }
 
-// Progress lines at a steady interval: files and targets done, rate, ETA.
-class Progress {
- public:
-  Progress(size_t n_files, bool quiet) : n_files_(n_files), quiet_(quiet) {}
-  void targets_done(size_t n_targets_total, size_t files_done) {
-    std::lock_guard<std::mutex> lock(mu_);
-    targets_ = n_targets_total;
-    files_ = files_done;
-    const double t = elapsed();
-    if (quiet_ || t - last_ < 5.0) return;
-    last_ = t;
-    const double rate = targets_ / std::max(t, 1e-9);
-    const double frac = n_files_ ? static_cast<double>(files_) / n_files_ : 1.0;
-    const double eta = frac > 0 ? t / frac - t : NAN;
-    spdlog::info("progress: {}/{} files, {} targets, {:.1f} spectra/s, ETA {:.0f} s", files_,
-                 n_files_, targets_, rate, eta);
-  }
-  double elapsed() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  }
-
- private:
-  size_t n_files_, targets_ = 0, files_ = 0;
-  bool quiet_;
-  double last_ = 0.0;
-  std::mutex mu_;
-  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
-};
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 }  // namespace
 
-FitRunResult run_fit(const FitOptions& opt) {
-  FitRunResult res;
-  const auto files = collect_inputs(opt);
-  if (files.empty()) throw ConfigError("no input files (give FILES or --input-list)");
-  const FitConfig cfg = opt.config.empty() ? FitConfig{} : load_fit_config(opt.config);
-  const SpectrumFormat fmt_req = parse_format(opt.format);
-  const auto lib = TemplateLibrary::load(opt.templates);
-  ArmModelCache cache(lib);
-  const int threads = opt.threads > 0 ? opt.threads : default_thread_count();
-  if (!opt.quiet)
-    spdlog::info("fit: {} input files, templates {} ({} stars, {}), {} threads", files.size(),
-                 opt.templates, lib.n_train, lib.checksum, threads);
+CatalogRow bad_input_row(const std::string& path) {
+  CatalogRow row;
+  row.SOURCE_FILE = fs::path(path).filename().string();
+  row.RVS_WARN = warn::kBadInput;
+  row.SUCCESS = false;
+  return row;
+}
 
-  Progress progress(files.size(), opt.quiet);
-  size_t targets_before = 0, files_done = 0;
-  // Read files in chunks of at least ~4 spectra per thread, then fit each chunk in parallel.
-  const size_t chunk_min = static_cast<size_t>(std::max(64, 4 * threads));
-  std::vector<SpectrumFile> chunk;
-  std::vector<std::string> chunk_formats;
+FitEngine::FitEngine(const FitOptions& opt, int threads)
+    : cfg_(opt.config.empty() ? FitConfig{} : load_fit_config(opt.config)),
+      fmt_(parse_format(opt.format)),
+      lib_(TemplateLibrary::load(opt.templates)),
+      cache_(std::make_unique<ArmModelCache>(lib_)),
+      threads_(threads > 0 ? threads : default_thread_count()) {}
+
+void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileResult&&)>& done,
+                           size_t chunk_min_spectra, const std::function<void(size_t)>& on_fitted) {
+  struct Pending {
+    FileResult res;
+    SpectrumFile file;
+    std::string format;
+  };
+  std::vector<Pending> chunk;
   size_t chunk_spectra = 0;
   auto flush = [&] {
     std::vector<FitJob> jobs;
     std::vector<std::unique_ptr<FitContext>> ctxs;
-    for (size_t f = 0; f < chunk.size(); ++f) {
-      ctxs.push_back(std::make_unique<FitContext>(FitContext{lib, cache, cfg, chunk_formats[f]}));
-      for (const auto& s : chunk[f].spectra) jobs.push_back({&s, ctxs.back().get()});
+    for (auto& p : chunk) {
+      ctxs.push_back(std::make_unique<FitContext>(FitContext{lib_, *cache_, cfg_, p.format}));
+      for (const auto& s : p.file.spectra) jobs.push_back({&s, ctxs.back().get()});
     }
     const auto t0 = std::chrono::steady_clock::now();
-    auto rows = fit_on_cpu(jobs, threads, [&](size_t d) {
-      progress.targets_done(targets_before + d, files_done);
-    });
-    res.seconds_fit += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    files_done += chunk.size();
-    targets_before += rows.size();
-    progress.targets_done(targets_before, files_done);
-    for (auto& r : rows) res.rows.push_back(std::move(r));
-    res.n_spectra += jobs.size();
+    auto rows = fit_on_cpu(jobs, threads_, on_fitted);
+    const double dt = seconds_since(t0);
+    seconds_fit_ += dt;
+    size_t k = 0;
+    for (auto& p : chunk) {
+      const size_t n = p.file.spectra.size();
+      p.res.rows.assign(std::make_move_iterator(rows.begin() + k),
+                        std::make_move_iterator(rows.begin() + k + n));
+      k += n;
+      p.res.seconds += jobs.empty() ? 0.0 : dt * n / jobs.size();
+      done(std::move(p.res));
+    }
     chunk.clear();
-    chunk_formats.clear();
     chunk_spectra = 0;
   };
-  for (const auto& path : files) {
+  size_t index = 0;
+  std::string path;
+  while (next(index, path)) {
+    Pending p;
+    p.res.index = index;
+    p.res.path = path;
+    const auto t0 = std::chrono::steady_clock::now();
     try {
-      auto sf = read_spectra(path, fmt_req);
-      if (sf.spectra.empty()) spdlog::warn("{}: no spectra in file", path);
-      chunk_spectra += sf.spectra.size();
-      chunk_formats.push_back(format_name(sf.format));
-      chunk.push_back(std::move(sf));
+      p.file = read_spectra(path, fmt_);
+      if (p.file.spectra.empty()) spdlog::warn("{}: no spectra in file", path);
+      p.format = format_name(p.file.format);
+      p.res.n_targets = p.file.spectra.size();
     } catch (const std::exception& e) {
-      // A bad file: one clear line, a failure row naming it, and the job goes on.
+      // A bad file: one clear line, a failure row naming it, and the job goes on. Files read
+      // before it are reported first, so `done` sees inputs in the order they were pulled.
       spdlog::error("{}", e.what());
-      ++res.files_failed;
-      ++files_done;
-      CatalogRow row;
-      row.SOURCE_FILE = fs::path(path).filename().string();
-      row.RVS_WARN = warn::kBadInput;
-      row.SUCCESS = false;
-      // Keep input order: flush what was read before this file first.
       if (!chunk.empty()) flush();
-      res.rows.push_back(row);
+      p.res.ok = false;
+      p.res.error = e.what();
+      p.res.rows = {bad_input_row(path)};
+      p.res.seconds = seconds_since(t0);
+      done(std::move(p.res));
       continue;
     }
-    if (chunk_spectra >= chunk_min) flush();
+    p.res.seconds = seconds_since(t0);
+    chunk_spectra += p.file.spectra.size();
+    chunk.push_back(std::move(p));
+    if (chunk_spectra >= chunk_min_spectra) flush();
   }
   if (!chunk.empty()) flush();
+}
 
-  if (!opt.output.empty()) {
-    Provenance prov;
-    prov["velox_version"] = version();
-    prov["git_commit"] = git_commit();
-    prov["command_line"] = opt.command_line;
-    prov["config_yaml"] = dump_fit_config(cfg);
-    prov["templates_path"] = opt.templates;
-    prov["templates_checksum"] = lib.checksum;
-    std::string labels;
-    for (size_t i = 0; i < lib.label_names.size(); ++i) labels += (i ? "," : "") + lib.label_names[i];
-    prov["templates_labels"] = labels;
-    prov["created_utc"] = utc_now();
-    prov["hostname"] = hostname();
-    prov["n_threads"] = std::to_string(threads);
-    prov["n_input_files"] = std::to_string(files.size());
-    prov["n_files_failed"] = std::to_string(res.files_failed);
-    prov["mpi_world_size"] = "1";
-    write_catalog(opt.output, res.rows, prov);
-  }
-  size_t n_ok = 0;
-  for (const auto& r : res.rows) n_ok += r.SUCCESS;
-  if (!opt.quiet)
-    spdlog::info("fit: {} rows ({} SUCCESS) from {} files ({} failed) in {:.1f} s{}",
-                 res.rows.size(), n_ok, files.size(), res.files_failed, progress.elapsed(),
-                 opt.output.empty() ? "" : ", catalog " + opt.output);
-  res.exit_code = res.files_failed > 0 ? kExitCompletedWithFailures : kExitOk;
+Provenance FitEngine::provenance(const FitOptions& opt) const {
+  Provenance prov;
+  prov["velox_version"] = version();
+  prov["git_commit"] = git_commit();
+  prov["command_line"] = opt.command_line;
+  prov["config_yaml"] = dump_fit_config(cfg_);
+  prov["templates_path"] = opt.templates;
+  prov["templates_checksum"] = lib_.checksum;
+  std::string labels;
+  for (size_t i = 0; i < lib_.label_names.size(); ++i)
+    labels += (i ? "," : "") + lib_.label_names[i];
+  prov["templates_labels"] = labels;
+  prov["created_utc"] = utc_now();
+  prov["hostname"] = hostname();
+  prov["n_threads"] = std::to_string(threads_);
+  return prov;
+}
+
+FitRunResult run_fit(const FitOptions& opt) {
+  const auto files = collect_inputs(opt);
+  if (files.empty()) throw ConfigError("no input files (give FILES, --input-list or --input-dir)");
+  FitEngine engine(opt, opt.threads);
+  FitRunResult res;
+  size_t i = 0;
+  engine.fit_stream(
+      [&](size_t& index, std::string& path) {
+        if (i == files.size()) return false;
+        index = i;
+        path = files[i++];
+        return true;
+      },
+      [&](FileResult&& r) {
+        res.files_failed += !r.ok;
+        res.n_spectra += r.n_targets;
+        for (auto& row : r.rows) res.rows.push_back(std::move(row));
+      },
+      static_cast<size_t>(std::max(64, 4 * engine.threads())));
+  res.seconds_fit = engine.seconds_fitting();
   return res;
 }
 

@@ -1,38 +1,103 @@
-// The `velox fit` job on one process: read inputs in chunks, fit on the CPU backend, gather the
-// rows (failures included) and write the HDF5 catalog atomically. Exit codes: common/error.hpp.
+// The fitting engine behind `velox fit` and `velox bench`: load the configuration and template
+// library once, then fit a stream of input files in chunks on the CPU backend. The job around it
+// (input queue, MPI ranks, outputs, status file) lives in mpi/driver.hpp. Exit codes:
+// common/error.hpp.
 #pragma once
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "emulator/library.hpp"
+#include "fit/config.hpp"
 #include "io/catalog.hpp"
+#include "io/spectrum.hpp"
+#include "model/arm_model.hpp"
 
 namespace velox {
 
 struct FitOptions {
   std::string templates;            // template library (HDF5)
-  std::string output;               // catalog path; empty = do not write (bench)
+  std::string output;               // merged catalog path; empty = none
+  std::string output_dir;           // one catalog per input, DIR/<stem>.velox.h5; empty = none
+  std::string merge;                // merged catalog of the output dir, written at the end
+  bool overwrite = false;           // refit inputs whose per-input catalog exists
   std::vector<std::string> inputs;  // input files
   std::string input_list;           // file with one input path per line ('#' comments)
+  std::string input_dir;            // directory scanned with `glob`
+  std::string glob = "*.fits*";     // fnmatch pattern on file names inside input_dir
   std::string config;               // YAML config (optional)
   std::string format = "auto";
-  int threads = 0;                  // 0 = all cores available to the process
+  int threads = 0;                  // 0 = the cores given to this process (rank)
+  std::string log_dir;              // per-rank log files; empty = console only
+  double progress_interval_s = 5.0;
   std::string command_line;         // for provenance
   bool quiet = false;               // no progress lines (bench)
 };
+
+// Inputs from `inputs`, `input_list` and `input_dir`/`glob` (sorted by name), in that order,
+// without duplicates. Throws ConfigError on an unreadable list or directory.
+std::vector<std::string> collect_inputs(const FitOptions& opt);
+
+// The outcome of one input file.
+struct FileResult {
+  size_t index = 0;  // the caller's index of this input
+  std::string path;
+  bool ok = true;
+  std::string error;             // why the file failed (names the file)
+  std::vector<CatalogRow> rows;  // one per target, in file order; a failed file has one
+                                 // failure row (RVS_WARN = BAD_INPUT, SUCCESS = false)
+  size_t n_targets = 0;          // targets read (0 for a failed file)
+  double seconds = 0.0;          // read time plus this file's share of its chunk's fit time
+  int rank = 0;                  // MPI rank that fitted it
+};
+
+// Fits files one chunk at a time. Not copyable: the model cache refers to the library.
+class FitEngine {
+ public:
+  // Loads the config and library. threads <= 0: default_thread_count(). Throws ConfigError /
+  // IoError.
+  FitEngine(const FitOptions& opt, int threads);
+  FitEngine(const FitEngine&) = delete;
+  FitEngine& operator=(const FitEngine&) = delete;
+
+  // Pull inputs with `next` (false = no more) and fit them; read files until a chunk holds at
+  // least `chunk_min_spectra` spectra, fit the chunk with all threads, then call `done` once per
+  // file, in the order they were pulled. A bad file becomes a failed FileResult; never throws for
+  // input problems. `on_fitted` (may be empty) gets the number of spectra fitted in the current
+  // chunk, from worker threads.
+  using NextInput = std::function<bool(size_t& index, std::string& path)>;
+  void fit_stream(const NextInput& next, const std::function<void(FileResult&&)>& done,
+                  size_t chunk_min_spectra, const std::function<void(size_t)>& on_fitted = {});
+
+  // Provenance attributes shared by every catalog this engine's job writes.
+  Provenance provenance(const FitOptions& opt) const;
+
+  int threads() const { return threads_; }
+  const TemplateLibrary& library() const { return lib_; }
+  double seconds_fitting() const { return seconds_fit_; }  // wall time inside fit_on_cpu
+
+ private:
+  FitConfig cfg_;
+  SpectrumFormat fmt_;
+  TemplateLibrary lib_;
+  std::unique_ptr<ArmModelCache> cache_;
+  int threads_;
+  double seconds_fit_ = 0.0;
+};
+
+// The failure row written for an input file that could not be read.
+CatalogRow bad_input_row(const std::string& path);
 
 struct FitRunResult {
   std::vector<CatalogRow> rows;
   int files_failed = 0;
   size_t n_spectra = 0;
   double seconds_fit = 0.0;  // wall time spent in fitting (excludes library load and I/O)
-  int exit_code = 0;
 };
 
-// Expand inputs + input_list. Throws ConfigError on an unreadable list.
-std::vector<std::string> collect_inputs(const FitOptions& opt);
-
-// Run the whole job. Never throws for bad inputs (they become failure rows); throws ConfigError /
-// IoError for fatal problems (no templates, unwritable output).
+// Fit every input in this process and keep the rows in input order, writing nothing (used by
+// `velox bench`). Throws ConfigError / IoError for fatal problems.
 FitRunResult run_fit(const FitOptions& opt);
 
 }  // namespace velox

@@ -16,6 +16,7 @@
 #include "emulator/build.hpp"
 #include "io/info.hpp"
 #include "io/readers.hpp"
+#include "mpi/driver.hpp"
 
 using namespace velox;
 
@@ -28,12 +29,14 @@ std::string join_argv(int argc, char** argv) {
 }
 
 void add_fit_options(CLI::App* c, FitOptions& o) {
-  c->add_option("--templates", o.templates, "Template library (HDF5, from `velox templates build`)")
-      ->required();
-  c->add_option("--threads", o.threads, "CPU threads (default: cores available)");
+  c->add_option("--templates", o.templates, "Template library (HDF5, from `velox templates build`)");
+  c->add_option("--threads", o.threads, "CPU threads per rank (default: cores given to the rank)");
   c->add_option("--config", o.config, "YAML configuration file (section fit:)");
   c->add_option("--format", o.format, "Input format: auto|lamost-dr8|lamost-dr10|sdss|desi");
   c->add_option("--input-list", o.input_list, "File with one input path per line");
+  c->add_option("--input-dir", o.input_dir, "Directory of inputs (matched with --glob)");
+  c->add_option("--glob", o.glob, "Pattern for file names in --input-dir")
+      ->capture_default_str();
   c->add_option("inputs", o.inputs, "Input spectrum files (FITS)");
 }
 
@@ -103,7 +106,17 @@ int main(int argc, char** argv) {
   FitOptions fit_opt;
   auto* fit = app.add_subcommand("fit", "Fit spectra and write an HDF5 catalog");
   add_fit_options(fit, fit_opt);
-  fit->add_option("--output", fit_opt.output, "Output catalog (HDF5)")->required();
+  fit->add_option("--output", fit_opt.output, "One merged output catalog (HDF5)");
+  fit->add_option("--output-dir", fit_opt.output_dir,
+                  "One catalog per input, DIR/<stem>.velox.h5, plus DIR/status.tsv; reruns skip "
+                  "inputs whose catalog exists");
+  fit->add_option("--merge", fit_opt.merge,
+                  "With --output-dir: also write one merged catalog (alone: merge the dir)");
+  fit->add_flag("--overwrite", fit_opt.overwrite, "Refit inputs whose catalog exists");
+  fit->add_option("--log-dir", fit_opt.log_dir, "Write DIR/rank-<N>.log for every MPI rank");
+  fit->add_option("--progress-interval", fit_opt.progress_interval_s,
+                  "Seconds between progress lines")
+      ->capture_default_str();
 
   std::string info_file;
   auto* info = app.add_subcommand("info", "Summarise a catalog or a template library");
@@ -140,7 +153,9 @@ int main(int argc, char** argv) {
     if (val->parsed()) return run_validate(val_opt);
     if (fit->parsed()) {
       fit_opt.command_line = cmdline;
-      return run_fit(fit_opt).exit_code;
+      mpi::validate_job_options(fit_opt);
+      mpi::Comm comm(&argc, &argv);  // MPI only when started by mpirun/srun
+      return mpi::run_fit_job(fit_opt, comm);
     }
     if (info->parsed()) {
       fmt::print("{}", describe_file(info_file));
@@ -148,6 +163,7 @@ int main(int argc, char** argv) {
     }
     if (bench->parsed()) {
       bench_opt.command_line = cmdline;
+      if (bench_opt.templates.empty()) throw ConfigError("--templates is required");
       return cmd_bench(bench_opt, std::max(1, repeat));
     }
   } catch (const ConfigError& e) {

@@ -1,0 +1,109 @@
+#!/bin/bash
+# Nightly reprocessing with velox (docs/running.md "Nightly reprocessing").
+#
+#   scripts/nightly.sh --input-dir DIR --output-dir OUT --templates LIB [--glob '*.fits*']
+#                      [--launcher 'mpirun -np 4'] [--threads N] [--velox BIN] [--merged FILE]
+#                      [--dry-run]
+#
+# 1. Manifest. If OUT/manifest.pending exists (an earlier night failed or was killed), resume it.
+#    Otherwise list the inputs in DIR matching GLOB that are newer than OUT/.last-success or have
+#    no catalog OUT/<stem>.velox.h5, into OUT/manifest.pending. Inputs newer than the last
+#    success that already have a catalog were updated upstream: their stale catalog is removed.
+# 2. Fit the manifest: LAUNCHER velox fit --input-list OUT/manifest.pending --output-dir OUT
+#    (finished inputs are skipped, so a rerun resumes).
+# 3. If velox completed (exit 0, or 3 = some inputs failed; see OUT/status.tsv): merge every
+#    catalog of OUT into MERGED (default OUT/merged.h5), set OUT/.last-success to the time this
+#    night started, and move the manifest (and a copy of status.tsv) to OUT/manifests/.
+#    Exit with velox's code. Inputs that failed have no catalog, so the next night retries them.
+# --dry-run prints the manifest and the commands, and changes nothing.
+set -euo pipefail
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
+INPUT_DIR= OUTPUT_DIR= TEMPLATES= GLOB='*.fits*' LAUNCHER= THREADS= MERGED= DRY_RUN=
+VELOX=${VELOX:-$(cd "$(dirname "$0")/.." && pwd)/build/velox}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --input-dir) INPUT_DIR=$2; shift 2 ;;
+    --output-dir) OUTPUT_DIR=$2; shift 2 ;;
+    --templates) TEMPLATES=$2; shift 2 ;;
+    --glob) GLOB=$2; shift 2 ;;
+    --launcher) LAUNCHER=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
+    --velox) VELOX=$2; shift 2 ;;
+    --merged) MERGED=$2; shift 2 ;;
+    --dry-run) DRY_RUN=1; shift ;;
+    -h|--help) usage ;;
+    *) echo "nightly.sh: unknown argument $1" >&2; usage ;;
+  esac
+done
+[ -n "$INPUT_DIR" ] && [ -n "$OUTPUT_DIR" ] && [ -n "$TEMPLATES" ] || usage
+MERGED=${MERGED:-$OUTPUT_DIR/merged.h5}
+STAMP=$OUTPUT_DIR/.last-success
+MANIFEST=$OUTPUT_DIR/manifest.pending
+started=$(date +%s)
+log() { echo "nightly.sh: $*" >&2; }
+run() {  # run CMD...: print it; run it unless --dry-run
+  printf '+ '; printf '%q ' "$@"; echo
+  [ -n "$DRY_RUN" ] || "$@"
+}
+
+# velox's per-input catalog of an input (mpi/../app/job_outputs.cpp input_stem).
+catalog_of() {
+  local name=${1##*/}
+  for s in .gz .fz .bz2; do name=${name%"$s"}; done
+  for s in .fits .fit .fts; do name=${name%"$s"}; done
+  echo "$OUTPUT_DIR/$name.velox.h5"
+}
+
+[ -n "$DRY_RUN" ] || mkdir -p "$OUTPUT_DIR/manifests"
+manifest=$MANIFEST
+if [ -s "$MANIFEST" ]; then
+  log "resuming $MANIFEST ($(wc -l <"$MANIFEST") inputs)"
+else
+  [ -n "$DRY_RUN" ] && manifest=$(mktemp)
+  : >"$manifest"
+  newer=()
+  [ -e "$STAMP" ] && newer=(-newer "$STAMP")
+  while IFS= read -r -d '' f; do
+    cat=$(catalog_of "$f")
+    if [ ! -e "$cat" ]; then
+      echo "$f" >>"$manifest"
+    elif [ ${#newer[@]} -gt 0 ] && [ -n "$(find "$f" -maxdepth 0 "${newer[@]}")" ]; then
+      echo "$f" >>"$manifest"
+      log "input updated since the last success, refitting: $f"
+      [ -n "$DRY_RUN" ] || rm -f "$cat"
+    fi
+  done < <(find "$INPUT_DIR" -maxdepth 1 \( -type f -o -type l \) -name "$GLOB" -print0 | sort -z)
+  log "$(wc -l <"$manifest") inputs new or missing since ${STAMP} ($( [ -e "$STAMP" ] && date -r "$STAMP" -u +%FT%TZ || echo never))"
+fi
+if [ -n "$DRY_RUN" ]; then
+  sed 's/^/  manifest: /' "$manifest" >&2
+fi
+
+rc=0
+if [ -s "$manifest" ]; then
+  fit=("$VELOX" fit --templates "$TEMPLATES" --input-list "$manifest" --output-dir "$OUTPUT_DIR"
+       --log-dir "$OUTPUT_DIR/logs/$(date -u -d "@$started" +%Y%m%dT%H%M%SZ)")
+  [ -n "$THREADS" ] && fit+=(--threads "$THREADS")
+  # shellcheck disable=SC2086  # LAUNCHER is a command line, split on purpose
+  run $LAUNCHER "${fit[@]}" || rc=$?
+fi
+if [ "$rc" != 0 ] && [ "$rc" != 3 ]; then
+  log "velox failed (exit $rc): the manifest stays pending; rerun to resume"
+  exit "$rc"
+fi
+if [ -n "$(find "$OUTPUT_DIR" -maxdepth 1 -name '*.velox.h5' -print -quit 2>/dev/null)" ] || [ -n "$DRY_RUN" ]; then
+  run "$VELOX" fit --output-dir "$OUTPUT_DIR" --merge "$MERGED"
+fi
+if [ -z "$DRY_RUN" ]; then
+  touch -d "@$started" "$STAMP"
+  night=$OUTPUT_DIR/manifests/$(date -u -d "@$started" +%Y%m%dT%H%M%SZ)
+  if [ -s "$MANIFEST" ] && [ -e "$OUTPUT_DIR/status.tsv" ]; then
+    cp "$OUTPUT_DIR/status.tsv" "$night.status.tsv"
+  fi
+  if [ -e "$MANIFEST" ]; then mv "$MANIFEST" "$night.manifest.txt"; fi
+else
+  rm -f "$manifest"
+fi
+[ "$rc" = 3 ] && log "completed with failures: see $OUTPUT_DIR/status.tsv"
+exit "$rc"

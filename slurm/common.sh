@@ -1,0 +1,29 @@
+# Shared body of the velox sbatch templates (sourced; docs/running.md). Environment:
+#   TEMPLATES    template library (HDF5)                          [required]
+#   INPUT_LIST   one input FITS path per line                     [required]
+#   OUTPUT_DIR   per-input catalogs, status.tsv, logs/            [required]
+#   VELOX        the binary (default: $VELOX_HOME/build/velox)
+#   MERGED       merged catalog (default: $OUTPUT_DIR/merged.h5)
+#   DRY_RUN=1    print the srun command instead of running it
+# velox_srun SRUN_ARGS...: srun one velox rank per task, --threads = --cpus-per-task. Reruns
+# with the same environment resume (finished inputs are skipped). Exits with velox's code:
+# 0 ok, 3 completed with failures (see status.tsv), 1/2 fatal or usage error.
+: "${TEMPLATES:?set TEMPLATES}" "${INPUT_LIST:?set INPUT_LIST}" "${OUTPUT_DIR:?set OUTPUT_DIR}"
+VELOX=${VELOX:-$VELOX_HOME/build/velox}
+MERGED=${MERGED:-$OUTPUT_DIR/merged.h5}
+
+velox_srun() {
+  local cmd=(srun "$@"
+    "$VELOX" fit --templates "$TEMPLATES" --input-list "$INPUT_LIST"
+    --threads "${SLURM_CPUS_PER_TASK:-1}" --output-dir "$OUTPUT_DIR" --merge "$MERGED"
+    --log-dir "$OUTPUT_DIR/logs/${SLURM_JOB_ID:-local}")
+  if [ -n "${DRY_RUN:-}" ]; then
+    printf '%q ' "${cmd[@]}"
+    echo
+    return 0
+  fi
+  local rc=0
+  "${cmd[@]}" || rc=$?
+  if [ "$rc" = 3 ]; then echo "velox: some inputs failed, see $OUTPUT_DIR/status.tsv" >&2; fi
+  return "$rc"
+}

@@ -1,0 +1,102 @@
+#include "app/job_outputs.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "common/error.hpp"
+
+namespace velox {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kCatalogSuffix = ".velox.h5";
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string strip_suffix(std::string s, std::initializer_list<const char*> suffixes) {
+  for (const char* suf : suffixes)
+    if (ends_with(s, suf) && s.size() > std::string(suf).size())
+      return s.substr(0, s.size() - std::string(suf).size());
+  return s;
+}
+
+std::string clean(std::string s) {
+  std::replace_if(s.begin(), s.end(), [](char c) { return c == '\t' || c == '\n' || c == '\r'; }, ' ');
+  return s;
+}
+
+std::string format_line(const StatusLine& l) {
+  return fmt::format("{}\t{}\t{}\t{:.3f}\t{}\t{}\n", clean(l.input), l.status, l.targets, l.seconds,
+                     l.rank, clean(l.error));
+}
+
+constexpr const char* kHeader = "input\tstatus\ttargets\tseconds\trank\terror\n";
+
+}  // namespace
+
+std::string input_stem(const std::string& path) {
+  const std::string name = fs::path(path).filename().string();
+  return strip_suffix(strip_suffix(name, {".gz", ".fz", ".bz2"}), {".fits", ".fit", ".fts"});
+}
+
+std::string per_input_catalog(const std::string& dir, const std::string& input) {
+  return (fs::path(dir) / (input_stem(input) + kCatalogSuffix)).string();
+}
+
+StatusLine status_of(const FileResult& r) {
+  return {r.path, r.ok ? "ok" : "failed", r.n_targets, r.seconds, r.rank, r.error};
+}
+
+StatusFile::StatusFile(const std::string& dir) : path_((fs::path(dir) / "status.tsv").string()) {
+  out_.open(path_, std::ios::trunc);
+  if (!out_) throw IoError(path_ + ": cannot write the status file");
+  out_ << kHeader << std::flush;
+}
+
+void StatusFile::append(const StatusLine& line) { out_ << format_line(line) << std::flush; }
+
+void StatusFile::finish(const std::vector<StatusLine>& in_input_order) {
+  out_.close();
+  const std::string tmp = path_ + ".tmp";
+  {
+    std::ofstream o(tmp, std::ios::trunc);
+    o << kHeader;
+    for (const auto& l : in_input_order) o << format_line(l);
+    if (!o.flush()) throw IoError(tmp + ": cannot write the status file");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path_, ec);
+  if (ec) throw IoError(path_ + ": cannot rename " + tmp + " onto it: " + ec.message());
+}
+
+size_t remove_stale_temps(const std::string& dir) {
+  size_t n = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (ends_with(name, std::string(kCatalogSuffix) + ".tmp")) n += fs::remove(it->path(), ec);
+  }
+  return n;
+}
+
+std::vector<std::string> catalogs_in(const std::string& dir, const std::string& exclude) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto p = it->path();
+    if (ends_with(p.filename().string(), kCatalogSuffix) &&
+        !(fs::exists(exclude) && fs::equivalent(p, exclude, ec)))
+      out.push_back(p.string());
+  }
+  if (ec) throw IoError(dir + ": cannot list the output directory: " + ec.message());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace velox

@@ -1,0 +1,48 @@
+// Outputs of a `velox fit` job other than the fit itself: per-input catalog paths, the status
+// file and the merged catalog. Used by rank 0 of the driver (mpi/driver.hpp). Layouts:
+// docs/running.md.
+#pragma once
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "app/fit_run.hpp"
+
+namespace velox {
+
+// "spec-1-2.fits.gz" -> "spec-1-2": the file name without .gz/.fz/.bz2 and then .fits/.fit/.fts.
+std::string input_stem(const std::string& path);
+// DIR/<input stem>.velox.h5
+std::string per_input_catalog(const std::string& dir, const std::string& input);
+
+// One line of DIR/status.tsv (tab-separated; tabs and newlines in the error become spaces).
+struct StatusLine {
+  std::string input;
+  std::string status;  // ok | failed | skipped
+  size_t targets = 0;
+  double seconds = 0.0;
+  int rank = -1;       // -1 for skipped inputs
+  std::string error;
+};
+StatusLine status_of(const FileResult& r);
+
+// DIR/status.tsv, appended (and flushed) as inputs finish so a killed job leaves its progress
+// behind, then rewritten atomically in input order by finish(). Throws IoError.
+class StatusFile {
+ public:
+  explicit StatusFile(const std::string& dir);
+  void append(const StatusLine& line);
+  void finish(const std::vector<StatusLine>& in_input_order);
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+// Remove DIR/*.velox.h5.tmp left by a killed job; returns how many.
+size_t remove_stale_temps(const std::string& dir);
+
+// Every DIR/*.velox.h5 except `exclude`, sorted by name (for --merge without inputs).
+std::vector<std::string> catalogs_in(const std::string& dir, const std::string& exclude);
+
+}  // namespace velox

@@ -1,0 +1,44 @@
+# Sourced by the MPI integration tests: mpirun flags, the template library and the LAMOST inputs.
+# Environment (from ctest): VELOX, VELOX_DATA_DIR, VELOX_BUILD_DIR, VELOX_SOURCE_DIR.
+set -euo pipefail
+: "${VELOX:?}" "${VELOX_DATA_DIR:?}" "${VELOX_BUILD_DIR:?}" "${VELOX_SOURCE_DIR:?}"
+PY=/usr/bin/python3
+
+if ! command -v mpirun >/dev/null; then
+  echo "SKIP: mpirun not found"
+  exit 0
+fi
+# CI runs as root; several ranks may share a core.
+MPIRUN=(mpirun --oversubscribe)
+if [ "$(id -u)" = 0 ]; then MPIRUN+=(--allow-run-as-root); fi
+
+# The MILES library, built once per build dir (concurrent tests wait on the lock).
+TEMPLATES="$VELOX_BUILD_DIR/miles.h5"
+(
+  flock 9
+  if [ ! -s "$TEMPLATES" ]; then
+    "$VELOX" templates build --input "$VELOX_DATA_DIR/templates/miles" --output "$TEMPLATES"
+  fi
+) 9>"$VELOX_BUILD_DIR/miles.h5.lock"
+
+# make_lamost_inputs DIR: DIR/inputs.txt lists the 134 LAMOST spectra plus DIR/corrupt.fits (a
+# truncated FITS file); prints nothing.
+make_lamost_inputs() {
+  local dir=$1
+  mkdir -p "$dir"
+  ls "$VELOX_DATA_DIR"/spectra/lamost_dr10_pylasp/fits/*.fits \
+     "$VELOX_DATA_DIR"/spectra/lamost_dr8/fits/*.fits.gz >"$dir/inputs.txt"
+  head -c 5000 "$(head -n 1 "$dir/inputs.txt")" >"$dir/corrupt.fits"
+  echo "$dir/corrupt.fits" >>"$dir/inputs.txt"
+}
+
+# expect_rc WANT CMD...: run CMD and fail unless it exits with WANT.
+expect_rc() {
+  local want=$1 rc=0
+  shift
+  "$@" || rc=$?
+  if [ "$rc" != "$want" ]; then
+    echo "FAIL: exit code $rc, expected $want: $*" >&2
+    exit 1
+  fi
+}
