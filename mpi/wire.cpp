@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "common/error.hpp"
+#include "io/catalog.hpp"
 
 namespace velox::mpi {
 
@@ -54,15 +55,11 @@ class Reader {
   size_t pos_ = 0;
 };
 
-// Every CatalogRow field, in one fixed order, for both directions.
+// Every CatalogRow field in catalog column order (the one table in io/catalog.cpp).
 template <class Row, class F>
 void for_each_field(Row& r, F&& f) {
-  f(r.TARGETID), f(r.SOURCE_FILE), f(r.ROW_IN_FILE), f(r.VRAD), f(r.VRAD_ERR), f(r.VRAD_CCF);
-  f(r.TEFF), f(r.TEFF_ERR), f(r.LOGG), f(r.LOGG_ERR), f(r.FEH), f(r.FEH_ERR);
-  f(r.ALPHAFE), f(r.ALPHAFE_ERR), f(r.VSINI), f(r.VSINI_ERR), f(r.CHISQ_TOT), f(r.CHISQ_C);
-  f(r.NPIX_TOT), f(r.SN), f(r.NITER), f(r.RVS_WARN), f(r.SUCCESS);
+  for (const auto& c : catalog_columns()) std::visit([&](auto member) { f(r.*member); }, c.field);
 }
-static_assert(sizeof(CatalogRow) <= 256, "new CatalogRow field? add it to for_each_field");
 
 }  // namespace
 

@@ -23,20 +23,10 @@ namespace {
 constexpr size_t kSourceFileBytes = 128;  // fixed-length, null-padded; at most 127 characters
 constexpr const char* kMetaSuffix = ".__table_column_meta__";  // astropy.io.misc.hdf5.META_KEY
 
-using Field = std::variant<int32_t CatalogRow::*, int64_t CatalogRow::*, double CatalogRow::*,
-                           bool CatalogRow::*, std::string CatalogRow::*>;
-
-struct Column {
-  const char* name;
-  Field field;
-  const char* unit;  // astropy-parsable unit string; "" for counts and flags
-  const char* desc;
-};
-
 // One line per catalog column; the column name is the CatalogRow field name.
 #define VELOX_COLUMN(field, unit, desc) \
-  Column { #field, &CatalogRow::field, unit, desc }
-const Column kColumns[] = {
+  CatalogColumn { #field, &CatalogRow::field, unit, desc }
+const CatalogColumn kColumns[] = {
     VELOX_COLUMN(TARGETID, "", "Target identifier from the input file"),
     VELOX_COLUMN(SOURCE_FILE, "", "Input file basename (truncated to 127 bytes)"),
     VELOX_COLUMN(ROW_IN_FILE, "", "Fibre/row index of the target inside SOURCE_FILE"),
@@ -80,18 +70,18 @@ template <class... Fs>
 Overloaded(Fs...) -> Overloaded<Fs...>;
 
 // Bytes a column takes in a packed record, and its HDF5 kind / astropy datatype name.
-size_t column_bytes(const Field& f) {
+size_t column_bytes(const CatalogField& f) {
   return std::visit(Overloaded{[](std::string CatalogRow::*) { return kSourceFileBytes; },
                                [](bool CatalogRow::*) { return size_t{1}; },
                                [](auto CatalogRow::*p) { return sizeof(CatalogRow{}.*p); }},
                     f);
 }
-h5::File::Kind column_kind(const Field& f) {
+h5::File::Kind column_kind(const CatalogField& f) {
   using K = h5::File::Kind;
   constexpr K kinds[] = {K::kInt32, K::kInt64, K::kFloat64, K::kBool, K::kFixedString};
   return kinds[f.index()];
 }
-const char* astropy_datatype(const Field& f) {
+const char* astropy_datatype(const CatalogField& f) {
   constexpr const char* names[] = {"int32", "int64", "float64", "bool", "string"};
   return names[f.index()];
 }
@@ -248,6 +238,11 @@ std::vector<CatalogRow> read_catalog(const std::string& path, Provenance* proven
       if (name != kKindAttr) (*provenance)[name] = f.attr_text("/", name);
   }
   return rows;
+}
+
+const std::vector<CatalogColumn>& catalog_columns() {
+  static const std::vector<CatalogColumn> cols(std::begin(kColumns), std::end(kColumns));
+  return cols;
 }
 
 }  // namespace velox

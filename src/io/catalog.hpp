@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace velox {
@@ -33,6 +34,19 @@ struct CatalogRow {
   int64_t RVS_WARN = 0;     // quality bitmask, bits in fit/rvs_warn.hpp
   bool SUCCESS = false;     // fit ran and RVS_WARN has no fatal bit
 };
+
+// One catalog column: its name (= the CatalogRow field name), the field, unit and description.
+// The single table of columns (catalog.cpp) drives the HDF5 layout and the MPI wire format.
+using CatalogField = std::variant<int32_t CatalogRow::*, int64_t CatalogRow::*,
+                                  double CatalogRow::*, bool CatalogRow::*,
+                                  std::string CatalogRow::*>;
+struct CatalogColumn {
+  const char* name;
+  CatalogField field;
+  const char* unit;  // astropy-parsable unit string; "" for counts and flags
+  const char* desc;
+};
+const std::vector<CatalogColumn>& catalog_columns();
 
 // Provenance stored as file attributes of the catalog (all strings).
 using Provenance = std::map<std::string, std::string>;
