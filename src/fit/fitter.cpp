@@ -16,30 +16,6 @@ namespace {
 
 using kern::kSpeedOfLight_kms;
 
-// The usable pixels of one spectrum, arms contiguous, plus the views the kernels take.
-struct Packed {
-  std::vector<double> lnlam, xleg, wave;
-  std::vector<float> flux, ivar;
-  std::vector<int> arm;  // arm slot of each pixel
-  int n_arms = 0;
-  int arm_start[kern::kMaxArms + 1] = {};
-  std::vector<std::shared_ptr<const ArmModel>> models;  // per arm slot
-  std::vector<std::string> names;
-
-  kern::FitData view() const {
-    kern::FitData d;
-    d.n_pix = static_cast<int>(flux.size());
-    d.n_arms = n_arms;
-    for (int a = 0; a <= n_arms; ++a) d.arm_start[a] = arm_start[a];
-    d.lnlam = lnlam.data();
-    d.xleg = xleg.data();
-    d.flux = flux.data();
-    d.ivar = ivar.data();
-    for (int a = 0; a < n_arms; ++a) d.basis[a] = models[a]->basis.data();
-    return d;
-  }
-};
-
 double median(std::vector<double> v) {
   if (v.empty()) return NAN;
   const size_t m = v.size() / 2;
@@ -86,30 +62,31 @@ kern::PipelineConfig pipeline_config(const FitConfig& cfg, const TemplateLibrary
   return pc;
 }
 
-CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnostics* diag) {
+PreparedSpectrum prepare_spectrum(const Spectrum& spec, const FitContext& ctx) {
+  PreparedSpectrum p;
   const auto& lib = ctx.lib;
   const auto& cfg = ctx.cfg;
-  CatalogRow row;
+  CatalogRow& row = p.row;
+  Packed& all = p.packed;
   row.TARGETID = spec.targetid;
   row.SOURCE_FILE = spec.source_file;
   row.ROW_IN_FILE = spec.row_in_file;
-  auto note = [&](const std::string& m) {
-    if (diag) diag->messages.push_back(m);
-  };
+  auto note = [&](const std::string& m) { p.notes.push_back(m); };
   if (!spec.problem.empty()) {
     note(spec.problem);
-    return failure(row, warn::kBadInput);
+    row = failure(row, warn::kBadInput);
+    return p;
   }
   auto ot = spec.meta.find("OBJTYPE");
   if (ot != spec.meta.end() && ot->second != "TGT") {
     note("OBJTYPE '" + ot->second + "': not a stellar target, not fitted");
-    return failure(row, warn::kNotFitted);
+    row = failure(row, warn::kNotFitted);
+    return p;
   }
 
   // ---- Masking and packing --------------------------------------------------------------
   const double lam_lo = lib.wave_vac_A(2) * std::exp(kern::ln_doppler(cfg.vmax_kms));
   const double lam_hi = lib.wave_vac_A(lib.n_tpix - 4) * std::exp(kern::ln_doppler(cfg.vmin_kms));
-  Packed all;
   for (const auto& arm : spec.arms) {
     if (all.n_arms >= kern::kMaxArms) break;
     const size_t n = arm.size();
@@ -158,28 +135,38 @@ CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnost
   row.NPIX_TOT = static_cast<int32_t>(all.flux.size());
   if (row.NPIX_TOT < cfg.min_pixels || all.n_arms == 0) {
     note(fmt::format("only {} usable pixels (need {})", row.NPIX_TOT, cfg.min_pixels));
-    return failure(row, warn::kNoPixels);
+    row = failure(row, warn::kNoPixels);
+    return p;
   }
   {
     std::vector<double> sn(all.flux.size());
     for (size_t i = 0; i < sn.size(); ++i) sn[i] = all.flux[i] * std::sqrt(all.ivar[i]);
     row.SN = median(sn);
   }
+  p.ready = true;
+  return p;
+}
 
+CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnostics* diag) {
+  PreparedSpectrum p = prepare_spectrum(spec, ctx);
+  if (diag) diag->messages = p.notes;
+  if (!p.ready) return p.row;
+  const auto& lib = ctx.lib;
+  const Packed& all = p.packed;
   // ---- The numerical fit: kernels/fit_pipeline.hpp with the serial team ---------------------
   const kern::SerialTeam team;
   const auto em = lib.view();
   const auto grid = lib.grid();
-  const int L = lib.n_label, np = 1 + L;
-  const kern::PipelineConfig pc = pipeline_config(cfg, lib);
+  const int np = 1 + lib.n_label;
+  const kern::PipelineConfig pc = pipeline_config(ctx.cfg, lib);
   const int n = static_cast<int>(all.flux.size());
-  const int n_out = kern::ccf_lags(pc, grid);
+  const int n_out = std::max(kern::ccf_lags(pc, grid), 7);
   std::vector<double> T(n), dT(static_cast<size_t>(n) * np), fn(n), wts(n), frac(n);
-  std::vector<double> ccf(std::max(n_out, 7)), acc(8 * static_cast<size_t>(std::max(n_out, 7)));
+  std::vector<double> ccf(n_out), acc(8 * static_cast<size_t>(n_out));
   std::vector<int> t0(n);
   std::vector<float> ivar = all.ivar;
-  const kern::PipelineScratch sc{T.data(),   dT.data(), fn.data(),   wts.data(), frac.data(),
-                                 t0.data(),  ivar.data(), ccf.data(), acc.data()};
+  const kern::PipelineScratch sc{T.data(), dT.data(),   fn.data(),  wts.data(), frac.data(),
+                                 t0.data(), ivar.data(), ccf.data(), acc.data()};
   kern::FitData d = all.view();
   d.ivar = ivar.data();
   const float* tmpl[kern::kMaxArms] = {};
@@ -188,10 +175,39 @@ CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnost
   kern::PipelineResult res;
   kern::fit_one(team, em, grid, d, tmpl, all.models[0]->n_ccf, lib.ccf_labels.data(), pc, sc,
                 shared.get(), &res);
+  if (diag && res.status == kern::kPipeOk) {
+    // fit_one's last evaluation was the continuum-only one: evaluate the stellar model again.
+    kern::EvalWork& w = shared->w;
+    kern::evaluate(team, &em, grid, d, pc.cont_deg, res.best.theta, false, &w, T.data(),
+                   dT.data());
+    std::vector<double> model(n);
+    kern::model_at_pixels(team, d, pc.cont_deg, T.data(), &w, model.data());
+    for (int i = 0; i < n; ++i) {
+      if (!(ivar[i] > 0)) continue;
+      diag->wave_vac_A.push_back(all.wave[i]);
+      diag->flux.push_back(all.flux[i]);
+      diag->ivar.push_back(ivar[i]);
+      diag->model.push_back(model[i]);
+      diag->arm_of_pixel.push_back(all.arm[i]);
+    }
+  }
+  finish_row(p, res, ivar, ctx);
+  if (diag && res.status != kern::kPipeOk) diag->messages.push_back(p.notes.back());
+  return p.row;
+}
+
+void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
+                const std::vector<float>& ivar, const FitContext& ctx) {
+  const auto& lib = ctx.lib;
+  const auto& cfg = ctx.cfg;
+  const Packed& all = p.packed;
+  CatalogRow& row = p.row;
+  const int L = lib.n_label, np = 1 + L;
   row.VRAD_CCF = res.v_ccf;
   if (res.status != kern::kPipeOk) {
-    note("continuum normal equations singular for every template / every LM start");
-    return failure(row, warn::kFitFailed);
+    p.notes.push_back("continuum normal equations singular for every template / every LM start");
+    row = failure(row, warn::kFitFailed);
+    return;
   }
   const kern::LMState& best = res.best;
   row.CHISQ_C = res.chi2_c;
@@ -209,21 +225,6 @@ CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnost
     for (int i = all.arm_start[a]; i < all.arm_start[a + 1]; ++i)
       if (ivar[i] > 0) s.push_back(all.flux[i] * std::sqrt(ivar[i]));
     *sn = median(s);
-  }
-  if (diag) {
-    // fit_one's last evaluation was the continuum-only one: evaluate the stellar model again.
-    kern::EvalWork& w = shared->w;
-    kern::evaluate(team, &em, grid, d, pc.cont_deg, best.theta, false, &w, T.data(), dT.data());
-    std::vector<double> model(n);
-    kern::model_at_pixels(team, d, pc.cont_deg, T.data(), &w, model.data());
-    for (int i = 0; i < n; ++i) {
-      if (!(ivar[i] > 0)) continue;
-      diag->wave_vac_A.push_back(all.wave[i]);
-      diag->flux.push_back(all.flux[i]);
-      diag->ivar.push_back(ivar[i]);
-      diag->model.push_back(model[i]);
-      diag->arm_of_pixel.push_back(all.arm[i]);
-    }
   }
 
   // ---- Results and flags -------------------------------------------------------------------
@@ -256,7 +257,6 @@ CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnost
       row.RVS_WARN |= warn::kLabelEdge;
   }
   row.SUCCESS = (row.RVS_WARN & warn::kFatal) == 0;
-  return row;
 }
 
 }  // namespace velox

@@ -2,6 +2,7 @@
 // refinement of (VRAD, labels) with profiled per-arm continua → Hessian errors → RVS_WARN.
 // Runs the kernels in kernels/ with the serial team (the CPU backend calls this per thread).
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,46 @@ struct FitContext {
   const FitConfig& cfg;
   std::string format;  // format_name() of the input, for the default resolution
 };
+
+// The usable pixels of one spectrum, arms contiguous, plus the views the kernels take.
+struct Packed {
+  std::vector<double> lnlam, xleg, wave;
+  std::vector<float> flux, ivar;
+  std::vector<int> arm;  // arm slot of each pixel
+  int n_arms = 0;
+  int arm_start[kern::kMaxArms + 1] = {};
+  std::vector<std::shared_ptr<const ArmModel>> models;  // per arm slot
+  std::vector<std::string> names;
+
+  kern::FitData view() const {
+    kern::FitData d;
+    d.n_pix = static_cast<int>(flux.size());
+    d.n_arms = n_arms;
+    for (int a = 0; a <= n_arms; ++a) d.arm_start[a] = arm_start[a];
+    d.lnlam = lnlam.data();
+    d.xleg = xleg.data();
+    d.flux = flux.data();
+    d.ivar = ivar.data();
+    for (int a = 0; a < n_arms; ++a) d.basis[a] = models[a]->basis.data();
+    return d;
+  }
+};
+
+// A spectrum after masking and packing, ready for the pipeline kernel (any backend).
+struct PreparedSpectrum {
+  CatalogRow row;           // identity, S/N and early flags
+  bool ready = false;       // false: row is already final (bad input, not a target, no pixels)
+  Packed packed;            // usable pixels and the arm models
+  std::vector<std::string> notes;  // human-readable reasons (excluded arms, failures)
+};
+
+// Masking (mask, ivar, non-finite, template coverage, bands), per-arm resolution, packing.
+PreparedSpectrum prepare_spectrum(const Spectrum& spec, const FitContext& ctx);
+
+// Turn the pipeline result into the catalog row (values, errors, RVS_WARN, SUCCESS).
+// `ivar` is the pipeline's working ivar after clipping.
+void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
+                const std::vector<float>& ivar, const FitContext& ctx);
 
 // Optional outputs for tests and plots.
 struct FitDiagnostics {
