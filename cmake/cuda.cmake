@@ -1,4 +1,6 @@
-# Optional CUDA backend (issue 4). VELOX_CUDA=AUTO builds it when nvcc is found.
+# Optional CUDA backend (issue 4). VELOX_CUDA=AUTO builds it when nvcc is found (on PATH or
+# /usr/local/cuda/bin); ON requires it; OFF skips it. The backend only launches the kernels in
+# kernels/ and manages device memory. Targets: SASS for sm_80 and sm_90, plus PTX for sm_90.
 if(VELOX_CUDA STREQUAL "OFF")
   return()
 endif()
@@ -10,4 +12,23 @@ if(NOT VELOX_NVCC)
   message(STATUS "velox: nvcc not found, CUDA backend off")
   return()
 endif()
-message(STATUS "velox: nvcc found at ${VELOX_NVCC} (CUDA backend arrives with issue 4)")
+set(CMAKE_CUDA_COMPILER ${VELOX_NVCC})
+if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+  set(CMAKE_CUDA_ARCHITECTURES "80-real;90")  # 90 = sm_90 SASS + compute_90 PTX
+endif()
+enable_language(CUDA)
+find_package(CUDAToolkit REQUIRED)
+set(CMAKE_CUDA_STANDARD 17)
+set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+add_library(velox_cuda STATIC ${CMAKE_SOURCE_DIR}/src/backend/cuda/gpu_fit.cu)
+target_include_directories(velox_cuda PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}
+                                              ${CMAKE_BINARY_DIR}/generated ${HDF5_INCLUDE_DIRS})
+# Calling host code from device code is an error: Eigen's solvers, std:: algorithms etc. would
+# otherwise compile to nothing in device code.
+target_compile_options(velox_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--Werror
+                       cross-execution-space-call -Xptxas=-warn-spills>)
+target_link_libraries(velox_cuda PUBLIC CUDA::cudart spdlog::spdlog fmt::fmt Eigen3::Eigen)
+target_link_libraries(velox_core PUBLIC velox_cuda)
+target_compile_definitions(velox_core PUBLIC VELOX_HAVE_CUDA=1)
+set(VELOX_HAVE_CUDA ON)
+message(STATUS "velox: CUDA backend with ${VELOX_NVCC}, architectures ${CMAKE_CUDA_ARCHITECTURES}")

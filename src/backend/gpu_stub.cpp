@@ -1,0 +1,22 @@
+// Built when the CUDA backend is not (no nvcc, or -DVELOX_CUDA=OFF).
+#ifndef VELOX_HAVE_CUDA
+#include <stdexcept>
+
+#include "backend/gpu.hpp"
+
+namespace velox {
+
+GpuInfo query_gpus() {
+  GpuInfo g;
+  g.message = "velox was built without the CUDA backend (no nvcc at configure time)";
+  return g;
+}
+
+std::vector<kern::PipelineResult> fit_prepared_on_gpu(const std::vector<PreparedSpectrum*>&,
+                                                      std::vector<std::vector<float>>*,
+                                                      const FitContext&, int) {
+  throw std::runtime_error("velox was built without the CUDA backend");
+}
+
+}  // namespace velox
+#endif
