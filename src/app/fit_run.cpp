@@ -10,12 +10,14 @@
 #include <fstream>
 #include <mutex>
 
+#include "app/fit_outputs.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "common/error.hpp"
 #include "common/version.hpp"
 #include "emulator/library.hpp"
 #include "fit/config.hpp"
 #include "fit/rvs_warn.hpp"
+#include "io/h5.hpp"
 #include "io/readers.hpp"
 
 namespace velox {
@@ -92,6 +94,7 @@ FitRunResult run_fit(const FitOptions& opt) {
   const SpectrumFormat fmt_req = parse_format(opt.format);
   const auto lib = TemplateLibrary::load(opt.templates);
   ArmModelCache cache(lib);
+  FitOutputs outputs(opt);  // selection, FIBERMAP columns, /fibermap, /models, FITS layout
   const int threads = opt.threads > 0 ? opt.threads : default_thread_count();
   if (!opt.quiet)
     spdlog::info("fit: {} input files, templates {} ({} stars, {}), {} threads", files.size(),
@@ -103,32 +106,38 @@ FitRunResult run_fit(const FitOptions& opt) {
   const size_t chunk_min = static_cast<size_t>(std::max(64, 4 * threads));
   std::vector<SpectrumFile> chunk;
   std::vector<std::string> chunk_formats;
+  std::vector<std::vector<char>> chunk_selected;  // per file, per spectrum: fitted?
   size_t chunk_spectra = 0;
   auto flush = [&] {
     std::vector<FitJob> jobs;
     std::vector<std::unique_ptr<FitContext>> ctxs;
     for (size_t f = 0; f < chunk.size(); ++f) {
       ctxs.push_back(std::make_unique<FitContext>(FitContext{lib, cache, cfg, chunk_formats[f]}));
-      for (const auto& s : chunk[f].spectra) jobs.push_back({&s, ctxs.back().get()});
+      for (size_t i = 0; i < chunk[f].spectra.size(); ++i)
+        if (chunk_selected[f][i]) jobs.push_back({&chunk[f].spectra[i], ctxs.back().get()});
     }
     const auto t0 = std::chrono::steady_clock::now();
-    auto rows = fit_on_cpu(jobs, threads, [&](size_t d) {
-      progress.targets_done(targets_before + d, files_done);
-    });
+    std::vector<FitDiagnostics> diags;
+    auto rows = fit_on_cpu(
+        jobs, threads,
+        [&](size_t d) { progress.targets_done(targets_before + d, files_done); },
+        outputs.want_diagnostics() ? &diags : nullptr);
     res.seconds_fit += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     files_done += chunk.size();
     targets_before += rows.size();
     progress.targets_done(targets_before, files_done);
-    for (auto& r : rows) res.rows.push_back(std::move(r));
+    outputs.collect(chunk, chunk_selected, std::move(rows), diags, res.rows);
     res.n_spectra += jobs.size();
     chunk.clear();
     chunk_formats.clear();
+    chunk_selected.clear();
     chunk_spectra = 0;
   };
   for (const auto& path : files) {
     try {
       auto sf = read_spectra(path, fmt_req);
       if (sf.spectra.empty()) spdlog::warn("{}: no spectra in file", path);
+      chunk_selected.push_back(outputs.on_file(path, sf));
       chunk_spectra += sf.spectra.size();
       chunk_formats.push_back(format_name(sf.format));
       chunk.push_back(std::move(sf));
@@ -144,6 +153,7 @@ FitRunResult run_fit(const FitOptions& opt) {
       // Keep input order: flush what was read before this file first.
       if (!chunk.empty()) flush();
       res.rows.push_back(row);
+      outputs.add_failure_row();
       continue;
     }
     if (chunk_spectra >= chunk_min) flush();
@@ -167,7 +177,8 @@ FitRunResult run_fit(const FitOptions& opt) {
     prov["n_input_files"] = std::to_string(files.size());
     prov["n_files_failed"] = std::to_string(res.files_failed);
     prov["mpi_world_size"] = "1";
-    write_catalog(opt.output, res.rows, prov);
+    write_catalog(opt.output, res.rows, prov, [&](h5::File& f) { outputs.write_h5(f); });
+    outputs.write_fits(opt.output, res.rows);
   }
   size_t n_ok = 0;
   for (const auto& r : res.rows) n_ok += r.SUCCESS;

@@ -1,6 +1,8 @@
 // The `velox fit` job on one process: read inputs in chunks, fit on the CPU backend, gather the
 // rows (failures included) and write the HDF5 catalog atomically. Exit codes: common/error.hpp.
 #pragma once
+#include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,14 @@ struct FitOptions {
   int threads = 0;                  // 0 = all cores available to the process
   std::string command_line;         // for provenance
   bool quiet = false;               // no progress lines (bench)
+  // DESI production mode (app/fit_outputs.hpp, docs/desi.md)
+  std::vector<std::string> objtypes;  // --objtypes: target-mask names / globs / COLUMN:BIT
+  std::vector<int64_t> targetids;     // --targetid
+  std::string targetid_file;          // --targetid-file
+  double min_sn = NAN;                // --min-sn (rvs_desi_fit's S/N); NaN = no cut
+  bool include_unselected = false;    // --include-unselected
+  bool save_models = false;           // --save-models
+  std::string output_format = "h5";   // --output-format h5|fits (fits: + rvspecfit layout)
 };
 
 struct FitRunResult {
