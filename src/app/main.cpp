@@ -37,8 +37,11 @@ void add_fit_options(CLI::App* c, FitOptions& o) {
   c->add_option("inputs", o.inputs, "Input spectrum files (FITS)");
   // DESI production mode: target selection and outputs (docs/desi.md).
   c->add_option("--objtypes", o.objtypes, "Fit only targets with one of these DESI target bits "
-                "(names, globs, COLUMN:BIT; comma-separated)")->delimiter(',');
+                "(names, globs, COLUMN:BIT; comma-separated)")
+      ->allow_extra_args(false)
+      ->delimiter(',');
   c->add_option("--targetid", o.targetids, "Fit only these TARGETIDs (comma-separated)")
+      ->allow_extra_args(false)
       ->delimiter(',');
   c->add_option("--targetid-file", o.targetid_file, "Fit only the TARGETIDs listed in FILE");
   c->add_option("--min-sn", o.min_sn, "Fit only targets with median S/N per pixel above this");
