@@ -20,6 +20,7 @@
 #include "app/job_outputs.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "common/error.hpp"
+#include "io/h5.hpp"
 #include "mpi/wire.hpp"
 
 namespace velox::mpi {
@@ -168,9 +169,16 @@ int run_root(const FitOptions& opt, Comm& comm, int threads) {
     }
     todo.push_back(i);
   }
-  // Largest first, so the long inputs do not start last; ties keep input order.
-  std::stable_sort(todo.begin(), todo.end(),
-                   [&](size_t a, size_t b) { return inputs[a].bytes > inputs[b].bytes; });
+  // The DESI side outputs (/fibermap, /models, rvspecfit FITS) are collected by this rank's
+  // engine in processing order; they are written only by a single-process --output run, which
+  // therefore keeps input order. Otherwise largest first, so long inputs do not start last.
+  const bool side_outputs = comm.size() == 1 && opt.output_dir.empty() && !opt.output.empty();
+  if ((opt.save_models || opt.output_format == "fits") && !side_outputs)
+    spdlog::warn("--save-models / --output-format fits are written only by a single-process run "
+                 "with --output (not under mpirun or with --output-dir); ignored");
+  if (!side_outputs)
+    std::stable_sort(todo.begin(), todo.end(),
+                     [&](size_t a, size_t b) { return inputs[a].bytes > inputs[b].bytes; });
   uintmax_t todo_bytes = 0;
   for (size_t i : todo) todo_bytes += inputs[i].bytes;
 
@@ -287,8 +295,15 @@ int run_root(const FitOptions& opt, Comm& comm, int threads) {
   prov["n_files_failed"] = std::to_string(files_failed);
   std::vector<CatalogRow> merged;
   for (auto& rows : kept) merged.insert(merged.end(), rows.begin(), rows.end());
-  for (const auto& out : {opt.output, opt.merge})
-    if (!out.empty()) write_catalog(out, merged, prov);
+  for (const auto& out : {opt.output, opt.merge}) {
+    if (out.empty()) continue;
+    if (side_outputs && out == opt.output) {
+      write_catalog(out, merged, prov, [&](h5::File& f) { engine.outputs().write_h5(f); });
+      engine.outputs().write_fits(out, merged);
+    } else {
+      write_catalog(out, merged, prov);
+    }
+  }
   size_t n_ok = 0;
   for (const auto& r : merged) n_ok += r.SUCCESS;
   spdlog::info("fit: {} inputs fitted ({} failed, {} skipped), {} targets in {:.2f} s = {:.2f} "

@@ -88,6 +88,7 @@ FitEngine::FitEngine(const FitOptions& opt, int threads)
       fmt_(parse_format(opt.format)),
       lib_(TemplateLibrary::load(opt.templates)),
       cache_(std::make_unique<ArmModelCache>(lib_)),
+      outputs_(std::make_unique<FitOutputs>(opt)),
       threads_(threads > 0 ? threads : default_thread_count()) {}
 
 void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileResult&&)>& done,
@@ -96,6 +97,7 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
     FileResult res;
     SpectrumFile file;
     std::string format;
+    std::vector<char> selected;  // per spectrum: fitted (selection, fit/select.hpp)?
   };
   std::vector<Pending> chunk;
   size_t chunk_spectra = 0;
@@ -104,18 +106,27 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
     std::vector<std::unique_ptr<FitContext>> ctxs;
     for (auto& p : chunk) {
       ctxs.push_back(std::make_unique<FitContext>(FitContext{lib_, *cache_, cfg_, p.format}));
-      for (const auto& s : p.file.spectra) jobs.push_back({&s, ctxs.back().get()});
+      for (size_t i = 0; i < p.file.spectra.size(); ++i)
+        if (p.selected[i]) jobs.push_back({&p.file.spectra[i], ctxs.back().get()});
     }
     const auto t0 = std::chrono::steady_clock::now();
-    auto rows = fit_on_cpu(jobs, threads_, on_fitted);
+    std::vector<FitDiagnostics> diags;
+    auto rows = fit_on_cpu(jobs, threads_, on_fitted,
+                           outputs_->want_diagnostics() ? &diags : nullptr);
     const double dt = seconds_since(t0);
     seconds_fit_ += dt;
     size_t k = 0;
     for (auto& p : chunk) {
-      const size_t n = p.file.spectra.size();
-      p.res.rows.assign(std::make_move_iterator(rows.begin() + k),
-                        std::make_move_iterator(rows.begin() + k + n));
+      size_t n = 0;
+      for (char c : p.selected) n += c != 0;
+      std::vector<CatalogRow> fitted(std::make_move_iterator(rows.begin() + k),
+                                     std::make_move_iterator(rows.begin() + k + n));
+      std::vector<FitDiagnostics> dg;
+      if (!diags.empty()) dg.assign(diags.begin() + k, diags.begin() + k + n);
       k += n;
+      std::vector<SpectrumFile> one;
+      one.push_back(std::move(p.file));
+      outputs_->collect(one, {p.selected}, std::move(fitted), dg, p.res.rows);
       p.res.seconds += jobs.empty() ? 0.0 : dt * n / jobs.size();
       done(std::move(p.res));
     }
@@ -134,6 +145,7 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
       if (p.file.spectra.empty()) spdlog::warn("{}: no spectra in file", path);
       p.format = format_name(p.file.format);
       p.res.n_targets = p.file.spectra.size();
+      p.selected = outputs_->on_file(path, p.file);
     } catch (const std::exception& e) {
       // A bad file: one clear line, a failure row naming it, and the job goes on. Files read
       // before it are reported first, so `done` sees inputs in the order they were pulled.
@@ -142,12 +154,13 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
       p.res.ok = false;
       p.res.error = e.what();
       p.res.rows = {bad_input_row(path)};
+      outputs_->add_failure_row();
       p.res.seconds = seconds_since(t0);
       done(std::move(p.res));
       continue;
     }
     p.res.seconds = seconds_since(t0);
-    chunk_spectra += p.file.spectra.size();
+    for (char c : p.selected) chunk_spectra += c != 0;
     chunk.push_back(std::move(p));
     if (chunk_spectra >= chunk_min_spectra) flush();
   }

@@ -3,6 +3,8 @@
 // (input queue, MPI ranks, outputs, status file) lives in mpi/driver.hpp. Exit codes:
 // common/error.hpp.
 #pragma once
+#include <cmath>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -12,6 +14,7 @@
 #include "fit/config.hpp"
 #include "io/catalog.hpp"
 #include "io/spectrum.hpp"
+#include "app/fit_outputs.hpp"
 #include "model/arm_model.hpp"
 
 namespace velox {
@@ -33,6 +36,15 @@ struct FitOptions {
   double progress_interval_s = 5.0;
   std::string command_line;         // for provenance
   bool quiet = false;               // no progress lines (bench)
+  std::string device = "auto";      // --device auto|cpu|gpu (backend/dispatch.hpp)
+  // DESI production mode (app/fit_outputs.hpp, docs/desi.md)
+  std::vector<std::string> objtypes;  // --objtypes: target-mask names / globs / COLUMN:BIT
+  std::vector<int64_t> targetids;     // --targetid
+  std::string targetid_file;          // --targetid-file
+  double min_sn = NAN;                // --min-sn (rvs_desi_fit's S/N); NaN = no cut
+  bool include_unselected = false;    // --include-unselected
+  bool save_models = false;           // --save-models
+  std::string output_format = "h5";   // --output-format h5|fits (fits: + rvspecfit layout)
 };
 
 // Inputs from `inputs`, `input_list` and `input_dir`/`glob` (sorted by name), in that order,
@@ -74,6 +86,9 @@ class FitEngine {
   Provenance provenance(const FitOptions& opt) const;
 
   int threads() const { return threads_; }
+  // Selection and the DESI side outputs (/fibermap, /models, rvspecfit FITS) of this engine's
+  // rows, in the order fit_stream reported them.
+  FitOutputs& outputs() { return *outputs_; }
   const TemplateLibrary& library() const { return lib_; }
   double seconds_fitting() const { return seconds_fit_; }  // wall time inside fit_on_cpu
 
@@ -82,6 +97,7 @@ class FitEngine {
   SpectrumFormat fmt_;
   TemplateLibrary lib_;
   std::unique_ptr<ArmModelCache> cache_;
+  std::unique_ptr<FitOutputs> outputs_;
   int threads_;
   double seconds_fit_ = 0.0;
 };

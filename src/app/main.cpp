@@ -38,6 +38,21 @@ void add_fit_options(CLI::App* c, FitOptions& o) {
   c->add_option("--glob", o.glob, "Pattern for file names in --input-dir")
       ->capture_default_str();
   c->add_option("inputs", o.inputs, "Input spectrum files (FITS)");
+  // DESI production mode: target selection and outputs (docs/desi.md).
+  c->add_option("--objtypes", o.objtypes, "Fit only targets with one of these DESI target bits "
+                "(names, globs, COLUMN:BIT; comma-separated)")
+      ->allow_extra_args(false)
+      ->delimiter(',');
+  c->add_option("--targetid", o.targetids, "Fit only these TARGETIDs (comma-separated)")
+      ->allow_extra_args(false)
+      ->delimiter(',');
+  c->add_option("--targetid-file", o.targetid_file, "Fit only the TARGETIDs listed in FILE");
+  c->add_option("--min-sn", o.min_sn, "Fit only targets with median S/N per pixel above this");
+  c->add_flag("--include-unselected", o.include_unselected,
+              "Rows (RVS_WARN NOT_FITTED) for fibres that are not selected");
+  c->add_flag("--save-models", o.save_models, "Store best-fit models in /models/<arm>");
+  c->add_option("--output-format", o.output_format,
+                "h5 (default) or fits (also the rvspecfit layout next to the HDF5 file)");
 }
 
 int cmd_bench(const FitOptions& base, int repeat) {

@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "fit/yaml_get.hpp"
+
 #include "common/error.hpp"
 
 namespace velox {
@@ -9,12 +11,7 @@ namespace velox {
 namespace {
 template <class T>
 void get(const YAML::Node& n, const char* key, T& out, const std::string& path) {
-  if (!n[key]) return;
-  try {
-    out = n[key].as<T>();
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(path + ": fit." + key + ": " + e.what());
-  }
+  yaml_get(n, "fit", key, out, path);
 }
 }  // namespace
 

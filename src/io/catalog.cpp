@@ -59,6 +59,12 @@ const CatalogColumn kColumns[] = {
     VELOX_COLUMN(SN_Z, "", "Median S/N per pixel over the used Z-arm pixels"),
     VELOX_COLUMN(RVS_WARN, "", "Quality bitmask (bits in fit/rvs_warn.hpp); 0 = no warning"),
     VELOX_COLUMN(SUCCESS, "", "Fit ran and RVS_WARN has no fatal bit"),
+    VELOX_COLUMN(TARGET_RA, "deg", "Target right ascension (DESI FIBERMAP); NaN if absent"),
+    VELOX_COLUMN(TARGET_DEC, "deg", "Target declination (DESI FIBERMAP); NaN if absent"),
+    VELOX_COLUMN(REF_ID, "", "Reference catalog ID (DESI FIBERMAP, e.g. Gaia source_id); -1 if absent"),
+    VELOX_COLUMN(REF_CAT, "", "Reference catalog (DESI FIBERMAP: G2 Gaia, T2 Tycho-2, ...)"),
+    VELOX_COLUMN(FIBER, "", "DESI fibre number (FIBERMAP); -1 if absent"),
+    VELOX_COLUMN(EXPID, "", "DESI exposure ID (FIBERMAP of spectra files); -1 if absent"),
 };
 #undef VELOX_COLUMN
 
@@ -208,7 +214,7 @@ constexpr const char* kKindAttr = "velox_kind";
 }  // namespace
 
 void write_catalog(const std::string& path, const std::vector<CatalogRow>& rows,
-                   const Provenance& provenance) {
+                   const Provenance& provenance, const std::function<void(h5::File&)>& extra) {
   h5::AtomicOutput out(path);
   {
     h5::File f = h5::File::create(out.temp_path());
@@ -221,6 +227,7 @@ void write_catalog(const std::string& path, const std::vector<CatalogRow>& rows,
     f.write_strings(std::string(kDataset) + kMetaSuffix, astropy_header(provenance));
     for (const auto& [k, v] : provenance) f.set_attr("/", k, v);
     f.set_attr("/", kKindAttr, std::string("catalog"));
+    if (extra) extra(f);
     f.close();
   }
   out.commit();

@@ -3,12 +3,16 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <variant>
 #include <vector>
 
 namespace velox {
+namespace h5 {
+class File;
+}
 
 // One catalog row. Units: km/s, K, dex. NaN where a value was not measured.
 struct CatalogRow {
@@ -33,6 +37,11 @@ struct CatalogRow {
   double SN_B = NAN, SN_R = NAN, SN_Z = NAN;           // median S/N per pixel per arm
   int64_t RVS_WARN = 0;     // quality bitmask, bits in fit/rvs_warn.hpp
   bool SUCCESS = false;     // fit ran and RVS_WARN has no fatal bit
+  // Copied from the DESI FIBERMAP by the driver (app/fit_outputs.cpp); NaN / -1 / "" if absent.
+  double TARGET_RA = NAN, TARGET_DEC = NAN;  // deg
+  int64_t REF_ID = -1;
+  std::string REF_CAT;
+  int32_t FIBER = -1, EXPID = -1;
 };
 
 // One catalog column: its name (= the CatalogRow field name), the field, unit and description.
@@ -54,8 +63,11 @@ using Provenance = std::map<std::string, std::string>;
 // Write rows to `path` atomically (write `path`.tmp, then rename). Creates /catalog with
 // `unit` and `description` metadata for every column (see catalog.cpp) and the provenance as
 // root attributes. Throws IoError naming the file on failure; never leaves a partial `path`.
+// `extra`, if given, writes more datasets (/fibermap, /models) into the file before it is
+// committed.
 void write_catalog(const std::string& path, const std::vector<CatalogRow>& rows,
-                   const Provenance& provenance);
+                   const Provenance& provenance,
+                   const std::function<void(h5::File&)>& extra = {});
 
 // Read /catalog back (for `velox info`, merges and tests). Throws IoError.
 std::vector<CatalogRow> read_catalog(const std::string& path, Provenance* provenance = nullptr);

@@ -304,6 +304,29 @@ int64_t File::column_repeat(const std::string& name) const {
   return info.type == TSTRING ? 1 : info.repeat;
 }
 
+char File::column_kind(const std::string& name) const {
+  const auto info = column_info(name);
+  switch (info.type) {
+    case TSTRING:
+      return 's';
+    case TLOGICAL:
+      return 'l';
+    case TULONGLONG:
+      return 'u';
+    case TFLOAT:
+    case TDOUBLE:
+      return 'f';
+    case TBIT:
+    case TCOMPLEX:
+    case TDBLCOMPLEX:
+      return 'x';
+    default:
+      return is_integer_type(info.type) ? 'i' : 'x';
+  }
+}
+
+int64_t File::column_width(const std::string& name) const { return column_info(name).width; }
+
 template <typename T>
 std::vector<T> File::read_column_as(const std::string& name, int datatype) const {
   const auto info = column_info(name);
@@ -450,6 +473,13 @@ void File::write_column(const std::string& name, const std::vector<std::string>&
   std::vector<char*> ptrs;
   for (const auto& s : data) ptrs.push_back(const_cast<char*>(s.c_str()));
   check(fits_write_col_str(ff(fptr_), column_number(name), 1, 1, ptrs.size(), ptrs.data(), &status),
+        "column " + name + ": writing");
+}
+
+void File::write_column_logical(const std::string& name, const std::vector<char>& data) {
+  int status = 0;
+  check(fits_write_col(ff(fptr_), TLOGICAL, column_number(name), 1, 1, data.size(),
+                       const_cast<char*>(data.data()), &status),
         "column " + name + ": writing");
 }
 

@@ -55,6 +55,10 @@ class File {
   bool has_column(const std::string& name) const;  // case-insensitive, as CFITSIO matches
   std::vector<std::string> column_names() const;
   int64_t column_repeat(const std::string& name) const;  // elements per row (1 for scalars)
+  // 'i' integer, 'u' unsigned 64-bit (TZERO 2^63), 'f' floating point, 's' string, 'l' logical,
+  // 'x' anything else (bit, complex).
+  char column_kind(const std::string& name) const;
+  int64_t column_width(const std::string& name) const;  // bytes per element (string length)
   // All rows of a numeric column (scalar or vector), row-major [n_rows][repeat], converted.
   std::vector<double> read_column_double(const std::string& name) const;
   std::vector<float> read_column_float(const std::string& name) const;
@@ -79,6 +83,7 @@ class File {
   void write_column(const std::string& name, const std::vector<double>& data);
   void write_column(const std::string& name, const std::vector<int64_t>& data);
   void write_column(const std::string& name, const std::vector<std::string>& data);
+  void write_column_logical(const std::string& name, const std::vector<char>& data);  // 0/1
 
   // Throws IoError "<file>: HDU <name>: <what>[: <CFITSIO text>]" (status 0 = no CFITSIO text).
   [[noreturn]] void fail(const std::string& what, int status = 0) const;

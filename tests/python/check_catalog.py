@@ -12,7 +12,8 @@ EXPECTED = ["TARGETID", "SOURCE_FILE", "ROW_IN_FILE", "VRAD", "VRAD_ERR", "VRAD_
             "TEFF", "TEFF_ERR", "LOGG", "LOGG_ERR", "FEH", "FEH_ERR", "ALPHAFE", "ALPHAFE_ERR",
             "VSINI", "VSINI_ERR", "CHISQ_TOT", "CHISQ_C", "NPIX_TOT", "SN", "NITER",
             "CHISQ_B", "CHISQ_R", "CHISQ_Z", "NPIX_B", "NPIX_R", "NPIX_Z", "SN_B", "SN_R", "SN_Z",
-            "RVS_WARN", "SUCCESS"]
+            "RVS_WARN", "SUCCESS", "TARGET_RA", "TARGET_DEC", "REF_ID", "REF_CAT", "FIBER",
+            "EXPID"]
 
 
 def main(path):
@@ -30,6 +31,7 @@ def main(path):
             assert ds.attrs[name + "_DESC"], name
         assert ds.attrs["VRAD_UNIT"] == "km/s" and ds.attrs["TEFF_UNIT"] == "K"
         assert ds.attrs["LOGG_UNIT"] == "dex"
+        assert ds.attrs["TARGET_RA_UNIT"] == "deg" and ds.dtype["EXPID"] == np.int32
         n = ds.shape[0]
 
     try:

@@ -8,12 +8,14 @@
 namespace velox {
 
 std::vector<CatalogRow> fit_on_cpu(const std::vector<FitJob>& jobs, int n_threads,
-                                   const std::function<void(size_t)>& on_done) {
+                                   const std::function<void(size_t)>& on_done,
+                                   std::vector<FitDiagnostics>* diags) {
   std::vector<CatalogRow> rows(jobs.size());
+  if (diags) diags->assign(jobs.size(), FitDiagnostics{});
   std::atomic<size_t> next{0}, done{0};
   auto worker = [&] {
     for (size_t i = next++; i < jobs.size(); i = next++) {
-      rows[i] = fit_spectrum(*jobs[i].spectrum, *jobs[i].ctx);
+      rows[i] = fit_spectrum(*jobs[i].spectrum, *jobs[i].ctx, diags ? &(*diags)[i] : nullptr);
       const size_t d = ++done;
       if (on_done) on_done(d);
     }

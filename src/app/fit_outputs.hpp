@@ -1,0 +1,83 @@
+// DESI production-mode parts of `velox fit`, kept out of the driver (fit_run.cpp):
+//  - target selection per input file (fit/select.hpp), with rows for unselected fibres under
+//    --include-unselected (RVS_WARN NOT_FITTED, SUCCESS false);
+//  - FIBERMAP columns of the catalog (TARGET_RA, TARGET_DEC, REF_ID, REF_CAT, FIBER, EXPID);
+//  - /fibermap (whole FIBERMAP row per catalog row) and /models/<arm> (--save-models);
+//  - the rvspecfit-layout FITS file (--output-format fits: HDUs RVTAB, FIBERMAP, SCORES).
+// Data model: docs/data-model.md and docs/desi.md.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fit/fitter.hpp"
+#include "fit/select.hpp"
+#include "io/catalog.hpp"
+#include "io/row_table.hpp"
+#include "io/spectrum.hpp"
+
+namespace velox {
+
+struct FitOptions;
+
+// Best-fit models per arm, aligned with the catalog rows (NaN where not fitted).
+class ModelStore {
+ public:
+  // Appends one row. spec/diag null: all NaN. The model goes back on the arm's full pixel grid
+  // (NaN at unused pixels); an arm whose grid differs from the stored one is interpolated
+  // linearly onto it.
+  void add_row(const Spectrum* spec, const FitDiagnostics* diag);
+  void write_h5(h5::File& f) const;  // /models/<arm> [n_rows][n_pix] float32, /models/<arm>_wave
+  size_t n_rows() const { return n_; }
+
+ private:
+  struct Arm {
+    std::string name;
+    std::vector<double> wave;
+    std::vector<float> data;  // [n_rows][wave.size()]
+  };
+  Arm& arm(const std::string& name, const std::vector<double>& wave);
+  std::vector<Arm> arms_;
+  size_t n_ = 0;
+};
+
+class FitOutputs {
+ public:
+  // Builds the selection from opt (config `select:`, --objtypes, --targetid(-file), --min-sn,
+  // --include-unselected). Throws ConfigError.
+  explicit FitOutputs(const FitOptions& opt);
+  const SelectConfig& selection() const { return sel_; }
+  bool want_diagnostics() const { return save_models_; }
+
+  // After reading a file: keeps its FIBERMAP / SCORES for the output rows and returns, per
+  // spectrum, 1 if it is to be fitted. Logs the counts and reasons.
+  std::vector<char> on_file(const std::string& path, const SpectrumFile& sf);
+
+  // Catalog rows of one chunk, in input order: the fitted rows (one per selected spectrum, in
+  // order; diags empty or aligned with them) merged with rows for unselected fibres (only under
+  // --include-unselected). Appends to `out` and fills the side tables; forgets the chunk's
+  // FIBERMAPs.
+  void collect(const std::vector<SpectrumFile>& chunk, const std::vector<std::vector<char>>& sel,
+               std::vector<CatalogRow>&& fitted, const std::vector<FitDiagnostics>& diags,
+               std::vector<CatalogRow>& out);
+  // A row without a spectrum (unreadable file): side tables get a row of missing values.
+  void add_failure_row() { add_side_row(nullptr, nullptr); }
+
+  void write_h5(h5::File& f) const;  // /fibermap (if any input had one), /models
+  // rvspecfit layout next to the HDF5 catalog: `h5_path` with .h5 replaced by .fits.
+  void write_fits(const std::string& h5_path, const std::vector<CatalogRow>& rows) const;
+  static std::string fits_path(const std::string& h5_path);
+
+ private:
+  void add_side_row(const Spectrum* spec, const FitDiagnostics* diag);
+  SelectConfig sel_;
+  bool save_models_ = false, write_fits_ = false;
+  std::map<std::string, std::shared_ptr<FitsTable>> fibermaps_, scores_;  // by source basename
+  RowTable fibermap_rows_, scores_rows_;
+  ModelStore models_;
+};
+
+// Fills TARGET_RA, TARGET_DEC, REF_ID, REF_CAT, FIBER, EXPID from spec.meta.
+void fill_fibermap_columns(const Spectrum& spec, CatalogRow& row);
+
+}  // namespace velox
