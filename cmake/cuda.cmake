@@ -20,15 +20,18 @@ enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
 set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
-add_library(velox_cuda STATIC ${CMAKE_SOURCE_DIR}/src/backend/cuda/gpu_fit.cu)
-target_include_directories(velox_cuda PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}
-                                              ${CMAKE_BINARY_DIR}/generated ${HDF5_INCLUDE_DIRS})
+# The .cu joins velox_core (it needs the host fitter's prepare/finish code, and velox_core needs it).
+target_sources(velox_core PRIVATE ${CMAKE_SOURCE_DIR}/src/backend/cuda/gpu_fit.cu)
 # Calling host code from device code is an error: Eigen's solvers, std:: algorithms etc. would
-# otherwise compile to nothing in device code.
-target_compile_options(velox_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--Werror
-                       cross-execution-space-call -Xptxas=-warn-spills>)
-target_link_libraries(velox_cuda PUBLIC CUDA::cudart spdlog::spdlog fmt::fmt Eigen3::Eigen)
-target_link_libraries(velox_core PUBLIC velox_cuda)
+# otherwise compile to nothing in device code. -Xptxas=-v writes the resource report.
+target_compile_options(velox_core PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--Werror
+                       cross-execution-space-call -Xptxas=-v -Xptxas=-warn-spills>)
+# Keep ptxas' resource report for the spill/stack check (test cuda.ptxas_budget).
+set(VELOX_PTXAS_REPORT ${CMAKE_BINARY_DIR}/ptxas-report.txt)
+set_target_properties(velox_core PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}"
+                      CUDA_COMPILER_LAUNCHER
+                      "${CMAKE_SOURCE_DIR}/scripts/nvcc-report.sh;${VELOX_PTXAS_REPORT}")
+target_link_libraries(velox_core PUBLIC CUDA::cudart)
 target_compile_definitions(velox_core PUBLIC VELOX_HAVE_CUDA=1)
 set(VELOX_HAVE_CUDA ON)
 message(STATUS "velox: CUDA backend with ${VELOX_NVCC}, architectures ${CMAKE_CUDA_ARCHITECTURES}")

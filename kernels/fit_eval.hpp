@@ -87,23 +87,17 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
       double wt[4], dwt[4];
       cubic_weights(f, wt, dwt);
       const float* b0 = B + (size_t)(t0 - 1) * K1;
-      // Interpolated basis values b_k and d b_k / du first (element-wise, vectorisable), then
-      // the small dot products with the coefficients.
-      double bk[kMaxComp], dbk[kMaxComp];
-      for (int k = 0; k < K1; ++k)
-        bk[k] = wt[0] * b0[k] + wt[1] * b0[K1 + k] + wt[2] * b0[2 * K1 + k] + wt[3] * b0[3 * K1 + k];
+      // One pass over the components: no per-thread arrays (registers only on the GPU).
       double t = 0.0, dtu = 0.0, dl[kMaxLabels] = {0.0, 0.0, 0.0, 0.0};
-      for (int k = 0; k < K1; ++k) t += w->c[k] * bk[k];
-      if (need_jac) {
-        for (int k = 0; k < K1; ++k)
-          dbk[k] = dwt[0] * b0[k] + dwt[1] * b0[K1 + k] + dwt[2] * b0[2 * K1 + k] +
-                   dwt[3] * b0[3 * K1 + k];
-        for (int k = 0; k < K1; ++k) dtu += w->c[k] * dbk[k];
-        for (int l = 0; l < L; ++l) {
-          const double* dcl = w->dc + l * K1;
-          double s = 0.0;
-          for (int k = 0; k < K1; ++k) s += dcl[k] * bk[k];
-          dl[l] = s;
+      for (int k = 0; k < K1; ++k) {
+        const double bk = wt[0] * b0[k] + wt[1] * b0[K1 + k] + wt[2] * b0[2 * K1 + k] +
+                          wt[3] * b0[3 * K1 + k];
+        t += w->c[k] * bk;
+        if (need_jac) {
+          const double dbk = dwt[0] * b0[k] + dwt[1] * b0[K1 + k] + dwt[2] * b0[2 * K1 + k] +
+                             dwt[3] * b0[3 * K1 + k];
+          dtu += w->c[k] * dbk;
+          for (int l = 0; l < L; ++l) dl[l] += w->dc[l * K1 + k] * bk;
         }
       }
       T[i] = t;

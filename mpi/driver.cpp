@@ -19,6 +19,7 @@
 
 #include "app/job_outputs.hpp"
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/gpu.hpp"
 #include "common/error.hpp"
 #include "io/h5.hpp"
 #include "mpi/wire.hpp"
@@ -387,12 +388,15 @@ int run_fit_job(const FitOptions& opt, Comm& comm) {
   try {
     setup_logging(opt, comm);
     const int threads = opt.threads > 0 ? opt.threads : default_rank_threads(comm.local_size());
-    const int n_gpu = visible_gpu_count();
-    spdlog::info("rank {}/{}: node-local rank {}/{}, {} visible GPUs -> device {} (no GPU backend "
-                 "in this build: CPU backend), {} threads",
+    const GpuInfo g = query_gpus();
+    const int n_gpu = g.compiled ? g.device_count : visible_gpu_count();
+    FitOptions o = opt;
+    o.gpu_device = std::max(0, device_for_local_rank(comm.local_rank(), n_gpu));
+    spdlog::info("rank {}/{}: node-local rank {}/{}, {} GPUs ({}) -> device {}, {} threads",
                  comm.rank(), comm.size(), comm.local_rank(), comm.local_size(), n_gpu,
+                 g.compiled ? "CUDA backend built" : "built without CUDA",
                  device_for_local_rank(comm.local_rank(), n_gpu), threads);
-    return comm.rank() == 0 ? run_root(opt, comm, threads) : run_worker(opt, comm, threads);
+    return comm.rank() == 0 ? run_root(o, comm, threads) : run_worker(o, comm, threads);
   } catch (const ConfigError& e) {
     spdlog::error("{}", e.what());
     if (comm.size() > 1) comm.abort(kExitUsage);

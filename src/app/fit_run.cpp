@@ -13,6 +13,7 @@
 #include <set>
 
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/gpu.hpp"
 #include "common/error.hpp"
 #include "common/version.hpp"
 #include "fit/rvs_warn.hpp"
@@ -89,7 +90,50 @@ FitEngine::FitEngine(const FitOptions& opt, int threads)
       lib_(TemplateLibrary::load(opt.templates)),
       cache_(std::make_unique<ArmModelCache>(lib_)),
       outputs_(std::make_unique<FitOutputs>(opt)),
-      threads_(threads > 0 ? threads : default_thread_count()) {}
+      threads_(threads > 0 ? threads : default_thread_count()) {
+  // Backend choice (docs/gpu.md): gpu demands a device, auto takes one when present.
+  if (opt.device != "auto" && opt.device != "cpu" && opt.device != "gpu")
+    throw ConfigError("--device " + opt.device + ": expected auto, cpu or gpu");
+  if (opt.device != "cpu") {
+    const GpuInfo g = query_gpus();
+    if (g.device_count > 0) {
+      use_gpu_ = true;
+      gpu_device_ = opt.gpu_device % g.device_count;
+      gpu_min_batch_ = opt.device == "gpu" ? 1 : static_cast<size_t>(std::max(1, opt.gpu_min_batch));
+      spdlog::info("device {}: CUDA device {} of {} (chunks of >= {} spectra; smaller ones on the "
+                   "CPU)", opt.device, gpu_device_, g.device_count, gpu_min_batch_);
+    } else if (opt.device == "gpu") {
+      throw ConfigError("--device gpu: no usable GPU: " + g.message);
+    } else {
+      spdlog::info("device auto: CPU backend, {} threads ({})", threads_, g.message);
+    }
+  }
+}
+
+std::vector<CatalogRow> FitEngine::fit_jobs(const std::vector<FitJob>& jobs,
+                                            const std::function<void(size_t)>& on_fitted,
+                                            std::vector<FitDiagnostics>* diags) {
+  if (!use_gpu_ || jobs.size() < gpu_min_batch_ || diags)
+    return fit_on_cpu(jobs, threads_, on_fitted, diags);
+  // GPU: host masking/packing, one batched kernel launch sequence, host flags.
+  std::vector<PreparedSpectrum> prep(jobs.size());
+  std::vector<PreparedSpectrum*> ready;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    prep[i] = prepare_spectrum(*jobs[i].spectrum, *jobs[i].ctx);
+    if (prep[i].ready) ready.push_back(&prep[i]);
+  }
+  std::vector<std::vector<float>> ivar;
+  const auto res = fit_prepared_on_gpu(ready, &ivar, *jobs.front().ctx, gpu_device_);
+  for (size_t k = 0; k < ready.size(); ++k) {
+    const size_t i = static_cast<size_t>(ready[k] - prep.data());
+    finish_row(*ready[k], res[k], ivar[k], *jobs[i].ctx);
+  }
+  std::vector<CatalogRow> rows;
+  rows.reserve(prep.size());
+  for (auto& p : prep) rows.push_back(std::move(p.row));
+  if (on_fitted) on_fitted(rows.size());
+  return rows;
+}
 
 void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileResult&&)>& done,
                            size_t chunk_min_spectra, const std::function<void(size_t)>& on_fitted) {
@@ -111,8 +155,7 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
     }
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<FitDiagnostics> diags;
-    auto rows = fit_on_cpu(jobs, threads_, on_fitted,
-                           outputs_->want_diagnostics() ? &diags : nullptr);
+    auto rows = fit_jobs(jobs, on_fitted, outputs_->want_diagnostics() ? &diags : nullptr);
     const double dt = seconds_since(t0);
     seconds_fit_ += dt;
     size_t k = 0;

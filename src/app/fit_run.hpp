@@ -15,6 +15,7 @@
 #include "io/catalog.hpp"
 #include "io/spectrum.hpp"
 #include "app/fit_outputs.hpp"
+#include "backend/cpu/cpu_backend.hpp"
 #include "model/arm_model.hpp"
 
 namespace velox {
@@ -36,7 +37,9 @@ struct FitOptions {
   double progress_interval_s = 5.0;
   std::string command_line;         // for provenance
   bool quiet = false;               // no progress lines (bench)
-  std::string device = "auto";      // --device auto|cpu|gpu (backend/dispatch.hpp)
+  std::string device = "auto";      // --device auto|cpu|gpu
+  int gpu_device = 0;               // CUDA device index (node-local rank modulo the count)
+  int gpu_min_batch = 256;          // --device auto: below this many spectra a chunk runs on CPU
   // DESI production mode (app/fit_outputs.hpp, docs/desi.md)
   std::vector<std::string> objtypes;  // --objtypes: target-mask names / globs / COLUMN:BIT
   std::vector<int64_t> targetids;     // --targetid
@@ -82,6 +85,11 @@ class FitEngine {
   void fit_stream(const NextInput& next, const std::function<void(FileResult&&)>& done,
                   size_t chunk_min_spectra, const std::function<void(size_t)>& on_fitted = {});
 
+  // Fit one chunk on the chosen backend (GPU when selected and the chunk is large enough).
+  std::vector<CatalogRow> fit_jobs(const std::vector<FitJob>& jobs,
+                                   const std::function<void(size_t)>& on_fitted,
+                                   std::vector<FitDiagnostics>* diags);
+
   // Provenance attributes shared by every catalog this engine's job writes.
   Provenance provenance(const FitOptions& opt) const;
 
@@ -89,6 +97,7 @@ class FitEngine {
   // Selection and the DESI side outputs (/fibermap, /models, rvspecfit FITS) of this engine's
   // rows, in the order fit_stream reported them.
   FitOutputs& outputs() { return *outputs_; }
+  bool uses_gpu() const { return use_gpu_; }
   const TemplateLibrary& library() const { return lib_; }
   double seconds_fitting() const { return seconds_fit_; }  // wall time inside fit_on_cpu
 
@@ -98,6 +107,9 @@ class FitEngine {
   TemplateLibrary lib_;
   std::unique_ptr<ArmModelCache> cache_;
   std::unique_ptr<FitOutputs> outputs_;
+  bool use_gpu_ = false;
+  int gpu_device_ = 0;
+  size_t gpu_min_batch_ = 256;
   int threads_;
   double seconds_fit_ = 0.0;
 };

@@ -38,6 +38,8 @@ void add_fit_options(CLI::App* c, FitOptions& o) {
   c->add_option("--glob", o.glob, "Pattern for file names in --input-dir")
       ->capture_default_str();
   c->add_option("inputs", o.inputs, "Input spectrum files (FITS)");
+  c->add_option("--device", o.device, "auto|cpu|gpu: auto uses a CUDA device when one exists")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
   // DESI production mode: target selection and outputs (docs/desi.md).
   c->add_option("--objtypes", o.objtypes, "Fit only targets with one of these DESI target bits "
                 "(names, globs, COLUMN:BIT; comma-separated)")

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Check the ptxas resource report of the CUDA fitting kernels (written during the build by
+# scripts/nvcc-report.sh): no spill stores/loads, and a stack frame within the budget, for every
+# target architecture. Prints registers / stack / spills per kernel and architecture.
+# Usage: scripts/check-ptxas.sh REPORT [STACK_BUDGET_BYTES=2048] [ARCHS="sm_80 sm_90"]
+set -euo pipefail
+report=${1:?usage: check-ptxas.sh REPORT [STACK_BUDGET_BYTES] [ARCHS]}
+budget=${2:-2048}
+archs=${3:-"sm_80 sm_90"}
+[ -s "$report" ] || { echo "check-ptxas: no report at $report (build the CUDA backend first)"; exit 1; }
+/usr/bin/env python3 - "$report" "$budget" "$archs" <<'PY'
+import re, sys
+report, budget, archs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
+text = open(report).read().splitlines()
+rows, cur = [], None
+for line in text:
+    m = re.search(r"Compiling entry function '([^']+)' for '(sm_\d+)'", line)
+    if m:
+        cur = {"kernel": m.group(1), "arch": m.group(2)}
+        continue
+    m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+    if m and cur is not None:
+        cur.update(stack=int(m.group(1)), spill_st=int(m.group(2)), spill_ld=int(m.group(3)))
+        continue
+    m = re.search(r"Used (\d+) registers", line)
+    if m and cur is not None and "stack" in cur:
+        cur["regs"] = int(m.group(1))
+        rows.append(cur)
+        cur = None
+fit = [r for r in rows if "fit_batch_kernel" in r["kernel"]]
+ok = True
+print(f"{'kernel':<20} {'arch':<6} {'regs':>5} {'stack B':>8} {'spill st':>9} {'spill ld':>9}")
+for r in fit:
+    bad = r["spill_st"] or r["spill_ld"] or r["stack"] > budget
+    ok &= not bad
+    print(f"{'fit_batch_kernel':<20} {r['arch']:<6} {r['regs']:>5} {r['stack']:>8} "
+          f"{r['spill_st']:>9} {r['spill_ld']:>9}{'  FAIL' if bad else ''}")
+missing = [a for a in archs if a not in {r["arch"] for r in fit}]
+if missing:
+    print(f"check-ptxas: no report for {missing}")
+    ok = False
+print(f"check-ptxas: stack budget {budget} B, no spills allowed: {'PASS' if ok else 'FAIL'}")
+sys.exit(0 if ok else 1)
+PY

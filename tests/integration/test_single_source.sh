@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The physics has one source: both backends run kernels/fit_pipeline.hpp's fit_one, the CUDA
+# backend contains no math of its own, and no physics function is defined outside kernels/.
+set -euo pipefail
+cd "$VELOX_SOURCE_DIR"
+fail() { echo "FAIL: $*"; exit 1; }
+grep -q 'kern::fit_one(' src/fit/fitter.cpp || fail "CPU fitter does not call kern::fit_one"
+grep -q 'kern::fit_one(kern::BlockTeam' src/backend/cuda/gpu_fit.cu ||
+  fail "CUDA backend does not call kern::fit_one with the block team"
+grep -q '#include "kernels/fit_pipeline.hpp"' src/backend/cuda/gpu_fit.cu || fail "CUDA include"
+# Physics entry points are defined only under kernels/.
+for fn in cubic_weights legendre ln_doppler emulator_coeffs cholesky template_at_pixels \
+          profile_continuum lm_fit cross_correlate pseudo_normalise gaussian_convolve_column; do
+  defs=$(grep -rlE "(VX_INLINE|void|double|bool|int) +$fn *\(" src kernels mpi --include='*.[ch]pp' \
+         --include='*.cu' --include='*.cuh' | grep -v '^kernels/' || true)
+  [ -z "$defs" ] || fail "$fn defined outside kernels/: $defs"
+  grep -rqE "(VX_INLINE|void|double|bool|int) +$fn *\(" kernels || fail "$fn not found in kernels/"
+done
+# The .cu file may not contain floating-point formulas beyond indexing: no exp/log/sqrt calls.
+if grep -nE '\b(exp|log|sqrt|pow|atanh|tanh)\(' src/backend/cuda/*.cu; then
+  fail "math in the CUDA backend"
+fi
+echo "single source: OK"
