@@ -85,7 +85,8 @@ VX_HD void pixel_positions(const Team& team, const GridView& g, const FitData& d
 // arm's set tmpl[a] (template grid, normalised flux) at integer template-pixel lags
 // lag_o = lag_lo + o * lag_step, o = 0 .. n_out-1, written to ccf[o]. A lag of L pixels is
 // ln D = L * dlnlam. acc is scratch of 8 * n_out doubles (shared memory on the GPU).
-// Loop order: pixels outside, lags inside, so the template is read contiguously.
+// team.reduce_grid: pixels outside / lags inside on the CPU (contiguous template reads), one
+// thread per lag on the GPU (no atomics).
 template <class Team>
 VX_HD void cross_correlate(const Team& team, const GridView& g, const FitData& d,
                            const float* const* tmpl, int j, int lag_lo, int n_out, int lag_step,
@@ -106,20 +107,17 @@ VX_HD void cross_correlate(const Team& team, const GridView& g, const FitData& d
     const int i0 = d.arm_start[a];
     // Per lag: sums of w, w*t, w*t^2 and w*(f - fmean)*t (accumulated over arms).
     double* part = a == 0 ? acc : acc + 4 * n_out;
-    team.reduce_sum(d.arm_start[a + 1] - i0, 4 * n_out, part, [&](int ii, auto s) {
+    team.reduce_grid(d.arm_start[a + 1] - i0, n_out, 4, part, [&](int ii, int o, auto s) {
       const int i = i0 + ii;
       const double wi = wts[i];
       if (wi == 0.0) return;
-      const double f = frac[i], wf = wi * (fn[i] - fmean);
-      for (int o = 0; o < n_out; ++o) {
-        const int k = t0[i] - (lag_lo + o * lag_step);
-        if (k < 0 || k + 1 >= g.n_tpix) continue;
-        const double tv = t[k] + f * (t[k + 1] - t[k]);
-        s[4 * o] += wi;
-        s[4 * o + 1] += wi * tv;
-        s[4 * o + 2] += wi * tv * tv;
-        s[4 * o + 3] += wf * tv;
-      }
+      const int k = t0[i] - (lag_lo + o * lag_step);
+      if (k < 0 || k + 1 >= g.n_tpix) return;
+      const double tv = t[k] + frac[i] * (t[k + 1] - t[k]);
+      s[0] += wi;
+      s[1] += wi * tv;
+      s[2] += wi * tv * tv;
+      s[3] += wi * (fn[i] - fmean) * tv;
     });
     if (a > 0) {
       team.single([&] {

@@ -49,6 +49,23 @@ struct BlockTeam {
     for (int i = 0; i < n; ++i) f(i, acc);
 #endif
   }
+  template <class F>
+  VX_HD void reduce_grid(int n, int n_o, int width, double* out, F&& f) const {
+    // One thread per output column; its `width` sums stay in registers: no atomics.
+#if defined(__CUDA_ARCH__)
+    __syncthreads();
+    for (int o = threadIdx.x; o < n_o; o += blockDim.x) {
+      double acc[4] = {0.0, 0.0, 0.0, 0.0};
+      for (int i = 0; i < n; ++i) f(i, o, acc);
+      for (int k = 0; k < width; ++k) out[o * width + k] = acc[k];
+    }
+    __syncthreads();
+#else
+    for (int k = 0; k < n_o * width; ++k) out[k] = 0.0;
+    for (int i = 0; i < n; ++i)
+      for (int o = 0; o < n_o; ++o) f(i, o, out + o * width);
+#endif
+  }
   VX_HD void sync() const {
 #if defined(__CUDA_ARCH__)
     __syncthreads();

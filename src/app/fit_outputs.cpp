@@ -192,9 +192,13 @@ void FitOutputs::collect(const std::vector<SpectrumFile>& chunk,
       add_side_row(&s, d);
       out.push_back(std::move(row));
     }
+    // This file's FIBERMAP/SCORES are no longer needed (other files of the read-ahead chunk
+    // keep theirs until their own collect()).
+    if (!chunk[f].spectra.empty()) {
+      fibermaps_.erase(chunk[f].spectra.front().source_file);
+      scores_.erase(chunk[f].spectra.front().source_file);
+    }
   }
-  fibermaps_.clear();
-  scores_.clear();
 }
 
 void FitOutputs::write_h5(h5::File& f) const {

@@ -55,7 +55,7 @@ class FitOutputs {
 
   // Catalog rows of one chunk, in input order: the fitted rows (one per selected spectrum, in
   // order; diags empty or aligned with them) merged with rows for unselected fibres (only under
-  // --include-unselected). Appends to `out` and fills the side tables; forgets the chunk's
+  // --include-unselected). Appends to `out` and fills the side tables; forgets these files'
   // FIBERMAPs.
   void collect(const std::vector<SpectrumFile>& chunk, const std::vector<std::vector<char>>& sel,
                std::vector<CatalogRow>&& fitted, const std::vector<FitDiagnostics>& diags,

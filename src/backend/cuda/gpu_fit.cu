@@ -16,6 +16,9 @@ namespace velox {
 namespace {
 
 constexpr int kThreadsPerBlock = 128;
+// 4 resident blocks of 128 threads per SM: ptxas may use up to 128 registers per thread
+// (65536 / 512), which the fit pipeline needs to avoid spills (docs/gpu.md).
+constexpr int kMinBlocksPerSM = 4;
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
@@ -51,7 +54,7 @@ struct BatchView {
   kern::PipelineResult* results;
 };
 
-__global__ void __launch_bounds__(kThreadsPerBlock) fit_batch_kernel(BatchView b) {
+__global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSM) fit_batch_kernel(BatchView b) {
   __shared__ kern::PipelineShared sh;
   const int s = blockIdx.x;
   if (s >= b.n_spec) return;
