@@ -145,11 +145,9 @@ VX_HD void fixed_template_at_pixels(const Team& team, const GridView& g, const F
     const int i0 = d.arm_start[a];
     team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
       const int i = i0 + ii;
-      const double u = (d.lnlam[i] - lnd - g.lnlam0) / g.dlnlam;
-      int k = (int)floor(u);
-      double f = u - k;
-      if (k < 1) { k = 1; f = 0.0; }
-      if (k > g.n_tpix - 3) { k = g.n_tpix - 3; f = 1.0; }
+      int k;
+      double f;
+      grid_stencil(g, d.lnlam[i], lnd, &k, &f);
       double wt[4], dwt[4];
       cubic_weights(f, wt, dwt);
       T[i] = wt[0] * t[k - 1] + wt[1] * t[k] + wt[2] * t[k + 1] + wt[3] * t[k + 2];

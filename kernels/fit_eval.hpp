@@ -54,6 +54,25 @@ struct EvalWork {
   int ok;
 };
 
+// Cubic-interpolation stencil of an observed pixel on the template grid at ln D = lnd: the taps
+// are t0-1 .. t0+2 with fraction f. Pixels are pre-masked to the template coverage; the clamp only
+// guards memory.
+VX_HD VX_INLINE void grid_stencil(const GridView& g, double lnlam, double lnd, int* t0, double* f) {
+  const double u = (lnlam - lnd - g.lnlam0) / g.dlnlam;
+  int k = (int)floor(u);
+  double fr = u - k;
+  if (k < 1) {
+    k = 1;
+    fr = 0.0;
+  }
+  if (k > g.n_tpix - 3) {
+    k = g.n_tpix - 3;
+    fr = 1.0;
+  }
+  *t0 = k;
+  *f = fr;
+}
+
 // Template value and derivatives at every pixel: T[n_pix], dT[n_pix][np] (np = 1 + L),
 // dT[.][0] = dT/dv, dT[.][1+l] = dT/dlabel_l. With em == nullptr, T = 1 (continuum-only model).
 template <class Team>
@@ -79,11 +98,9 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
     const int i0 = d.arm_start[a];
     team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
       const int i = i0 + ii;
-      const double u = (d.lnlam[i] - lnd - g.lnlam0) / g.dlnlam;
-      int t0 = (int)floor(u);
-      double f = u - t0;
-      if (t0 < 1) { t0 = 1; f = 0.0; }                 // pixels are pre-masked to the coverage;
-      if (t0 > g.n_tpix - 3) { t0 = g.n_tpix - 3; f = 1.0; }  // clamping only guards memory
+      int t0;
+      double f;
+      grid_stencil(g, d.lnlam[i], lnd, &t0, &f);
       double wt[4], dwt[4];
       cubic_weights(f, wt, dwt);
       const float* b0 = B + (size_t)(t0 - 1) * K1;

@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 #include "emulator/build.hpp"
+#include "fit/yaml_get.hpp"
 
 namespace velox {
 
@@ -15,14 +16,7 @@ BuildConfig load_build_config(const std::string& path) {
   }
   const YAML::Node t = root["templates"];
   if (!t) return c;
-  auto get = [&](const char* key, auto& out) {
-    if (!t[key]) return;
-    try {
-      out = t[key].as<std::decay_t<decltype(out)>>();
-    } catch (const YAML::Exception& e) {
-      throw ConfigError(path + ": templates." + key + ": " + e.what());
-    }
-  };
+  auto get = [&](const char* key, auto& out) { yaml_get(t, "templates", key, out, path); };
   get("dlnlam", c.dlnlam);
   get("wave_min_A", c.wave_min_A);
   get("wave_max_A", c.wave_max_A);
