@@ -140,18 +140,26 @@ template <class Team>
 VX_HD void fixed_template_at_pixels(const Team& team, const GridView& g, const FitData& d,
                                     const float* const* tmpl, int j, double v_kms, double* T) {
   const double lnd = ln_doppler(v_kms);
+  auto value_at = [&](const float* t, double lnlam) {
+    int k;
+    double f;
+    grid_stencil(g, lnlam, lnd, &k, &f);
+    double wt[4], dwt[4];
+    cubic_weights(f, wt, dwt);
+    return wt[0] * t[k - 1] + wt[1] * t[k] + wt[2] * t[k + 1] + wt[3] * t[k + 2];
+  };
   for (int a = 0; a < d.n_arms; ++a) {
     const float* t = tmpl[a] + (size_t)j * g.n_tpix;
+    const bool rm = VX_RESOLUTION_MATRIX && d.n_full[a] > 0;
     const int i0 = d.arm_start[a];
-    team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
-      const int i = i0 + ii;
-      int k;
-      double f;
-      grid_stencil(g, d.lnlam[i], lnd, &k, &f);
-      double wt[4], dwt[4];
-      cubic_weights(f, wt, dwt);
-      T[i] = wt[0] * t[k - 1] + wt[1] * t[k] + wt[2] * t[k + 1] + wt[3] * t[k + 2];
-    });
+    const int n_eval = rm ? d.n_full[a] : d.arm_start[a + 1] - i0;
+    const double* ll = rm ? d.full_lnlam[a] : d.lnlam + i0;
+    double* t_out = rm ? d.Tf + d.full_off[a] : T + i0;
+    team.for_each(n_eval, [&](int jf) { t_out[jf] = value_at(t, ll[jf]); });
+    if (!rm) continue;
+    team.sync();
+    team.for_each(d.arm_start[a + 1] - i0,
+                  [&](int ii) { T[i0 + ii] = apply_rmat(d, a, i0 + ii, t_out, 1, 0); });
   }
   team.sync();
 }

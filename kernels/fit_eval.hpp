@@ -38,7 +38,34 @@ struct FitData {
   const float* flux = nullptr;    // [n_pix]
   const float* ivar = nullptr;    // [n_pix], all > 0
   const float* basis[kMaxArms] = {};  // per arm: basis at the arm's resolution, [n_tpix][K+1]
+  // Optional resolution-matrix forward model per arm (DESI): the model is evaluated on the arm's
+  // full pixel grid (full_lnlam[a][n_full[a]]) and the used pixel i gets
+  //   model_i = sum_k rmat[a][j * ndiag + k] * model_full[j + k - ndiag/2],  j = full_idx[i].
+  // rmat rows are the instrument's resolution-matrix rows with the template LSF folded in
+  // (src/fit/resolution.cpp). n_full[a] == 0: the arm has no matrix (Gaussian LSF in the basis).
+  int n_full[kMaxArms] = {};
+  int ndiag[kMaxArms] = {};
+  int full_off[kMaxArms] = {};            // offset of the arm in the full-grid scratch
+  const double* full_lnlam[kMaxArms] = {};
+  const float* rmat[kMaxArms] = {};
+  const int* full_idx = nullptr;          // [n_pix] index of each used pixel in its arm's grid
+  double* Tf = nullptr;                   // scratch [sum n_full] template on the full grids
+  double* dTf = nullptr;                  // scratch [sum n_full][np]
 };
+
+// Apply an arm's resolution matrix rows to full-grid values v[n_full][stride] (component c) for
+// used pixel i.
+VX_HD VX_INLINE double apply_rmat(const FitData& d, int a, int i, const double* v, int stride,
+                                  int c) {
+  const int nd = d.ndiag[a], half = nd / 2, j = d.full_idx[i], n = d.n_full[a];
+  const float* row = d.rmat[a] + (size_t)j * nd;
+  double s = 0.0;
+  for (int k = 0; k < nd; ++k) {
+    const int jj = j + k - half;
+    if (jj >= 0 && jj < n) s += row[k] * v[(size_t)jj * stride + c];
+  }
+  return s;
+}
 
 // Per-spectrum shared workspace (one per spectrum; lives in shared memory on the GPU).
 struct EvalWork {
@@ -93,35 +120,51 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
   const int K1 = em->n_comp, L = em->n_label;
   const double lnd = ln_doppler(theta[0]);
   const double du_dv = -dln_doppler_dv(theta[0]) / g.dlnlam;
+  // Template (and derivatives) at one ln(lambda): t and dt[np].
+  auto model_at = [&](const float* B, double lnlam, double* t_out, double* dt_out) {
+    int t0;
+    double f;
+    grid_stencil(g, lnlam, lnd, &t0, &f);
+    double wt[4], dwt[4];
+    cubic_weights(f, wt, dwt);
+    const float* b0 = B + (size_t)(t0 - 1) * K1;
+    // One pass over the components: no per-thread arrays (registers only on the GPU).
+    double t = 0.0, dtu = 0.0, dl[kMaxLabels] = {0.0, 0.0, 0.0, 0.0};
+    for (int k = 0; k < K1; ++k) {
+      const double bk = wt[0] * b0[k] + wt[1] * b0[K1 + k] + wt[2] * b0[2 * K1 + k] +
+                        wt[3] * b0[3 * K1 + k];
+      t += w->c[k] * bk;
+      if (need_jac) {
+        const double dbk = dwt[0] * b0[k] + dwt[1] * b0[K1 + k] + dwt[2] * b0[2 * K1 + k] +
+                           dwt[3] * b0[3 * K1 + k];
+        dtu += w->c[k] * dbk;
+        for (int l = 0; l < L; ++l) dl[l] += w->dc[l * K1 + k] * bk;
+      }
+    }
+    *t_out = t;
+    if (need_jac) {
+      dt_out[0] = dtu * du_dv;
+      for (int l = 0; l < L; ++l) dt_out[1 + l] = dl[l];
+    }
+  };
   for (int a = 0; a < d.n_arms; ++a) {
-    const float* B = d.basis[a];
+    // Without a matrix the model is evaluated at the used pixels directly; with one, on the
+    // arm's full grid first (one instantiation of the heavy loop either way).
+    const bool rm = VX_RESOLUTION_MATRIX && d.n_full[a] > 0;
     const int i0 = d.arm_start[a];
+    const int n_eval = rm ? d.n_full[a] : d.arm_start[a + 1] - i0;
+    const double* ll = rm ? d.full_lnlam[a] : d.lnlam + i0;
+    double* t_out = rm ? d.Tf + d.full_off[a] : T + i0;
+    double* dt_out = rm ? d.dTf + (size_t)d.full_off[a] * np : dT + (size_t)i0 * np;
+    const float* B = d.basis[a];
+    team.for_each(n_eval, [&](int j) { model_at(B, ll[j], &t_out[j], &dt_out[j * np]); });
+    if (!rm) continue;
+    team.sync();
     team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
       const int i = i0 + ii;
-      int t0;
-      double f;
-      grid_stencil(g, d.lnlam[i], lnd, &t0, &f);
-      double wt[4], dwt[4];
-      cubic_weights(f, wt, dwt);
-      const float* b0 = B + (size_t)(t0 - 1) * K1;
-      // One pass over the components: no per-thread arrays (registers only on the GPU).
-      double t = 0.0, dtu = 0.0, dl[kMaxLabels] = {0.0, 0.0, 0.0, 0.0};
-      for (int k = 0; k < K1; ++k) {
-        const double bk = wt[0] * b0[k] + wt[1] * b0[K1 + k] + wt[2] * b0[2 * K1 + k] +
-                          wt[3] * b0[3 * K1 + k];
-        t += w->c[k] * bk;
-        if (need_jac) {
-          const double dbk = dwt[0] * b0[k] + dwt[1] * b0[K1 + k] + dwt[2] * b0[2 * K1 + k] +
-                             dwt[3] * b0[3 * K1 + k];
-          dtu += w->c[k] * dbk;
-          for (int l = 0; l < L; ++l) dl[l] += w->dc[l * K1 + k] * bk;
-        }
-      }
-      T[i] = t;
-      if (need_jac) {
-        dT[i * np] = dtu * du_dv;
-        for (int l = 0; l < L; ++l) dT[i * np + 1 + l] = dl[l];
-      }
+      T[i] = apply_rmat(d, a, i, t_out, 1, 0);
+      if (need_jac)
+        for (int q = 0; q < np; ++q) dT[i * np + q] = apply_rmat(d, a, i, dt_out, np, q);
     });
   }
   team.sync();

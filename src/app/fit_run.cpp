@@ -91,6 +91,7 @@ FitEngine::FitEngine(const FitOptions& opt, int threads)
       cache_(std::make_unique<ArmModelCache>(lib_)),
       outputs_(std::make_unique<FitOutputs>(opt)),
       threads_(threads > 0 ? threads : default_thread_count()) {
+  if (opt.resolution_matrix >= 0) cfg_.resolution_matrix = opt.resolution_matrix != 0;
   // Backend choice (docs/gpu.md): gpu demands a device, auto takes one when present.
   if (opt.device != "auto" && opt.device != "cpu" && opt.device != "gpu")
     throw ConfigError("--device " + opt.device + ": expected auto, cpu or gpu");
@@ -113,7 +114,11 @@ FitEngine::FitEngine(const FitOptions& opt, int threads)
 std::vector<CatalogRow> FitEngine::fit_jobs(const std::vector<FitJob>& jobs,
                                             const std::function<void(size_t)>& on_fitted,
                                             std::vector<FitDiagnostics>* diags) {
-  if (!use_gpu_ || jobs.size() < gpu_min_batch_ || diags)
+  // The CUDA batch does not carry resolution matrices yet: chunks with matrices stay on the CPU.
+  bool has_matrix = false;
+  for (const auto& j : jobs)
+    for (const auto& a : j.spectrum->arms) has_matrix = has_matrix || a.ndiag > 0;
+  if (!use_gpu_ || jobs.size() < gpu_min_batch_ || diags || (cfg_.resolution_matrix && has_matrix))
     return fit_on_cpu(jobs, threads_, on_fitted, diags);
   // GPU: host masking/packing, one batched kernel launch sequence, host flags.
   std::vector<PreparedSpectrum> prep(jobs.size());
@@ -243,7 +248,9 @@ FitRunResult run_fit(const FitOptions& opt) {
       },
       [&](FileResult&& r) {
         res.files_failed += !r.ok;
-        res.n_spectra += r.n_targets;
+        // Spectra actually fitted (not unreadable files, not unselected fibres).
+        for (const auto& row : r.rows)
+          res.n_spectra += (row.RVS_WARN & (warn::kBadInput | warn::kNotFitted)) == 0;
         for (auto& row : r.rows) res.rows.push_back(std::move(row));
       },
       static_cast<size_t>(std::max(64, 4 * engine.threads())));

@@ -38,6 +38,7 @@ struct FitOptions {
   std::string command_line;         // for provenance
   bool quiet = false;               // no progress lines (bench)
   std::string device = "auto";      // --device auto|cpu|gpu
+  int resolution_matrix = -1;       // --(no-)resolution-matrix: 1/0; -1 = config (default on)
   int gpu_device = 0;               // CUDA device index (node-local rank modulo the count)
   int gpu_min_batch = 256;          // --device auto: below this many spectra a chunk runs on CPU
   // DESI production mode (app/fit_outputs.hpp, docs/desi.md)

@@ -40,6 +40,11 @@ void add_fit_options(CLI::App* c, FitOptions& o) {
   c->add_option("--glob", o.glob, "Pattern for file names in --input-dir")
       ->capture_default_str();
   c->add_option("inputs", o.inputs, "Input spectrum files (FITS)");
+  c->add_flag_function(
+      "--resolution-matrix,!--no-resolution-matrix",
+      [&o](int64_t n) { o.resolution_matrix = n > 0 ? 1 : 0; },
+      "DESI: forward-model with each fibre's resolution matrix (default; config "
+      "fit.resolution_matrix) or with one Gaussian LSF per arm");
   c->add_option("--device", o.device,
                 "auto|cpu|gpu: auto uses a CUDA device when one exists (bench: a list, cpu,gpu)");
   // DESI production mode: target selection and outputs (docs/desi.md).

@@ -41,6 +41,7 @@ FitConfig load_fit_config(const std::string& path) {
   get(f, "chisq_improvement_min", c.chisq_improvement_min, path);
   get(f, "rv_err_max_kms", c.rv_err_max_kms, path);
   get(f, "fit_vsini", c.fit_vsini, path);
+  get(f, "resolution_matrix", c.resolution_matrix, path);
   if (f["mask_bands_A"]) {
     std::vector<std::vector<double>> bands;
     get(f, "mask_bands_A", bands, path);
@@ -83,6 +84,7 @@ std::string dump_fit_config(const FitConfig& c) {
   e << YAML::Key << "chisq_improvement_min" << YAML::Value << c.chisq_improvement_min;
   e << YAML::Key << "rv_err_max_kms" << YAML::Value << c.rv_err_max_kms;
   e << YAML::Key << "fit_vsini" << YAML::Value << c.fit_vsini;
+  e << YAML::Key << "resolution_matrix" << YAML::Value << c.resolution_matrix;
   e << YAML::Key << "default_R" << YAML::Value << c.default_R;
   e << YAML::EndMap << YAML::EndMap;
   return e.c_str();

@@ -24,6 +24,10 @@ struct FitConfig {
   double chisq_improvement_min = 50.0;  // RVS_WARN bit 0 threshold (rvspecfit uses 50)
   double rv_err_max_kms = 100.0;        // RVS_WARN bit 2 threshold
   bool fit_vsini = false;               // VSINI is reported as NaN unless asked and resolvable
+  // DESI: forward-model with the per-fibre resolution matrix (template LSF folded in,
+  // src/fit/resolution.hpp) instead of one Gaussian LSF per arm. Default chosen by measurement
+  // (docs/desi.md).
+  bool resolution_matrix = true;
   // Nominal resolving power per input format when the file does not give one.
   std::map<std::string, double> default_R = {
       {"lamost-dr8", 1800.0}, {"lamost-dr10", 1800.0}, {"sdss", 2000.0}, {"desi", 4000.0}};

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "fit/resolution.hpp"
 #include "fit/rvs_warn.hpp"
 #include "kernels/fit_pipeline.hpp"
 #include "kernels/team.hpp"
@@ -90,13 +91,22 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const FitContext& ctx) {
   for (const auto& arm : spec.arms) {
     if (all.n_arms >= kern::kMaxArms) break;
     const size_t n = arm.size();
+    // Resolution-matrix forward model for this arm? Rows with the template LSF folded in; pixels
+    // whose row is all zero or not finite are not fitted.
+    const bool use_rm = cfg.resolution_matrix && arm.ndiag > 0 &&
+                        arm.resolution.size() == n * static_cast<size_t>(arm.ndiag);
+    std::vector<float> rows;
+    std::vector<char> row_ok;
+    if (use_rm)
+      fold_resolution_rows(arm.wave_vac_A, arm.resolution, arm.ndiag,
+                           std::isfinite(lib.fwhm_A) ? lib.fwhm_A : 0.0, &rows, &row_ok);
     std::vector<size_t> idx;
     size_t n_valid = 0;
     for (size_t j = 0; j < n; ++j) {
       const double w = arm.wave_vac_A[j];
       const float f = arm.flux[j], iv = arm.ivar[j];
       const bool valid = std::isfinite(w) && std::isfinite(f) && std::isfinite(iv) && iv > 0 &&
-                         (arm.mask.empty() || arm.mask[j] == 0);
+                         (arm.mask.empty() || arm.mask[j] == 0) && (!use_rm || row_ok[j]);
       if (!valid) continue;
       ++n_valid;
       if (w < lam_lo || w > lam_hi) continue;
@@ -126,8 +136,22 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const FitContext& ctx) {
       all.flux.push_back(arm.flux[j]);
       all.ivar.push_back(arm.ivar[j]);
       all.arm.push_back(all.n_arms);
+      all.full_idx.push_back(use_rm ? static_cast<int>(j) : -1);
     }
-    all.models.push_back(ctx.cache.get(arm_resolution(arm, ctx)));
+    if (use_rm) {
+      std::vector<double> full(n);
+      for (size_t j = 0; j < n; ++j) full[j] = std::log(arm.wave_vac_A[j]);
+      all.full_lnlam.push_back(std::move(full));
+      all.rmat.push_back(std::move(rows));
+      all.ndiag.push_back(arm.ndiag);
+    } else {
+      all.full_lnlam.emplace_back();
+      all.rmat.emplace_back();
+      all.ndiag.push_back(0);
+    }
+    // With the matrix the basis stays at the templates' own resolution (R -> infinity: no
+    // Gaussian), since the folded rows carry the instrument's remaining blur.
+    all.models.push_back(ctx.cache.get(use_rm ? 1e9 : arm_resolution(arm, ctx)));
     all.names.push_back(arm.name);
     all.arm_start[all.n_arms + 1] = static_cast<int>(all.flux.size());
     ++all.n_arms;
@@ -165,9 +189,10 @@ CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnost
   std::vector<double> ccf(n_out), acc(8 * static_cast<size_t>(n_out));
   std::vector<int> t0(n);
   std::vector<float> ivar = all.ivar;
+  std::vector<double> Tf(all.n_full_total()), dTf(all.n_full_total() * np);
   const kern::PipelineScratch sc{T.data(), dT.data(),   fn.data(),  wts.data(), frac.data(),
                                  t0.data(), ivar.data(), ccf.data(), acc.data()};
-  kern::FitData d = all.view();
+  kern::FitData d = all.view(Tf.data(), dTf.data());
   d.ivar = ivar.data();
   const float* tmpl[kern::kMaxArms] = {};
   for (int a = 0; a < all.n_arms; ++a) tmpl[a] = all.models[a]->ccf_templates.data();

@@ -31,8 +31,20 @@ struct Packed {
   int arm_start[kern::kMaxArms + 1] = {};
   std::vector<std::shared_ptr<const ArmModel>> models;  // per arm slot
   std::vector<std::string> names;
+  // Resolution-matrix arms (n_full[a] > 0): full-grid ln(lambda), folded rows, and for every used
+  // pixel its index in its arm's full grid (-1 for Gaussian-LSF arms).
+  std::vector<std::vector<double>> full_lnlam;  // per arm slot (empty: no matrix)
+  std::vector<std::vector<float>> rmat;         // per arm slot, [n_full][ndiag]
+  std::vector<int> ndiag;                       // per arm slot
+  std::vector<int> full_idx;                    // per used pixel
+  size_t n_full_total() const {
+    size_t n = 0;
+    for (const auto& f : full_lnlam) n += f.size();
+    return n;
+  }
 
-  kern::FitData view() const {
+  // Views for the kernels; Tf/dTf: scratch of n_full_total() and n_full_total() * np doubles.
+  kern::FitData view(double* Tf = nullptr, double* dTf = nullptr) const {
     kern::FitData d;
     d.n_pix = static_cast<int>(flux.size());
     d.n_arms = n_arms;
@@ -42,6 +54,19 @@ struct Packed {
     d.flux = flux.data();
     d.ivar = ivar.data();
     for (int a = 0; a < n_arms; ++a) d.basis[a] = models[a]->basis.data();
+    int off = 0;
+    for (int a = 0; a < n_arms && a < static_cast<int>(full_lnlam.size()); ++a) {
+      d.n_full[a] = static_cast<int>(full_lnlam[a].size());
+      if (d.n_full[a] == 0) continue;
+      d.ndiag[a] = ndiag[a];
+      d.full_off[a] = off;
+      d.full_lnlam[a] = full_lnlam[a].data();
+      d.rmat[a] = rmat[a].data();
+      off += d.n_full[a];
+    }
+    d.full_idx = full_idx.data();
+    d.Tf = Tf;
+    d.dTf = dTf;
     return d;
   }
 };

@@ -56,19 +56,36 @@ struct BatchView {
 
 __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSM) fit_batch_kernel(BatchView b) {
   __shared__ kern::PipelineShared sh;
+  // The spectrum's view lives in shared memory (written by thread 0): as a per-thread local it
+  // would cost every thread ~300 bytes of stack. Raw storage: __shared__ objects cannot be
+  // constructed.
+  __shared__ alignas(kern::FitData) unsigned char d_raw[sizeof(kern::FitData)];
+  kern::FitData& d = *reinterpret_cast<kern::FitData*>(d_raw);
   const int s = blockIdx.x;
   if (s >= b.n_spec) return;
   const DeviceSpectrum& ds = b.spec[s];
   const long long o = ds.pix_off;
-  kern::FitData d;
-  d.n_pix = ds.n_pix;
-  d.n_arms = ds.n_arms;
-  for (int a = 0; a <= kern::kMaxArms; ++a) d.arm_start[a] = ds.arm_start[a];
-  d.lnlam = b.lnlam + o;
-  d.xleg = b.xleg + o;
-  d.flux = b.flux + o;
-  d.ivar = b.ivar + o;
-  for (int a = 0; a < kern::kMaxArms; ++a) d.basis[a] = ds.basis[a];
+  if (threadIdx.x == 0) {
+    d.n_pix = ds.n_pix;
+    d.n_arms = ds.n_arms;
+    for (int a = 0; a <= kern::kMaxArms; ++a) d.arm_start[a] = ds.arm_start[a];
+    d.lnlam = b.lnlam + o;
+    d.xleg = b.xleg + o;
+    d.flux = b.flux + o;
+    d.ivar = b.ivar + o;
+    for (int a = 0; a < kern::kMaxArms; ++a) {
+      d.basis[a] = ds.basis[a];
+      d.n_full[a] = 0;  // resolution matrices run on the CPU backend for now
+      d.ndiag[a] = 0;
+      d.full_off[a] = 0;
+      d.full_lnlam[a] = nullptr;
+      d.rmat[a] = nullptr;
+    }
+    d.full_idx = nullptr;
+    d.Tf = nullptr;
+    d.dTf = nullptr;
+  }
+  __syncthreads();
   const kern::PipelineScratch sc{b.T + o,    b.dT + o * b.np, b.fn + o,
                                  b.wts + o,  b.frac + o,      b.t0 + o,
                                  b.ivar + o, b.ccf + (long long)s * b.n_out,

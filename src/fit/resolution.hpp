@@ -1,0 +1,24 @@
+// DESI resolution matrices with the template line-spread function folded in.
+// The instrument matrix (desispec.resolution layout: res[d * n + j] = A[j - off_d, j],
+// off_d = ndiag/2 - d) maps the true spectrum to the observed one; the templates are already
+// blurred by their own LSF (MILES: Gaussian, FWHM 2.5 A). Applying A to the template model would
+// blur twice, and deconvolving is ill-posed, so each row is replaced by a Gaussian with the row's
+// own centroid and the quadrature-reduced width sigma^2 = sigma_row^2 - sigma_template^2
+// (0 where the template is broader: then only the centroid shift remains). This keeps the
+// per-fibre, per-pixel width and centroid of the real matrix; its higher moments (asymmetry beyond
+// the centroid) are lost. rvspecfit instead convolves high-resolution templates with the full
+// matrix (docs/desi.md compares the two).
+#pragma once
+#include <vector>
+
+namespace velox {
+
+// Rows for the kernels' apply_rmat: out[i * ndiag + k] multiplies model[i + k - ndiag/2].
+// wave_A[n] vacuum wavelengths of the arm, res[ndiag * n] the file's matrix, template_fwhm_A the
+// templates' Gaussian FWHM (0 = infinitely sharp). row_ok[i] = 0 for rows that are all zero or not
+// finite (those pixels must not be fitted).
+void fold_resolution_rows(const std::vector<double>& wave_A, const std::vector<float>& res,
+                          int ndiag, double template_fwhm_A, std::vector<float>* out,
+                          std::vector<char>* row_ok);
+
+}  // namespace velox
