@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "emulator/library.hpp"
+#include "fit/fitter.hpp"
 #include "io/spectrum.hpp"
 #include "kernels/physics.hpp"
 #include "model/arm_model.hpp"
@@ -66,5 +67,34 @@ inline double median_of(std::vector<double> v) {
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
   return v[v.size() / 2];
 }
+
+// The default fit configuration (no telluric bands: injected spectra have none) on a library.
+struct InjectionSetup {
+  explicit InjectionSetup(const TemplateLibrary& lib)
+      : cache(lib), ctx{lib, cache, cfg(), "lamost-dr10"} {}
+  static const FitConfig& cfg() {
+    static const FitConfig c = [] {
+      FitConfig f;
+      f.mask_bands_A.clear();
+      return f;
+    }();
+    return c;
+  }
+  ArmModelCache cache;
+  const FitContext ctx;
+};
+
+// Velocity offsets and pulls (fit - truth) / error of recovered injections.
+struct Recovery {
+  std::vector<double> dv, pv, pt, pg, pf;
+  void add(const CatalogRow& row, const Truth& tr) {
+    dv.push_back(row.VRAD - tr.v_kms);
+    pv.push_back((row.VRAD - tr.v_kms) / row.VRAD_ERR);
+    pt.push_back((row.TEFF - tr.teff) / row.TEFF_ERR);
+    pg.push_back((row.LOGG - tr.logg) / row.LOGG_ERR);
+    pf.push_back((row.FEH - tr.feh) / row.FEH_ERR);
+  }
+  std::vector<const std::vector<double>*> pulls() const { return {&pv, &pt, &pg, &pf}; }
+};
 
 }  // namespace velox::test
