@@ -8,13 +8,7 @@ namespace velox {
 
 BuildConfig load_build_config(const std::string& path) {
   BuildConfig c;
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(path + ": cannot read YAML config: " + e.what());
-  }
-  const YAML::Node t = root["templates"];
+  const YAML::Node t = yaml_section(path, "templates");
   if (!t) return c;
   auto get = [&](const char* key, auto& out) { yaml_get(t, "templates", key, out, path); };
   get("dlnlam", c.dlnlam);

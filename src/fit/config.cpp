@@ -17,13 +17,7 @@ void get(const YAML::Node& n, const char* key, T& out, const std::string& path) 
 
 FitConfig load_fit_config(const std::string& path) {
   FitConfig c;
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(path + ": cannot read YAML config: " + e.what());
-  }
-  const YAML::Node f = root["fit"];
+  const YAML::Node f = yaml_section(path, "fit");
   if (!f) return c;
   get(f, "vmin_kms", c.vmin_kms, path);
   get(f, "vmax_kms", c.vmax_kms, path);

@@ -43,13 +43,7 @@ void get(const YAML::Node& n, const char* key, T& out, const std::string& path) 
 }  // namespace
 
 void load_select_config(const std::string& path, SelectConfig& cfg) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(path + ": cannot read YAML config: " + e.what());
-  }
-  const YAML::Node s = root["select"];
+  const YAML::Node s = yaml_section(path, "select");
   if (!s) return;
   get(s, "objtype", cfg.objtype_allowed, path);
   get(s, "fiberstatus_allowed_bits", cfg.fiberstatus_allowed_bits, path);

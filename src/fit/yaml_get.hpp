@@ -1,4 +1,5 @@
-// Reading one optional key of a YAML config section (config.cpp, select.cpp).
+// Reading a section of a YAML config file and its optional keys (config.cpp, select.cpp,
+// build_config.cpp).
 #pragma once
 #include <yaml-cpp/yaml.h>
 
@@ -7,6 +8,16 @@
 #include "common/error.hpp"
 
 namespace velox {
+
+// The `section` node of the YAML file at `path` (a null node when the section is absent).
+// Throws ConfigError "PATH: cannot read YAML config: reason".
+inline YAML::Node yaml_section(const std::string& path, const char* section) {
+  try {
+    return YAML::LoadFile(path)[section];
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(path + ": cannot read YAML config: " + e.what());
+  }
+}
 
 // Sets `out` from n[key] if present; throws ConfigError "PATH: SECTION.KEY: reason".
 template <class T>
