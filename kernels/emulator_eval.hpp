@@ -32,6 +32,12 @@ struct EmulatorView {
 
 VX_HD VX_INLINE int n_poly_terms(int n_label) { return 1 + n_label + n_label * (n_label + 1) / 2; }
 
+// Doubles of per-worker scratch emulator_coeffs_team() needs: one row of weights (value and
+// L derivatives) per polynomial term and per training star.
+VX_HD VX_INLINE long long emulator_scratch_size(const EmulatorView& e) {
+  return (long long)(e.n_poly + e.n_train) * (1 + e.n_label);
+}
+
 // Quadratic polynomial terms phi[P] and d phi / d x_l (dphi[l][P]) at scaled labels x[L].
 // Order: 1, x_0..x_{L-1}, then x_l x_m for l <= m (row-major over l).
 VX_HD VX_INLINE void poly_terms(const double* x, int n_label, double* phi, double* dphi) {

@@ -33,6 +33,7 @@ struct PipelineScratch {
   float* ivar;     // [n] working copy of ivar (clipped pixels set to 0)
   double* ccf;     // [n_out]
   double* acc;     // [8 * n_out]
+  double* emu;     // [emulator_scratch_size(em)] emulator row weights
 };
 
 // Per-spectrum shared state (shared memory on the GPU).

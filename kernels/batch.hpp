@@ -1,0 +1,112 @@
+// A batch of prepared spectra in flat arrays: the one layout every backend fits from. The host
+// packs it once (src/backend/batch.cpp); the CPU backend reads it in place, the CUDA backend
+// copies the same arrays to the device. batch_views() is the one place where a spectrum's FitData
+// and a worker's PipelineScratch are assembled, for every backend.
+//
+// Two kinds of storage:
+//  - per spectrum (index s < n_spec): the packed pixels (lnlam, xleg, flux, ivar, full_idx), the
+//    full-grid ln(lambda) and folded resolution rows of DESI arms, and the result;
+//  - per slot (index slot < n_slots): a worker's scratch, reused spectrum after spectrum. A slot
+//    is a CPU thread or a GPU warp. Sizes: slot_pix >= the largest n_pix in the batch,
+//    slot_full >= the largest sum of n_full over a spectrum's arms.
+#pragma once
+#include "kernels/fit_pipeline.hpp"
+
+namespace velox::kern {
+
+// One spectrum's offsets into the batch arrays.
+struct BatchSpectrum {
+  int n_pix = 0;
+  int n_arms = 0;
+  int arm_start[kMaxArms + 1] = {};
+  long long pix_off = 0;   // first used pixel in lnlam / xleg / flux / ivar / full_idx
+  long long full_off = 0;  // first full-grid pixel in full_lnlam (arms in order)
+  long long rmat_off = 0;  // first float of the folded rows in rmat (arms in order)
+  int n_full[kMaxArms] = {};  // 0: the arm has no resolution matrix (Gaussian LSF in the basis)
+  int ndiag[kMaxArms] = {};
+  int model[kMaxArms] = {};  // index of the arm's model in BatchView::basis / ccf_tmpl
+};
+
+struct BatchView {
+  EmulatorView em;
+  GridView grid;
+  PipelineConfig cfg;
+  int n_ccf = 0;                        // coarse CCF templates per model
+  const double* ccf_labels = nullptr;   // [n_ccf][L]
+  int np = 0;                           // 1 + L
+  int n_out = 0;                        // max(ccf_lags(cfg, grid), 7)
+  const float* const* basis = nullptr;     // [n_models] -> [n_tpix][K+1]
+  const float* const* ccf_tmpl = nullptr;  // [n_models] -> [n_ccf][n_tpix]
+  // Per spectrum.
+  int n_spec = 0;
+  const BatchSpectrum* spec = nullptr;  // [n_spec]
+  const double* lnlam = nullptr;        // [n_pix_total] ln(vacuum wavelength / A)
+  const double* xleg = nullptr;         // [n_pix_total]
+  const float* flux = nullptr;          // [n_pix_total]
+  float* ivar = nullptr;                // [n_pix_total] in: ivar; out: ivar after clipping
+  const int* full_idx = nullptr;        // [n_pix_total] index in the arm's full grid (-1: none)
+  const double* full_lnlam = nullptr;   // [n_full_total]
+  const float* rmat = nullptr;          // [sum over arms of n_full * ndiag]
+  PipelineResult* results = nullptr;    // [n_spec]
+  // Per slot.
+  int n_slots = 0;
+  long long slot_pix = 0, slot_full = 0;
+  double* T = nullptr;      // [n_slots][slot_pix]
+  double* dT = nullptr;     // [n_slots][slot_pix][np]
+  double* fn = nullptr;     // [n_slots][slot_pix]
+  double* wts = nullptr;    // [n_slots][slot_pix]
+  double* frac = nullptr;   // [n_slots][slot_pix]
+  int* t0 = nullptr;        // [n_slots][slot_pix]
+  double* Tf = nullptr;     // [n_slots][slot_full]
+  double* dTf = nullptr;    // [n_slots][slot_full][np]
+  double* ccf = nullptr;    // [n_slots][n_out]
+  double* acc = nullptr;    // [n_slots][8 * n_out]
+  double* emu = nullptr;    // [n_slots][emulator_scratch_size(em)]
+  PipelineShared* shared = nullptr;  // [n_slots]
+};
+
+// Spectrum s's FitData, slot `slot`'s scratch and the spectrum's CCF template sets (tmpl[a]).
+// d->ivar points to the batch's ivar (the pipeline clips in place).
+VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d,
+                                 PipelineScratch* sc, const float** tmpl) {
+  const BatchSpectrum& bs = b.spec[s];
+  const long long o = bs.pix_off;
+  d->n_pix = bs.n_pix;
+  d->n_arms = bs.n_arms;
+  for (int a = 0; a <= kMaxArms; ++a) d->arm_start[a] = bs.arm_start[a];
+  d->lnlam = b.lnlam + o;
+  d->xleg = b.xleg + o;
+  d->flux = b.flux + o;
+  d->ivar = b.ivar + o;
+  d->full_idx = b.full_idx ? b.full_idx + o : nullptr;
+  long long full = bs.full_off, rm = bs.rmat_off;
+  int off = 0;
+  for (int a = 0; a < kMaxArms; ++a) {
+    const bool on = a < bs.n_arms;
+    d->basis[a] = on ? b.basis[bs.model[a]] : nullptr;
+    tmpl[a] = on ? b.ccf_tmpl[bs.model[a]] : nullptr;
+    d->n_full[a] = on ? bs.n_full[a] : 0;
+    d->ndiag[a] = on ? bs.ndiag[a] : 0;
+    d->full_off[a] = off;
+    d->full_lnlam[a] = d->n_full[a] > 0 ? b.full_lnlam + full : nullptr;
+    d->rmat[a] = d->n_full[a] > 0 ? b.rmat + rm : nullptr;
+    full += d->n_full[a];
+    rm += (long long)d->n_full[a] * d->ndiag[a];
+    off += d->n_full[a];
+  }
+  const long long p = (long long)slot * b.slot_pix, f = (long long)slot * b.slot_full;
+  d->Tf = b.Tf ? b.Tf + f : nullptr;
+  d->dTf = b.dTf ? b.dTf + f * b.np : nullptr;
+  sc->T = b.T + p;
+  sc->dT = b.dT + p * b.np;
+  sc->fn = b.fn + p;
+  sc->wts = b.wts + p;
+  sc->frac = b.frac + p;
+  sc->t0 = b.t0 + p;
+  sc->ivar = b.ivar + o;
+  sc->ccf = b.ccf + (long long)slot * b.n_out;
+  sc->acc = b.acc + (long long)slot * 8 * b.n_out;
+  sc->emu = b.emu + (long long)slot * emulator_scratch_size(b.em);
+}
+
+}  // namespace velox::kern
