@@ -23,21 +23,24 @@ VX_HD void pseudo_normalise(const Team& team, const FitData& d, int deg, int n_i
   for (int a = 0; a < d.n_arms; ++a) {
     const int i0 = d.arm_start[a], n = d.arm_start[a + 1] - i0;
     for (int it = 0; it < n_iter; ++it) {
-      team.reduce_sum(n, nc * nc + nc, w->red, [&](int ii, auto acc) {
-        const int i = i0 + ii;
-        if (wts[i] == 0.0) return;
-        double p[kMaxCont];
-        legendre(d.xleg[i], deg, p);
-        for (int j = 0; j < nc; ++j) {
-          for (int k = j; k < nc; ++k) acc[j * nc + k] += d.ivar[i] * p[j] * p[k];
-          acc[nc * nc + j] += d.ivar[i] * p[j] * d.flux[i];
-        }
-      });
+      const int ntri = nc * (nc + 1) / 2;
+      team.reduce_gram(
+          n, nc + 1, ntri + nc, w->red,
+          [&](int ii, double* z) {
+            const int i = i0 + ii;
+            if (wts[i] == 0.0) return;
+            double p[kMaxCont];
+            legendre(d.xleg[i], deg, p);
+            const double s = sqrt((double)d.ivar[i]);
+            for (int j = 0; j < nc; ++j) z[j] = s * p[j];
+            z[nc] = s * d.flux[i];
+          },
+          [&](int t, int* ca, int* cb) { normal_pair(t, nc, ca, cb); });
       team.single([&] {
         double* gm = w->gchol[a];
         for (int j = 0; j < nc; ++j)
-          for (int k = j; k < nc; ++k) gm[j * nc + k] = gm[k * nc + j] = w->red[j * nc + k];
-        for (int j = 0; j < nc; ++j) w->cont[a][j] = w->red[nc * nc + j];
+          for (int k = j; k < nc; ++k) gm[j * nc + k] = gm[k * nc + j] = w->red[tri_index(j, k, nc)];
+        for (int j = 0; j < nc; ++j) w->cont[a][j] = w->red[ntri + j];
         if (cholesky(gm, nc))
           cholesky_solve(gm, nc, w->cont[a]);
         else
@@ -150,7 +153,7 @@ VX_HD void fixed_template_at_pixels(const Team& team, const GridView& g, const F
   };
   for (int a = 0; a < d.n_arms; ++a) {
     const float* t = tmpl[a] + (size_t)j * g.n_tpix;
-    const bool rm = VX_RESOLUTION_MATRIX && d.n_full[a] > 0;
+    const bool rm = d.n_full[a] > 0;
     const int i0 = d.arm_start[a];
     const int n_eval = rm ? d.n_full[a] : d.arm_start[a + 1] - i0;
     const double* ll = rm ? d.full_lnlam[a] : d.lnlam + i0;

@@ -32,10 +32,10 @@ struct EmulatorView {
 
 VX_HD VX_INLINE int n_poly_terms(int n_label) { return 1 + n_label + n_label * (n_label + 1) / 2; }
 
-// Doubles of per-worker scratch emulator_coeffs_team() needs: one row of weights (value and
-// L derivatives) per polynomial term and per training star.
+// Doubles of per-spectrum scratch emulator_coeffs_team() needs: one row of weights (value and
+// L derivatives) per polynomial term and per training star, then the K x (1 + L) sums.
 VX_HD VX_INLINE long long emulator_scratch_size(const EmulatorView& e) {
-  return (long long)(e.n_poly + e.n_train) * (1 + e.n_label);
+  return (long long)(e.n_poly + e.n_train + e.n_comp) * (1 + e.n_label);
 }
 
 // Quadratic polynomial terms phi[P] and d phi / d x_l (dphi[l][P]) at scaled labels x[L].
@@ -103,6 +103,60 @@ VX_HD VX_INLINE void emulator_coeffs(const EmulatorView& e, const double* labels
     const double inv_s = 1.0 / e.scale[l];
     for (int k = 1; k < K1; ++k) dc[l * K1 + k] *= inv_s;
   }
+}
+
+// emulator_coeffs() spread over a team (kernels/team.hpp): the same sums in the same order
+// (polynomial terms, then training stars, for every coefficient), in two phases:
+//  1. row weights: rows[r][0] = phi_r or the GP kernel value k_i, rows[r][1+l] = its derivative
+//     with respect to the scaled label x_l (one worker per training star);
+//  2. c[k] = sum_r rows[r][0] coef[r][k] and dc[l][k] = sum_r rows[r][1+l] coef[r][k] / scale_l
+//     with coef = poly_coef then alpha: team.reduce_grid, one column per coefficient (one lane
+//     each on the GPU, coalesced reads of the coefficient rows).
+// scratch: emulator_scratch_size(e) doubles. c[K+1] and dc[L][K+1] as in emulator_coeffs();
+// they are visible to every worker on return.
+template <class Team>
+VX_HD void emulator_coeffs_team(const Team& team, const EmulatorView& e, const double* labels,
+                                double* scratch, double* c, double* dc) {
+  const int L = e.n_label, K1 = e.n_comp, P = e.n_poly, W = 1 + L;
+  double* rows = scratch;
+  double* sums = scratch + (long long)(P + e.n_train) * W;
+  double x[kMaxLabels];
+  for (int l = 0; l < L; ++l) x[l] = (labels[l] - e.shift[l]) / e.scale[l];
+  team.single([&] {
+    double phi[1 + kMaxLabels + kMaxLabels * (kMaxLabels + 1) / 2];
+    double dphi[kMaxLabels * (1 + kMaxLabels + kMaxLabels * (kMaxLabels + 1) / 2)];
+    poly_terms(x, L, phi, dphi);
+    for (int p = 0; p < P; ++p) {
+      rows[p * W] = phi[p];
+      for (int l = 0; l < L; ++l) rows[p * W + 1 + l] = dphi[l * P + p];
+    }
+  });
+  team.for_each(e.n_train, [&](int i) {
+    const double* xi = e.train_x + i * L;
+    double* r = rows + (long long)(P + i) * W;
+    double d2 = 0.0;
+    for (int l = 0; l < L; ++l) {
+      const double d = x[l] - xi[l];
+      d2 += d * d * e.inv_len2[l];
+    }
+    // exp(-30) ~ 1e-13: no contribution at double precision (row skipped below).
+    const double kv = d2 > 60.0 ? 0.0 : exp(-0.5 * d2);
+    r[0] = kv;
+    for (int l = 0; l < L; ++l) r[1 + l] = -(x[l] - xi[l]) * e.inv_len2[l] * kv;
+  });
+  team.sync();
+  team.reduce_grid(P + e.n_train, K1 - 1, W, sums, [&](int r, int o, auto acc) {
+    const double* w = rows + (long long)r * W;
+    if (r >= P && w[0] == 0.0) return;
+    const double b = r < P ? e.poly_coef[r * K1 + 1 + o] : e.alpha[(r - P) * K1 + 1 + o];
+    acc[0] += w[0] * b;
+    for (int l = 0; l < L; ++l) acc[1 + l] += w[1 + l] * b;
+  });
+  team.for_each(K1, [&](int k) {
+    c[k] = k == 0 ? 1.0 : sums[(k - 1) * W];
+    for (int l = 0; l < L; ++l) dc[l * K1 + k] = k == 0 ? 0.0 : sums[(k - 1) * W + 1 + l] / e.scale[l];
+  });
+  team.sync();
 }
 
 }  // namespace velox::kern

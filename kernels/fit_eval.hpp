@@ -14,6 +14,7 @@
 #include "kernels/hd.hpp"
 #include "kernels/linalg.hpp"
 #include "kernels/physics.hpp"
+#include "kernels/team.hpp"
 
 namespace velox::kern {
 
@@ -74,6 +75,7 @@ struct EvalWork {
   double gchol[kMaxArms][kMaxCont * kMaxCont];  // Cholesky factor of G per arm
   double cont[kMaxArms][kMaxCont];               // profiled continuum coefficients per arm
   double red[kMaxCont * kMaxCont + kMaxCont];    // reduction buffer
+  double* emu;  // emulator scratch (emulator_scratch_size doubles); nullptr: serial coefficients
   double chi2;
   double chi2_arm[kMaxArms];  // chi^2 per arm
   double grad[kMaxParams];
@@ -100,6 +102,28 @@ VX_HD VX_INLINE void grid_stencil(const GridView& g, double lnlam, double lnd, i
   *f = fr;
 }
 
+// Index of (j, k), j <= k < n, in a packed upper triangle (row by row): the continuum normal
+// matrices are reduced packed, nc (nc + 1) / 2 slots instead of nc^2.
+VX_HD VX_INLINE int tri_index(int j, int k, int n) { return j * n - j * (j - 1) / 2 + (k - j); }
+
+// Columns of slot t of "normal equations" reduced with team.reduce_gram over rows [x_0..x_{n-1}, y]:
+// t < n(n+1)/2 is x_j x_k (j <= k, packed as tri_index), then n slots x_j y.
+VX_HD VX_INLINE void normal_pair(int t, int n, int* a, int* b) {
+  const int ntri = n * (n + 1) / 2;
+  if (t >= ntri) {
+    *a = t - ntri;
+    *b = n;
+    return;
+  }
+  int j = 0;
+  while (t >= n - j) {
+    t -= n - j;
+    ++j;
+  }
+  *a = j;
+  *b = j + t;
+}
+
 // Template value and derivatives at every pixel: T[n_pix], dT[n_pix][np] (np = 1 + L),
 // dT[.][0] = dT/dv, dT[.][1+l] = dT/dlabel_l. With em == nullptr, T = 1 (continuum-only model).
 template <class Team>
@@ -115,8 +139,12 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
     team.sync();
     return;
   }
-  team.single([&] { emulator_coeffs(*em, theta + 1, w->c, w->dc); });
-  team.sync();
+  if (w->emu) {
+    emulator_coeffs_team(team, *em, theta + 1, w->emu, w->c, w->dc);
+  } else {
+    team.single([&] { emulator_coeffs(*em, theta + 1, w->c, w->dc); });
+    team.sync();
+  }
   const int K1 = em->n_comp, L = em->n_label;
   const double lnd = ln_doppler(theta[0]);
   const double du_dv = -dln_doppler_dv(theta[0]) / g.dlnlam;
@@ -150,7 +178,7 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
   for (int a = 0; a < d.n_arms; ++a) {
     // Without a matrix the model is evaluated at the used pixels directly; with one, on the
     // arm's full grid first (one instantiation of the heavy loop either way).
-    const bool rm = VX_RESOLUTION_MATRIX && d.n_full[a] > 0;
+    const bool rm = d.n_full[a] > 0;
     const int i0 = d.arm_start[a];
     const int n_eval = rm ? d.n_full[a] : d.arm_start[a + 1] - i0;
     const double* ll = rm ? d.full_lnlam[a] : d.lnlam + i0;
@@ -185,64 +213,80 @@ VX_HD void profile_continuum(const Team& team, const FitData& d, int cont_deg, i
   team.sync();
   for (int a = 0; a < d.n_arms; ++a) {
     const int i0 = d.arm_start[a], n = d.arm_start[a + 1] - i0;
-    // Pass 1: G = A^T W A (upper triangle), q = A^T W f.
-    team.reduce_sum(n, nc * nc + nc, w->red, [&](int ii, auto acc) {
-      const int i = i0 + ii;
-      double p[kMaxCont];
-      legendre(d.xleg[i], cont_deg, p);
-      const double wt = d.ivar[i] * T[i];
-      for (int j = 0; j < nc; ++j) {
-        const double ajw = p[j] * wt;
-        for (int k = j; k < nc; ++k) acc[j * nc + k] += ajw * p[k] * T[i];
-        acc[nc * nc + j] += ajw * d.flux[i];
-      }
-    });
+    // Pass 1: G = A^T W A (packed upper triangle), q = A^T W f, from the weighted design rows
+    // sqrt(ivar) [T P_0 .. T P_deg | f].
+    const int ntri = nc * (nc + 1) / 2;
+    team.reduce_gram(
+        n, nc + 1, ntri + nc, w->red,
+        [&](int ii, double* z) {
+          const int i = i0 + ii;
+          double p[kMaxCont];
+          legendre(d.xleg[i], cont_deg, p);
+          const double s = sqrt((double)d.ivar[i]), st = s * T[i];
+          for (int j = 0; j < nc; ++j) z[j] = st * p[j];
+          z[nc] = s * d.flux[i];
+        },
+        [&](int t, int* ca, int* cb) { normal_pair(t, nc, ca, cb); });
     team.single([&] {
       double* gm = w->gchol[a];
       for (int j = 0; j < nc; ++j)
-        for (int k = j; k < nc; ++k) gm[j * nc + k] = gm[k * nc + j] = w->red[j * nc + k];
+        for (int k = j; k < nc; ++k) gm[j * nc + k] = gm[k * nc + j] = w->red[tri_index(j, k, nc)];
       if (!cholesky(gm, nc)) {
         w->ok = 0;
         return;
       }
-      for (int j = 0; j < nc; ++j) w->cont[a][j] = w->red[nc * nc + j];
+      for (int j = 0; j < nc; ++j) w->cont[a][j] = w->red[ntri + j];
       cholesky_solve(gm, nc, w->cont[a]);
     });
     team.sync();
     if (!w->ok) return;
-    // Pass 2: chi^2, J^T W J, J^T W r and C = A^T W J with J = P * dT.
-    const int m = 1 + (need_jac ? np * np + np + nc * np : 0);
-    team.reduce_sum(n, m, w->red, [&](int ii, auto acc) {
-      const int i = i0 + ii;
-      double p[kMaxCont];
-      legendre(d.xleg[i], cont_deg, p);
-      double cont = 0.0;
-      for (int j = 0; j < nc; ++j) cont += w->cont[a][j] * p[j];
-      const double r = d.flux[i] - cont * T[i];
-      acc[0] += d.ivar[i] * r * r;
-      if (!need_jac) return;
-      double jrow[kMaxParams];
-      for (int q = 0; q < np; ++q) jrow[q] = cont * dT[i * np + q] * d.ivar[i];
-      // Layout of acc: [1] chi^2, [np*np] J^T W J, [np] J^T W r, [nc*np] C.
-      const int o_jtr = 1 + np * np, o_cm = o_jtr + np;
-      for (int q = 0; q < np; ++q) {
-        for (int s = q; s < np; ++s) acc[1 + q * np + s] += jrow[q] * cont * dT[i * np + s];
-        acc[o_jtr + q] += jrow[q] * r;
-        for (int j = 0; j < nc; ++j) acc[o_cm + j * np + q] += p[j] * T[i] * jrow[q];
-      }
-    });
+    // Pass 2: chi^2, J^T W J (packed upper triangle), J^T W r and C = A^T W J with J = P * dT,
+    // from the weighted rows sqrt(ivar) [T P_0 .. T P_deg | J_0 .. J_{np-1} | r].
+    // Layout of w->red: [1] chi^2, [ptri] J^T W J, [np] J^T W r, [nc*np] C (C_jq at j*np + q).
+    const int ptri = np * (np + 1) / 2;
+    const int m = 1 + (need_jac ? ptri + np + nc * np : 0);
+    const int cr = nc + np;  // column of r
+    team.reduce_gram(
+        n, nc + np + 1, m, w->red,
+        [&](int ii, double* z) {
+          const int i = i0 + ii;
+          double p[kMaxCont];
+          legendre(d.xleg[i], cont_deg, p);
+          double cont = 0.0;
+          for (int j = 0; j < nc; ++j) cont += w->cont[a][j] * p[j];
+          const double s = sqrt((double)d.ivar[i]);
+          z[cr] = s * (d.flux[i] - cont * T[i]);
+          if (!need_jac) return;
+          const double st = s * T[i], sc = s * cont;
+          for (int j = 0; j < nc; ++j) z[j] = st * p[j];
+          for (int q = 0; q < np; ++q) z[nc + q] = sc * dT[i * np + q];
+        },
+        [&](int t, int* ca, int* cb) {
+          if (t == 0) {
+            *ca = *cb = cr;
+          } else if (t <= ptri + np) {
+            normal_pair(t - 1, np, ca, cb);  // J_q J_s, then J_q r (column np -> cr)
+            *ca += nc;
+            *cb += nc;
+          } else {
+            const int u = t - 1 - ptri - np;
+            *ca = u / np;
+            *cb = nc + u % np;
+          }
+        });
     team.single([&] {
       w->chi2 += w->red[0];
       w->chi2_arm[a] = w->red[0];
       if (!need_jac) return;
       const double* jtj = w->red + 1;
-      const double* jtr = jtj + np * np;
+      const double* jtr = jtj + ptri;
       const double* cm = jtr + np;
       for (int q = 0; q < np; ++q) {
         w->grad[q] += jtr[q];
         for (int s = q; s < np; ++s) {
-          w->hess[q * np + s] += jtj[q * np + s];
-          if (s != q) w->hess[s * np + q] += jtj[q * np + s];
+          const double v = jtj[tri_index(q, s, np)];
+          w->hess[q * np + s] += v;
+          if (s != q) w->hess[s * np + q] += v;
         }
       }
       // Schur complement: H -= C^T G^-1 C, column by column.

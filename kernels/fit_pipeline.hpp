@@ -80,6 +80,8 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
   const int L = em.n_label;
   EvalWork* w = &sh->w;
   if (n_ccf > kMaxCcfTemplates) n_ccf = kMaxCcfTemplates;
+  team.single([&] { w->emu = sc.emu; });
+  team.sync();
   // ---- CCF ---------------------------------------------------------------------------------
   pseudo_normalise(team, d, cfg.ccf_cont_deg, 4, w, sc.fn, sc.wts);
   pixel_positions(team, g, d, sc.t0, sc.frac);

@@ -8,12 +8,3 @@
 #define VX_HD
 #define VX_INLINE inline
 #endif
-
-// The resolution-matrix forward model (FitData::n_full > 0) is not compiled into the device
-// kernels yet: the CUDA backend never receives matrices (the host keeps those chunks on the CPU),
-// and leaving the path out keeps the fitting kernel free of spills (docs/gpu.md).
-#if defined(__CUDA_ARCH__)
-#define VX_RESOLUTION_MATRIX 0
-#else
-#define VX_RESOLUTION_MATRIX 1
-#endif

@@ -1,23 +1,48 @@
 // The "team" abstraction: the group of workers that cooperates on ONE spectrum.
 // Every per-spectrum kernel is written once against this interface and instantiated for
 //  - SerialTeam (CPU backend, all tests): a plain loop, one spectrum per CPU thread;
-//  - a CUDA block team (backend/cuda, issue 4): threads stride over pixels, __syncthreads()
-//    marks phase boundaries and reductions go through shared memory.
+//  - WarpTeam (CUDA backend, kernels/team_cuda.hpp): the 32 lanes of one warp, shuffle
+//    reductions, __syncwarp() at phase boundaries, no atomics and no block barriers;
+//  - LaneTeam (CPU, tests): emulates WarpTeam's decomposition lane by lane (the same pixel-to-lane
+//    assignment, per-lane partial sums, the same xor-butterfly order of the shuffle reduction),
+//    so CI tests the GPU's parallel decomposition without a GPU.
 // Model: Kokkos TeamPolicy / AMReX ParallelFor. Interface:
 //   team.for_each(n, f)            f(i) for i in [0, n), any order, any worker
 //   team.reduce_sum(n, m, out, f)  out[0..m) = sum_i of f(i, acc) contributions (acc has m slots,
-//                                  zeroed); result visible to every worker afterwards
+//                                  zeroed; m <= kMaxReduce); result visible to every worker
+//                                  afterwards
 //   team.reduce_grid(n, n_o, width, out, f)
 //                                  out[o*width + k] = sum_i f(i, o, acc) contributions (acc has
-//                                  `width` <= 4 slots for output o): a reduction per output
-//                                  column, e.g. CCF lags; the GPU gives each column its own
-//                                  thread (register accumulators, no atomics)
+//                                  `width` <= kMaxGridWidth slots for output o), summed over i in
+//                                  increasing order for every team: a reduction per output column
+//                                  (CCF lags, emulator coefficients); the GPU gives each column
+//                                  its own lane (register accumulators)
+//   team.reduce_gram(n, R, m, out, row, pair)
+//                                  out[k] = sum_i z_i[a_k] * z_i[b_k] for k < m (m <=
+//                                  kMaxGramSlots), where row(i, z) writes pixel i's row vector
+//                                  z[R] (R <= kMaxGramRow, zeroed before) and pair(k, &a, &b)
+//                                  names slot k's two columns: every normal-equation sum of the
+//                                  fit (continuum G = A^T W A, J^T W J, ...) is such a Gram sum of
+//                                  weighted design rows. Summed over i in increasing order for
+//                                  every team (CPU and GPU results agree up to FMA contraction).
+//                                  The GPU stages 32 rows in shared memory and gives each lane up
+//                                  to 5 slots: register accumulators, no atomics, no shuffles.
 //   team.sync()                    all writes before are visible to all workers after
 //   team.single(f)                 f() runs once (one worker); sync() after it to publish
 #pragma once
 #include "kernels/hd.hpp"
 
 namespace velox::kern {
+
+constexpr int kMaxReduce = 4;     // reduce_sum slots (small sums: counts, means, norms)
+constexpr int kMaxGridWidth = 5;  // 1 + kMaxLabels (emulator coefficients and derivatives)
+constexpr int kWarpLanes = 32;
+// reduce_gram: rows of at most kMaxCont + kMaxParams + 1 = 16 + 5 + 1 values; slots: the packed
+// continuum normal equations, 16 * 17 / 2 + 16 = 152, at most 5 per lane (kernels/fit_eval.hpp).
+constexpr int kMaxGramRow = 22;
+constexpr int kGramStride = 23;  // row stride of the GPU's staging tile (odd: fewer bank conflicts)
+constexpr int kGramSlotsPerLane = 5;
+constexpr int kMaxGramSlots = kGramSlotsPerLane * kWarpLanes;
 
 struct SerialTeam {
   template <class F>
@@ -31,14 +56,96 @@ struct SerialTeam {
   }
   template <class F>
   VX_HD void reduce_grid(int n, int n_o, int width, double* out, F&& f) const {
-    // Pixels outer, columns inner: the template is read contiguously on the CPU.
+    // Rows outer, columns inner: the template / coefficient rows are read contiguously.
     for (int k = 0; k < n_o * width; ++k) out[k] = 0.0;
     for (int i = 0; i < n; ++i)
       for (int o = 0; o < n_o; ++o) f(i, o, out + o * width);
   }
+  template <class Row, class Pair>
+  VX_HD void reduce_gram(int n, int R, int m, double* out, Row&& row, Pair&& pair) const {
+    int pa[kMaxGramSlots], pb[kMaxGramSlots];
+    for (int k = 0; k < m; ++k) {
+      pair(k, &pa[k], &pb[k]);
+      out[k] = 0.0;
+    }
+    double z[kMaxGramRow];
+    for (int i = 0; i < n; ++i) {
+      for (int c = 0; c < R; ++c) z[c] = 0.0;
+      row(i, z);
+      for (int k = 0; k < m; ++k) out[k] += z[pa[k]] * z[pb[k]];
+    }
+  }
   VX_HD void sync() const {}
   template <class F>
   VX_HD void single(F&& f) const {
+    f();
+  }
+};
+
+// WarpTeam's decomposition on the CPU (host only; used by tests). Lane l handles items
+// l, l + 32, ...; reduce_sum keeps one partial sum per lane and combines them in the order of
+// WarpTeam's __shfl_xor_sync butterfly (offsets 16, 8, 4, 2, 1); reduce_grid gives each column
+// to one lane, which sums over i in order. Results therefore match WarpTeam's up to the device
+// compiler's FMA contraction.
+struct LaneTeam {
+  template <class F>
+  void for_each(int n, F&& f) const {
+    for (int lane = 0; lane < kWarpLanes; ++lane)
+      for (int i = lane; i < n; i += kWarpLanes) f(i);
+  }
+  template <class F>
+  void reduce_sum(int n, int m, double* out, F&& f) const {
+    double acc[kWarpLanes][kMaxReduce];
+    for (int lane = 0; lane < kWarpLanes; ++lane) {
+      for (int k = 0; k < m; ++k) acc[lane][k] = 0.0;
+      for (int i = lane; i < n; i += kWarpLanes) f(i, acc[lane]);
+    }
+    for (int k = 0; k < m; ++k) {
+      double v[kWarpLanes];
+      for (int lane = 0; lane < kWarpLanes; ++lane) v[lane] = acc[lane][k];
+      for (int off = kWarpLanes / 2; off > 0; off /= 2) {
+        double nv[kWarpLanes];
+        for (int lane = 0; lane < kWarpLanes; ++lane) nv[lane] = v[lane] + v[lane ^ off];
+        for (int lane = 0; lane < kWarpLanes; ++lane) v[lane] = nv[lane];
+      }
+      out[k] = v[0];
+    }
+  }
+  template <class F>
+  void reduce_grid(int n, int n_o, int width, double* out, F&& f) const {
+    for (int o = 0; o < n_o; ++o) {
+      double acc[kMaxGridWidth] = {0.0, 0.0, 0.0, 0.0, 0.0};
+      for (int i = 0; i < n; ++i) f(i, o, acc);
+      for (int k = 0; k < width; ++k) out[o * width + k] = acc[k];
+    }
+  }
+  template <class Row, class Pair>
+  void reduce_gram(int n, int R, int m, double* out, Row&& row, Pair&& pair) const {
+    // WarpTeam's tile: 32 rows staged (lane l writes row base + l), then the lane owning slot k
+    // (k % 32) sums its column pair over the staged rows in order.
+    double tile[kWarpLanes * kGramStride];
+    double acc[kMaxGramSlots];
+    int pa[kMaxGramSlots], pb[kMaxGramSlots];
+    for (int k = 0; k < m; ++k) {
+      pair(k, &pa[k], &pb[k]);
+      acc[k] = 0.0;
+    }
+    for (int base = 0; base < n; base += kWarpLanes) {
+      for (int lane = 0; lane < kWarpLanes; ++lane) {
+        double* z = tile + lane * kGramStride;
+        for (int c = 0; c < R; ++c) z[c] = 0.0;
+        if (base + lane < n) row(base + lane, z);
+      }
+      const int cnt = n - base < kWarpLanes ? n - base : kWarpLanes;
+      for (int k = 0; k < m; ++k)
+        for (int p = 0; p < cnt; ++p)
+          acc[k] += tile[p * kGramStride + pa[k]] * tile[p * kGramStride + pb[k]];
+    }
+    for (int k = 0; k < m; ++k) out[k] = acc[k];
+  }
+  void sync() const {}
+  template <class F>
+  void single(F&& f) const {
     f();
   }
 };

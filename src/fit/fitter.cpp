@@ -189,9 +189,10 @@ CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnost
   std::vector<double> ccf(n_out), acc(8 * static_cast<size_t>(n_out));
   std::vector<int> t0(n);
   std::vector<float> ivar = all.ivar;
+  std::vector<double> emu(static_cast<size_t>(kern::emulator_scratch_size(em)));
   std::vector<double> Tf(all.n_full_total()), dTf(all.n_full_total() * np);
   const kern::PipelineScratch sc{T.data(), dT.data(),   fn.data(),  wts.data(), frac.data(),
-                                 t0.data(), ivar.data(), ccf.data(), acc.data()};
+                                 t0.data(), ivar.data(), ccf.data(), acc.data(), emu.data()};
   kern::FitData d = all.view(Tf.data(), dTf.data());
   d.ivar = ivar.data();
   const float* tmpl[kern::kMaxArms] = {};
