@@ -103,11 +103,14 @@ FitEngine::FitEngine(const FitOptions& opt, int threads)
     const GpuInfo g = query_gpus();
     if (g.device_count > 0) {
       const int dev = opt.gpu_device % g.device_count;
-      gpu_min_batch_ = opt.device == "gpu" ? 1 : static_cast<size_t>(std::max(1, opt.gpu_min_batch));
-      gpu_ = make_cuda_backend(lib_, pc, dev, gpu_min_batch_);
-      spdlog::info("device {}: CUDA device {} of {}: {} (chunks of >= {} spectra; smaller ones on "
-                   "the CPU)", opt.device, dev, g.device_count, gpu_->name(),
-                   std::max(gpu_min_batch_, static_cast<size_t>(opt.gpu_min_batch)));
+      // Chunks gather gpu_min_batch spectra; with --device gpu a smaller (last) one goes to the
+      // GPU as well, with auto it runs on the CPU.
+      gpu_chunk_ = static_cast<size_t>(std::max(1, opt.gpu_min_batch));
+      const size_t min_batch = opt.device == "gpu" ? 1 : gpu_chunk_;
+      gpu_ = make_cuda_backend(lib_, pc, dev, min_batch);
+      spdlog::info("device {}: CUDA device {} of {}: {} (chunks of >= {} spectra{})", opt.device,
+                   dev, g.device_count, gpu_->name(), gpu_chunk_,
+                   min_batch > 1 ? "; smaller ones on the CPU" : "");
     } else if (opt.device == "gpu") {
       throw ConfigError("--device gpu: no usable GPU: " + g.message);
     } else {
@@ -154,7 +157,7 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
   std::vector<Pending> chunk;
   std::deque<Chunk> in_flight;  // submitted, oldest first
   size_t chunk_spectra = 0;
-  const size_t chunk_min = std::max(chunk_min_spectra, gpu_ ? gpu_min_batch_ : size_t{0});
+  const size_t chunk_min = std::max(chunk_min_spectra, gpu_ ? gpu_chunk_ : size_t{0});
 
   // Collect the oldest chunk's fits, finish its rows and report its files.
   auto complete = [&] {

@@ -124,7 +124,7 @@ class FitEngine {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<CpuBackend> cpu_;
   std::unique_ptr<Backend> gpu_;  // null: no GPU in use
-  size_t gpu_min_batch_ = 0;
+  size_t gpu_chunk_ = 0;  // spectra a chunk gathers when the GPU is in use
   std::set<std::string> routing_logged_;
   double seconds_fit_ = 0.0;
 };
