@@ -31,8 +31,8 @@ void SlotScratch::ensure(int n, const SlotSizes& s) {
   shared = std::make_unique<kern::PipelineShared[]>(ns);
 }
 
-HostBatch::HostBatch(const std::vector<const PreparedSpectrum*>& specs,
-                     const TemplateLibrary& lib, const kern::PipelineConfig& pc)
+HostBatch::HostBatch(const std::vector<const PreparedSpectrum*>& specs, const TemplateLibrary& lib,
+                     const kern::PipelineConfig& pc)
     : em(lib.view()), grid(lib.grid()), cfg(pc), ccf_labels(lib.ccf_labels.data()) {
   if (specs.empty()) throw std::invalid_argument("HostBatch: no spectra");
   size_t n_pix = 0, n_full = 0, n_rmat = 0;

@@ -19,8 +19,8 @@ size_t gpu_bytes_per_slot(long long slot_pix, long long slot_full, int np, int n
   const size_t full = static_cast<size_t>(std::max(0LL, slot_full));
   const size_t lags = static_cast<size_t>(std::max(n_out, 7));
   return pix * (sizeof(double) * (4 + np) + sizeof(int))  // T, dT[np], fn, wts, frac; t0
-         + full * sizeof(double) * (1 + np)                // Tf, dTf[np]
-         + 9 * lags * sizeof(double)                       // ccf, acc[8]
+         + full * sizeof(double) * (1 + np)               // Tf, dTf[np]
+         + 9 * lags * sizeof(double)                      // ccf, acc[8]
          + static_cast<size_t>(std::max(0LL, emu)) * sizeof(double) + sizeof(kern::PipelineShared);
 }
 
@@ -35,7 +35,8 @@ size_t gpu_batch_size(size_t free_bytes, double safety, size_t fixed_bytes,
 }
 
 size_t gpu_target_batch(int n_slots, int waves, size_t min_batch, size_t max_batch) {
-  const size_t want = static_cast<size_t>(std::max(1, n_slots)) * static_cast<size_t>(std::max(1, waves));
+  const size_t want =
+      static_cast<size_t>(std::max(1, n_slots)) * static_cast<size_t>(std::max(1, waves));
   return std::min(std::max(want, min_batch), max_batch);
 }
 

@@ -14,6 +14,7 @@
 #include "fit/fitter.hpp"
 #include "io/readers.hpp"
 #include "test_util.hpp"
+#include "thin_library.hpp"
 
 using namespace velox;
 
@@ -57,10 +58,11 @@ int compare(const std::string& label, const std::vector<SpectrumFile>& files,
                     std::fabs(a.CHISQ_TOT - b.CHISQ_TOT) < 1e-3 * a.CHISQ_TOT;
     if (!ok) {
       ++bad;
-      std::printf("MISMATCH %s %s row %d: cpu v=%.3f T=%.1f g=%.3f f=%.3f chi2=%.3f | gpu v=%.3f "
-                  "T=%.1f g=%.3f f=%.3f chi2=%.3f\n",
-                  label.c_str(), a.SOURCE_FILE.c_str(), a.ROW_IN_FILE, a.VRAD, a.TEFF, a.LOGG,
-                  a.FEH, a.CHISQ_TOT, b.VRAD, b.TEFF, b.LOGG, b.FEH, b.CHISQ_TOT);
+      std::printf(
+          "MISMATCH %s %s row %d: cpu v=%.3f T=%.1f g=%.3f f=%.3f chi2=%.3f | gpu v=%.3f "
+          "T=%.1f g=%.3f f=%.3f chi2=%.3f\n",
+          label.c_str(), a.SOURCE_FILE.c_str(), a.ROW_IN_FILE, a.VRAD, a.TEFF, a.LOGG, a.FEH,
+          a.CHISQ_TOT, b.VRAD, b.TEFF, b.LOGG, b.FEH, b.CHISQ_TOT);
     }
   }
   std::printf("gpu.parity %s: %zu spectra (%zu fitted, %zu matrix arms), %d mismatches\n",
@@ -80,20 +82,17 @@ int main() {
     std::printf("gpu.parity: SKIPPED: %s\n", g.message.c_str());
     return 77;
   }
-  BuildConfig bc;
-  bc.n_components = 30;
-  const auto lib = build_library(read_templates(test::data("templates/miles/miles_thin")), bc);
+  const auto& lib = test::thin_library();
   FitConfig cfg;
   std::vector<SpectrumFile> lamost;
-  for (const auto& e : std::filesystem::directory_iterator(
-           test::data("spectra/lamost_dr10_pylasp/fits")))
+  for (const auto& e :
+       std::filesystem::directory_iterator(test::data("spectra/lamost_dr10_pylasp/fits")))
     lamost.push_back(read_spectra(e.path().string()));
   int bad = compare("lamost-dr10", lamost, lib, cfg, "lamost-dr10", false);
   FitConfig desi_cfg;
   desi_cfg.resolution_matrix = true;
   std::vector<SpectrumFile> desi;
   desi.push_back(read_spectra(test::data("spectra/desi_lamost/coadd-lamost-dr10.fits")));
-  bad += compare("desi-coadd-lamost-dr10", desi, lib, desi_cfg, format_name(desi[0].format),
-                 true);
+  bad += compare("desi-coadd-lamost-dr10", desi, lib, desi_cfg, format_name(desi[0].format), true);
   return bad == 0 ? 0 : 1;
 }

@@ -45,9 +45,9 @@ int fit_kernel_slots(int device) {
   int sms = 0, per_sm = 0;
   stub_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
              "cudaDeviceGetAttribute");
-  stub_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fit_batch_kernel, kStubThreads,
-                                                           0),
-             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  stub_check(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fit_batch_kernel, kStubThreads, 0),
+      "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   return sms * (per_sm > 0 ? per_sm : 1);
 }
 

@@ -50,7 +50,8 @@ struct DevArray {
   }
   void upload(const T* host, size_t n) {  // synchronous (library data, once)
     ensure(n);
-    if (n) check(cudaMemcpy(p, host, n * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy (library)");
+    if (n)
+      check(cudaMemcpy(p, host, n * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy (library)");
   }
 };
 
@@ -197,18 +198,19 @@ class CudaBackend final : public Backend {
     for (const auto* p : specs) {
       size_t n_rmat = 0;
       for (const auto& r : p->packed.rmat) n_rmat += r.size();
-      per = std::max(per, gpu_bytes_per_spectrum(p->packed.flux.size(), p->packed.n_full_total(),
-                                                 n_rmat));
+      per = std::max(
+          per, gpu_bytes_per_spectrum(p->packed.flux.size(), p->packed.n_full_total(), n_rmat));
       s.slot_pix = std::max<long long>(s.slot_pix, static_cast<long long>(p->packed.flux.size()));
-      s.slot_full = std::max<long long>(s.slot_full, static_cast<long long>(p->packed.n_full_total()));
+      s.slot_full =
+          std::max<long long>(s.slot_full, static_cast<long long>(p->packed.n_full_total()));
     }
     size_t free_b = 0, total_b = 0;
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
     const size_t fixed = static_cast<size_t>(kSets) * n_slots_ *
                          gpu_bytes_per_slot(s.slot_pix, s.slot_full, s.np, s.n_out, s.emu);
     // What this engine already holds for batches is reusable: count it as free.
-    const size_t n = gpu_batch_size(free_b + held_bytes_, kMemSafety, fixed, per, kSets,
-                                    preferred_batch());
+    const size_t n =
+        gpu_batch_size(free_b + held_bytes_, kMemSafety, fixed, per, kSets, preferred_batch());
     if (n == 0)
       throw std::runtime_error("CUDA: not enough free device memory for one batch (" +
                                std::to_string(free_b >> 20) + " MiB free)");
@@ -220,8 +222,10 @@ class CudaBackend final : public Backend {
     for (const ArmModel* m : hb.models) {
       auto it = models_.find(m);
       if (it == models_.end()) {
-        it = models_.emplace(std::piecewise_construct, std::forward_as_tuple(m),
-                             std::forward_as_tuple()).first;
+        it = models_
+                 .emplace(std::piecewise_construct, std::forward_as_tuple(m),
+                          std::forward_as_tuple())
+                 .first;
         it->second.first.upload(m->basis.data(), m->basis.size());
         it->second.second.upload(m->ccf_templates.data(), m->ccf_templates.size());
       }

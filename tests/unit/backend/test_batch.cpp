@@ -10,19 +10,11 @@
 #include "emulator/build.hpp"
 #include "io/readers.hpp"
 #include "test_util.hpp"
+#include "thin_library.hpp"
 
 using namespace velox;
 
 namespace {
-
-const TemplateLibrary& thin_library() {
-  static const TemplateLibrary lib = [] {
-    BuildConfig bc;
-    bc.n_components = 30;
-    return build_library(read_templates(test::data("templates/miles/miles_thin")), bc);
-  }();
-  return lib;
-}
 
 // A few LAMOST DR10 spectra (Gaussian LSF) and DESI-layout spectra with resolution matrices.
 struct Inputs {
@@ -30,8 +22,8 @@ struct Inputs {
   std::vector<std::string> formats;
   Inputs() {
     int n = 0;
-    for (const auto& e : std::filesystem::directory_iterator(
-             test::data("spectra/lamost_dr10_pylasp/fits"))) {
+    for (const auto& e :
+         std::filesystem::directory_iterator(test::data("spectra/lamost_dr10_pylasp/fits"))) {
       if (n++ == 3) break;
       files.push_back(read_spectra(e.path().string()));
     }
@@ -51,7 +43,7 @@ bool same(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 }  // namespace
 
 TEST_CASE("HostBatch packing shows each spectrum as Packed::view() does", "[backend][realdata]") {
-  const auto& lib = thin_library();
+  const auto& lib = test::thin_library();
   ArmModelCache cache(lib);
   FitConfig cfg;
   const Inputs in;
@@ -97,8 +89,8 @@ TEST_CASE("HostBatch packing shows each spectrum as Packed::view() does", "[back
       ++n_matrix;
       CHECK(got.full_off[a] == want.full_off[a]);
       CHECK(same_array(got.full_lnlam[a], want.full_lnlam[a], got.n_full[a]));
-      CHECK(same_array(got.rmat[a], want.rmat[a],
-                       static_cast<size_t>(got.n_full[a]) * got.ndiag[a]));
+      CHECK(
+          same_array(got.rmat[a], want.rmat[a], static_cast<size_t>(got.n_full[a]) * got.ndiag[a]));
     }
     // Slot 1's scratch holds the largest spectrum.
     CHECK(sc.T == scratch.T.data() + scratch.sizes.slot_pix);
@@ -109,7 +101,7 @@ TEST_CASE("HostBatch packing shows each spectrum as Packed::view() does", "[back
 
 TEST_CASE("CPU backend results equal fit_spectrum bit for bit with 1, 2 and 3 threads",
           "[backend][realdata]") {
-  const auto& lib = thin_library();
+  const auto& lib = test::thin_library();
   ArmModelCache cache(lib);
   FitConfig cfg;
   const Inputs in;
@@ -130,7 +122,8 @@ TEST_CASE("CPU backend results equal fit_spectrum bit for bit with 1, 2 and 3 th
     CpuBackend cpu(lib, pipeline_config(cfg, lib), pool);
     std::vector<PreparedSpectrum> prep;
     std::vector<const PreparedSpectrum*> ready;
-    for (size_t i = 0; i < specs.size(); ++i) prep.push_back(prepare_spectrum(*specs[i], *spec_ctx[i]));
+    for (size_t i = 0; i < specs.size(); ++i)
+      prep.push_back(prepare_spectrum(*specs[i], *spec_ctx[i]));
     for (const auto& p : prep)
       if (p.ready) ready.push_back(&p);
     // Two batches through the same backend: scratch reused from one to the next.
@@ -180,8 +173,10 @@ TEST_CASE("Thread pool visits every index once with a valid worker id", "[backen
         CHECK(!bad[i]);
       }
     }
-    CHECK_THROWS_AS(pool.for_each(10, [](size_t i, int) {
-      if (i == 5) throw std::runtime_error("boom");
-    }), std::runtime_error);
+    CHECK_THROWS_AS(pool.for_each(10,
+                                  [](size_t i, int) {
+                                    if (i == 5) throw std::runtime_error("boom");
+                                  }),
+                    std::runtime_error);
   }
 }

@@ -18,13 +18,12 @@ TEST_CASE("GPU batch size is (free x safety - fixed) / (sets x bytes per spectru
   CHECK(gpu_batch_size(1'000'000, 0.8, 0, 0, 1, 65536) == 0);
 }
 
-TEST_CASE("GPU bytes per spectrum are the packed inputs only, linear in pixels",
-          "[gpu][sizing]") {
+TEST_CASE("GPU bytes per spectrum are the packed inputs only, linear in pixels", "[gpu][sizing]") {
   const size_t a = gpu_bytes_per_spectrum(3000);
   const size_t b = gpu_bytes_per_spectrum(6000);
   const size_t z = gpu_bytes_per_spectrum(0);
-  CHECK(b - a == a - z);         // linear in the number of pixels
-  CHECK(a - z == 3000 * 28);     // lnlam, xleg (8 B), flux, ivar, full_idx (4 B)
+  CHECK(b - a == a - z);      // linear in the number of pixels
+  CHECK(a - z == 3000 * 28);  // lnlam, xleg (8 B), flux, ivar, full_idx (4 B)
   // Resolution matrices: 8 B per full-grid pixel and 4 B per folded-row float.
   CHECK(gpu_bytes_per_spectrum(3000, 1000, 11000) - a == 1000 * 8 + 11000 * 4);
   // A LAMOST-size spectrum (3000 px) needs < 100 kB: 80 GB x 0.8 holds > 6 x 10^5 of them.
@@ -35,8 +34,8 @@ TEST_CASE("GPU slot scratch grows with slot pixels and parameters", "[gpu][sizin
   const size_t a = gpu_bytes_per_slot(3000, 0, 4, 135, 1000);
   CHECK(gpu_bytes_per_slot(3000, 0, 5, 135, 1000) - a == 3000 * sizeof(double));  // dT column
   CHECK(gpu_bytes_per_slot(6000, 0, 4, 135, 1000) - a == 3000 * (8 * 8 + 4));
-  CHECK(gpu_bytes_per_slot(3000, 100, 4, 135, 1000) - a == 100 * 8 * 5);          // Tf, dTf
-  CHECK(gpu_bytes_per_slot(3000, 0, 4, 135, 1001) - a == 8);                      // emulator
+  CHECK(gpu_bytes_per_slot(3000, 100, 4, 135, 1000) - a == 100 * 8 * 5);  // Tf, dTf
+  CHECK(gpu_bytes_per_slot(3000, 0, 4, 135, 1001) - a == 8);              // emulator
 }
 
 TEST_CASE("GPU target batch fills every slot several times within the limits", "[gpu][sizing]") {
