@@ -91,7 +91,7 @@ BenchResult bench_device(const FitOptions& base, const std::string& device, int 
   o.device = device;
   FitEngine engine(o, o.threads);  // ConfigError: the device is unavailable
   if (device == "gpu" && !engine.gpu_backend()) throw ConfigError("no GPU backend");
-  Backend& backend = device == "gpu" ? *engine.gpu_backend() : engine.cpu_backend();
+  Backend& backend = engine.gpu_backend() ? *engine.gpu_backend() : engine.cpu_backend();
   std::vector<std::unique_ptr<FitContext>> ctxs;
   std::vector<FitJob> jobs;
   for (const auto& f : files) {
