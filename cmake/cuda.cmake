@@ -20,8 +20,10 @@ enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
 set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
-# The .cu joins velox_core (it needs the host fitter's prepare/finish code, and velox_core needs it).
-target_sources(velox_core PRIVATE ${CMAKE_SOURCE_DIR}/src/backend/cuda/gpu_fit.cu)
+# The .cu files join velox_core (the GPU engine needs the host batch packing, and velox_core needs
+# the engine): gpu_engine.cu (buffers, streams, library) and the fit kernel's launch.
+file(GLOB VELOX_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.cu)
+target_sources(velox_core PRIVATE ${VELOX_CUDA_SOURCES})
 # Calling host code from device code is an error: Eigen's solvers, std:: algorithms etc. would
 # otherwise compile to nothing in device code. -Xptxas=-v writes the resource report.
 target_compile_options(velox_core PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--Werror

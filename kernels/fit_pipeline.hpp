@@ -1,7 +1,7 @@
 // The whole fit of ONE spectrum as a team kernel: pseudo-normalisation → CCF over the coarse
 // templates → chi^2 grid → Levenberg-Marquardt from the best starts → one re-fit after clipping
 // outliers → per-arm chi^2 and the continuum-only chi^2. The CPU backend runs it with SerialTeam
-// (src/fit/fitter.cpp), the CUDA backend with one block per spectrum (src/backend/cuda). Host code
+// (src/backend/cpu), the CUDA backend with one warp per spectrum (src/backend/cuda). Host code
 // does the masking/packing before and the flags after; everything numerical is here.
 #pragma once
 #include <cmath>

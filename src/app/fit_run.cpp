@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -90,19 +91,26 @@ FitEngine::FitEngine(const FitOptions& opt, int threads)
       lib_(TemplateLibrary::load(opt.templates)),
       cache_(std::make_unique<ArmModelCache>(lib_)),
       outputs_(std::make_unique<FitOutputs>(opt)),
-      threads_(threads > 0 ? threads : default_thread_count()) {
+      threads_(threads > 0 ? threads : default_thread_count()),
+      pool_(std::make_unique<ThreadPool>(threads_)) {
   if (opt.resolution_matrix >= 0) cfg_.resolution_matrix = opt.resolution_matrix != 0;
+  const kern::PipelineConfig pc = pipeline_config(cfg_, lib_);
+  cpu_ = std::make_unique<CpuBackend>(lib_, pc, *pool_);
   // Backend choice (docs/gpu.md): gpu demands a device, auto takes one when present.
   if (opt.device != "auto" && opt.device != "cpu" && opt.device != "gpu")
     throw ConfigError("--device " + opt.device + ": expected auto, cpu or gpu");
   if (opt.device != "cpu") {
     const GpuInfo g = query_gpus();
     if (g.device_count > 0) {
-      use_gpu_ = true;
-      gpu_device_ = opt.gpu_device % g.device_count;
-      gpu_min_batch_ = opt.device == "gpu" ? 1 : static_cast<size_t>(std::max(1, opt.gpu_min_batch));
-      spdlog::info("device {}: CUDA device {} of {} (chunks of >= {} spectra; smaller ones on the "
-                   "CPU)", opt.device, gpu_device_, g.device_count, gpu_min_batch_);
+      const int dev = opt.gpu_device % g.device_count;
+      // Chunks gather gpu_min_batch spectra; with --device gpu a smaller (last) one goes to the
+      // GPU as well, with auto it runs on the CPU.
+      gpu_chunk_ = static_cast<size_t>(std::max(1, opt.gpu_min_batch));
+      const size_t min_batch = opt.device == "gpu" ? 1 : gpu_chunk_;
+      gpu_ = make_cuda_backend(lib_, pc, dev, min_batch);
+      spdlog::info("device {}: CUDA device {} of {}: {} (chunks of >= {} spectra{})", opt.device,
+                   dev, g.device_count, gpu_->name(), gpu_chunk_,
+                   min_batch > 1 ? "; smaller ones on the CPU" : "");
     } else if (opt.device == "gpu") {
       throw ConfigError("--device gpu: no usable GPU: " + g.message);
     } else {
@@ -111,33 +119,21 @@ FitEngine::FitEngine(const FitOptions& opt, int threads)
   }
 }
 
-std::vector<CatalogRow> FitEngine::fit_jobs(const std::vector<FitJob>& jobs,
-                                            const std::function<void(size_t)>& on_fitted,
-                                            std::vector<FitDiagnostics>* diags) {
-  // The CUDA batch does not carry resolution matrices yet: chunks with matrices stay on the CPU.
-  bool has_matrix = false;
-  for (const auto& j : jobs)
-    for (const auto& a : j.spectrum->arms) has_matrix = has_matrix || a.ndiag > 0;
-  if (!use_gpu_ || jobs.size() < gpu_min_batch_ || diags || (cfg_.resolution_matrix && has_matrix))
-    return fit_on_cpu(jobs, threads_, on_fitted, diags);
-  // GPU: host masking/packing, one batched kernel launch sequence, host flags.
+std::vector<PreparedSpectrum> FitEngine::prepare(const std::vector<FitJob>& jobs) {
   std::vector<PreparedSpectrum> prep(jobs.size());
-  std::vector<PreparedSpectrum*> ready;
-  for (size_t i = 0; i < jobs.size(); ++i) {
+  pool_->for_each(jobs.size(), [&](size_t i, int) {
     prep[i] = prepare_spectrum(*jobs[i].spectrum, *jobs[i].ctx);
-    if (prep[i].ready) ready.push_back(&prep[i]);
-  }
-  std::vector<std::vector<float>> ivar;
-  const auto res = fit_prepared_on_gpu(ready, &ivar, *jobs.front().ctx, gpu_device_);
-  for (size_t k = 0; k < ready.size(); ++k) {
-    const size_t i = static_cast<size_t>(ready[k] - prep.data());
-    finish_row(*ready[k], res[k], ivar[k], *jobs[i].ctx);
-  }
-  std::vector<CatalogRow> rows;
-  rows.reserve(prep.size());
-  for (auto& p : prep) rows.push_back(std::move(p.row));
-  if (on_fitted) on_fitted(rows.size());
-  return rows;
+  });
+  return prep;
+}
+
+Backend& FitEngine::route(const BatchRequest& r) {
+  if (!gpu_) return *cpu_;
+  const std::string why = gpu_->unsupported(r);
+  if (why.empty()) return *gpu_;
+  if (routing_logged_.insert(why).second)
+    spdlog::info("{}: batch runs on the CPU backend: {} (logged once)", gpu_->name(), why);
+  return *cpu_;
 }
 
 void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileResult&&)>& done,
@@ -148,38 +144,91 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
     std::string format;
     std::vector<char> selected;  // per spectrum: fitted (selection, fit/select.hpp)?
   };
-  std::vector<Pending> chunk;
-  size_t chunk_spectra = 0;
-  auto flush = [&] {
-    std::vector<FitJob> jobs;
+  // A chunk between prepare and done: its files, prepared spectra and the backend fitting them.
+  struct Chunk {
+    std::vector<Pending> files;
     std::vector<std::unique_ptr<FitContext>> ctxs;
-    for (auto& p : chunk) {
-      ctxs.push_back(std::make_unique<FitContext>(FitContext{lib_, *cache_, cfg_, p.format}));
-      for (size_t i = 0; i < p.file.spectra.size(); ++i)
-        if (p.selected[i]) jobs.push_back({&p.file.spectra[i], ctxs.back().get()});
-    }
+    std::vector<FitJob> jobs;
+    std::vector<PreparedSpectrum> prep;
+    Backend* backend = nullptr;
+    bool want_models = false;
+    double seconds = 0.0;  // caller's wall time spent on this chunk
+  };
+  std::vector<Pending> chunk;
+  std::deque<Chunk> in_flight;  // submitted, oldest first
+  size_t chunk_spectra = 0;
+  const size_t chunk_min = std::max(chunk_min_spectra, gpu_ ? gpu_chunk_ : size_t{0});
+
+  // Collect the oldest chunk's fits, finish its rows and report its files.
+  auto complete = [&] {
+    Chunk c = std::move(in_flight.front());
+    in_flight.pop_front();
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<FitDiagnostics> diags;
-    auto rows = fit_jobs(jobs, on_fitted, outputs_->want_diagnostics() ? &diags : nullptr);
-    const double dt = seconds_since(t0);
-    seconds_fit_ += dt;
+    BatchOutput out = c.backend->collect();
+    std::vector<FitDiagnostics> diags(c.want_models ? c.prep.size() : 0);
+    std::vector<size_t> ready;  // index in out of each prepared spectrum (-1: not fitted)
+    for (size_t i = 0, k = 0; i < c.prep.size(); ++i) ready.push_back(c.prep[i].ready ? k++ : ~size_t{0});
+    pool_->for_each(c.prep.size(), [&](size_t i, int) {
+      PreparedSpectrum& p = c.prep[i];
+      const size_t k = ready[i];
+      if (k != ~size_t{0}) {
+        if (c.want_models) diagnostics_of(p, out.ivar[k], out.models[k], &diags[i]);
+        finish_row(p, out.results[k], out.ivar[k], *c.jobs[i].ctx);
+      }
+      if (c.want_models) diags[i].messages = p.notes;
+    });
+    const double dt = c.seconds + seconds_since(t0);
+    seconds_fit_ += seconds_since(t0);
     size_t k = 0;
-    for (auto& p : chunk) {
+    for (auto& p : c.files) {
       size_t n = 0;
-      for (char c : p.selected) n += c != 0;
-      std::vector<CatalogRow> fitted(std::make_move_iterator(rows.begin() + k),
-                                     std::make_move_iterator(rows.begin() + k + n));
+      for (char ch : p.selected) n += ch != 0;
+      std::vector<CatalogRow> fitted;
+      for (size_t i = k; i < k + n; ++i) fitted.push_back(std::move(c.prep[i].row));
       std::vector<FitDiagnostics> dg;
       if (!diags.empty()) dg.assign(diags.begin() + k, diags.begin() + k + n);
       k += n;
       std::vector<SpectrumFile> one;
       one.push_back(std::move(p.file));
       outputs_->collect(one, {p.selected}, std::move(fitted), dg, p.res.rows);
-      p.res.seconds += jobs.empty() ? 0.0 : dt * n / jobs.size();
+      p.res.seconds += c.jobs.empty() ? 0.0 : dt * n / c.jobs.size();
       done(std::move(p.res));
     }
+  };
+  // Prepare the pending files' spectra and submit them; keep at most one chunk in flight on an
+  // asynchronous backend while the next one is read.
+  auto flush = [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    Chunk c;
+    c.files = std::move(chunk);
     chunk.clear();
     chunk_spectra = 0;
+    for (auto& p : c.files) {
+      c.ctxs.push_back(std::make_unique<FitContext>(context(p.format)));
+      for (size_t i = 0; i < p.file.spectra.size(); ++i)
+        if (p.selected[i]) c.jobs.push_back({&p.file.spectra[i], c.ctxs.back().get()});
+    }
+    c.prep = prepare(c.jobs);
+    std::vector<const PreparedSpectrum*> ready;
+    BatchRequest req;
+    req.models = c.want_models = outputs_->want_diagnostics();
+    for (const auto& p : c.prep) {
+      if (!p.ready) continue;
+      ready.push_back(&p);
+      for (const auto& f : p.packed.full_lnlam) req.matrices = req.matrices || !f.empty();
+    }
+    req.n_spectra = ready.size();
+    c.backend = &route(req);
+    c.backend->submit(std::move(ready), c.want_models, on_fitted);
+    c.seconds = seconds_since(t0);
+    seconds_fit_ += c.seconds;
+    const bool async = c.backend != cpu_.get();
+    in_flight.push_back(std::move(c));
+    while (in_flight.size() > (async ? 1u : 0u)) complete();
+  };
+  auto drain = [&] {
+    if (!chunk.empty()) flush();
+    while (!in_flight.empty()) complete();
   };
   size_t index = 0;
   std::string path;
@@ -198,7 +247,7 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
       // A bad file: one clear line, a failure row naming it, and the job goes on. Files read
       // before it are reported first, so `done` sees inputs in the order they were pulled.
       spdlog::error("{}", e.what());
-      if (!chunk.empty()) flush();
+      drain();
       p.res.ok = false;
       p.res.error = e.what();
       p.res.rows = {bad_input_row(path)};
@@ -210,9 +259,9 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
     p.res.seconds = seconds_since(t0);
     for (char c : p.selected) chunk_spectra += c != 0;
     chunk.push_back(std::move(p));
-    if (chunk_spectra >= chunk_min_spectra) flush();
+    if (chunk_spectra >= chunk_min) flush();
   }
-  if (!chunk.empty()) flush();
+  drain();
 }
 
 Provenance FitEngine::provenance(const FitOptions& opt) const {

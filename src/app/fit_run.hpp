@@ -1,5 +1,6 @@
 // The fitting engine behind `velox fit` and `velox bench`: load the configuration and template
-// library once, then fit a stream of input files in chunks on the CPU backend. The job around it
+// library once, then fit a stream of input files in chunks: prepare (host threads) -> a backend
+// (backend/backend.hpp: the CPU thread pool, or the rank's persistent GPU engine) -> finish. The job around it
 // (input queue, MPI ranks, outputs, status file) lives in mpi/driver.hpp. Exit codes:
 // common/error.hpp.
 #pragma once
@@ -7,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "io/catalog.hpp"
 #include "io/spectrum.hpp"
 #include "app/fit_outputs.hpp"
+#include "backend/backend.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "model/arm_model.hpp"
 
@@ -40,7 +43,8 @@ struct FitOptions {
   std::string device = "auto";      // --device auto|cpu|gpu
   int resolution_matrix = -1;       // --(no-)resolution-matrix: 1/0; -1 = config (default on)
   int gpu_device = 0;               // CUDA device index (node-local rank modulo the count)
-  int gpu_min_batch = 256;          // --device auto: below this many spectra a chunk runs on CPU
+  int gpu_min_batch = 2048;         // --device auto: chunks accumulate this many spectra for the
+                                    // GPU; a smaller final chunk runs on the CPU
   // DESI production mode (app/fit_outputs.hpp, docs/desi.md)
   std::vector<std::string> objtypes;  // --objtypes: target-mask names / globs / COLUMN:BIT
   std::vector<int64_t> targetids;     // --targetid
@@ -78,18 +82,25 @@ class FitEngine {
   FitEngine& operator=(const FitEngine&) = delete;
 
   // Pull inputs with `next` (false = no more) and fit them; read files until a chunk holds at
-  // least `chunk_min_spectra` spectra, fit the chunk with all threads, then call `done` once per
-  // file, in the order they were pulled. A bad file becomes a failed FileResult; never throws for
-  // input problems. `on_fitted` (may be empty) gets the number of spectra fitted in the current
-  // chunk, from worker threads.
+  // least `chunk_min_spectra` spectra (at least gpu_min_batch when the GPU is in use), prepare it,
+  // hand it to a backend, then call `done` once per file, in the order they were pulled. With the
+  // GPU, chunk k is fitted while chunk k+1 is read and prepared. A bad file becomes a failed
+  // FileResult; never throws for input problems (device errors throw std::runtime_error).
+  // `on_fitted` (may be empty) gets the number of spectra fitted in the current chunk, from any
+  // thread.
   using NextInput = std::function<bool(size_t& index, std::string& path)>;
   void fit_stream(const NextInput& next, const std::function<void(FileResult&&)>& done,
                   size_t chunk_min_spectra, const std::function<void(size_t)>& on_fitted = {});
 
-  // Fit one chunk on the chosen backend (GPU when selected and the chunk is large enough).
-  std::vector<CatalogRow> fit_jobs(const std::vector<FitJob>& jobs,
-                                   const std::function<void(size_t)>& on_fitted,
-                                   std::vector<FitDiagnostics>* diags);
+  // The context spectra of input format `format` (format_name()) are fitted in.
+  FitContext context(const std::string& format) { return FitContext{lib_, *cache_, cfg_, format}; }
+  // prepare_spectrum for every job, in parallel on the engine's threads; input order.
+  std::vector<PreparedSpectrum> prepare(const std::vector<FitJob>& jobs);
+  // The backend a batch goes to: the GPU when there is one and it supports the request, else the
+  // CPU. Logs each distinct reason for not using the GPU once.
+  Backend& route(const BatchRequest& r);
+  Backend& cpu_backend() { return *cpu_; }
+  Backend* gpu_backend() { return gpu_.get(); }
 
   // Provenance attributes shared by every catalog this engine's job writes.
   Provenance provenance(const FitOptions& opt) const;
@@ -98,9 +109,10 @@ class FitEngine {
   // Selection and the DESI side outputs (/fibermap, /models, rvspecfit FITS) of this engine's
   // rows, in the order fit_stream reported them.
   FitOutputs& outputs() { return *outputs_; }
-  bool uses_gpu() const { return use_gpu_; }
+  bool uses_gpu() const { return gpu_ != nullptr; }
   const TemplateLibrary& library() const { return lib_; }
-  double seconds_fitting() const { return seconds_fit_; }  // wall time inside fit_on_cpu
+  // Wall time the caller's thread spent preparing, waiting for backends and finishing rows.
+  double seconds_fitting() const { return seconds_fit_; }
 
  private:
   FitConfig cfg_;
@@ -108,10 +120,12 @@ class FitEngine {
   TemplateLibrary lib_;
   std::unique_ptr<ArmModelCache> cache_;
   std::unique_ptr<FitOutputs> outputs_;
-  bool use_gpu_ = false;
-  int gpu_device_ = 0;
-  size_t gpu_min_batch_ = 256;
   int threads_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<CpuBackend> cpu_;
+  std::unique_ptr<Backend> gpu_;  // null: no GPU in use
+  size_t gpu_chunk_ = 0;  // spectra a chunk gathers when the GPU is in use
+  std::set<std::string> routing_logged_;
   double seconds_fit_ = 0.0;
 };
 

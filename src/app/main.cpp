@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "app/cmd_validate.hpp"
@@ -64,69 +65,101 @@ void add_fit_options(CLI::App* c, FitOptions& o) {
                 "h5 (default) or fits (also the rvspecfit layout next to the HDF5 file)");
 }
 
-// One device's benchmark: medians of the fit-only and end-to-end rates over `repeat` runs.
+// One device's benchmark, medians over `repeat` runs of three rates (spectra/s): host prepare
+// (masking, packing), the backend alone (the kernels on the device, from prepared spectra in
+// memory, replicated to `replicate` spectra), and end to end from the files (library load,
+// reading, prepare, fit; no catalog written).
 struct BenchResult {
-  size_t n = 0;
-  std::vector<double> fit_rates, e2e_rates;
+  size_t n_files = 0, n_backend = 0;
+  std::vector<double> prepare_rates, backend_rates, e2e_rates;
 };
 
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  return v.empty() ? NAN : v[v.size() / 2];
 }
 
-BenchResult bench_device(const FitOptions& base, const std::string& device, int repeat) {
-  // Two rates per run: fitting only (the kernels + backend), and end to end (library load,
-  // reading the FITS files and fitting; no catalog written).
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+BenchResult bench_device(const FitOptions& base, const std::string& device, int repeat,
+                         size_t replicate, const std::vector<SpectrumFile>& files) {
   BenchResult b;
+  FitOptions o = base;
+  o.quiet = true;
+  o.device = device;
+  FitEngine engine(o, o.threads);  // ConfigError: the device is unavailable
+  if (device == "gpu" && !engine.gpu_backend()) throw ConfigError("no GPU backend");
+  Backend& backend = engine.gpu_backend() ? *engine.gpu_backend() : engine.cpu_backend();
+  std::vector<std::unique_ptr<FitContext>> ctxs;
+  std::vector<FitJob> jobs;
+  for (const auto& f : files) {
+    ctxs.push_back(std::make_unique<FitContext>(engine.context(format_name(f.format))));
+    for (const auto& s : f.spectra) jobs.push_back({&s, ctxs.back().get()});
+  }
   for (int r = 0; r < repeat; ++r) {
-    FitOptions o = base;
-    o.quiet = true;
-    o.device = device;
-    const auto t0 = std::chrono::steady_clock::now();
+    auto t0 = std::chrono::steady_clock::now();
+    const std::vector<PreparedSpectrum> prep = engine.prepare(jobs);
+    b.prepare_rates.push_back(jobs.size() / seconds_since(t0));
+    std::vector<const PreparedSpectrum*> unique, batch;
+    for (const auto& p : prep)
+      if (p.ready) unique.push_back(&p);
+    if (unique.empty()) throw ConfigError("bench: no spectrum to fit in the inputs");
+    const size_t n = replicate > 0 ? replicate : unique.size();
+    for (size_t i = 0; i < n; ++i) batch.push_back(unique[i % unique.size()]);
+    t0 = std::chrono::steady_clock::now();
+    backend.run(batch);
+    b.backend_rates.push_back(n / seconds_since(t0));
+    b.n_backend = n;
+    t0 = std::chrono::steady_clock::now();
     const auto res = run_fit(o);
-    const double wall =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    b.n = res.n_spectra;
-    b.fit_rates.push_back(res.n_spectra / res.seconds_fit);
+    const double wall = seconds_since(t0);
+    b.n_files = res.n_spectra;
     b.e2e_rates.push_back(res.n_spectra / wall);
-    spdlog::info("bench {} run {}: {} spectra, fit {:.3f} s ({:.2f} spectra/s), end to end "
-                 "{:.3f} s ({:.2f} spectra/s)",
-                 device, r + 1, res.n_spectra, res.seconds_fit, b.fit_rates.back(), wall,
-                 b.e2e_rates.back());
+    spdlog::info("bench {} run {}: prepare {:.1f}/s, {} on {} spectra {:.2f}/s, end to end {} "
+                 "spectra {:.2f}/s",
+                 device, r + 1, b.prepare_rates.back(), backend.name(), n,
+                 b.backend_rates.back(), res.n_spectra, b.e2e_rates.back());
   }
   return b;
 }
 
-// `--device cpu,gpu` benchmarks each device in turn in the same run and prints them side by side
-// with the ratio to the first one.
-int cmd_bench(const FitOptions& base, int repeat) {
+// `--device cpu,gpu` benchmarks each device in turn in the same run, with the GPU/CPU ratio of
+// the backend rates when both ran.
+int cmd_bench(const FitOptions& base, int repeat, size_t replicate) {
   std::vector<std::string> devices;
   std::stringstream ss(base.device);
   for (std::string d; std::getline(ss, d, ',');) devices.push_back(d);
+  // Read every input once; the backend runs replicate these spectra in memory.
+  std::vector<SpectrumFile> files;
+  for (const auto& path : collect_inputs(base)) files.push_back(read_spectra(path, parse_format(base.format)));
   const std::string threads = base.threads > 0 ? std::to_string(base.threads) : "all";
-  double first = NAN;
+  std::map<std::string, double> backend_rate;
   for (const auto& dev : devices) {
     BenchResult b;
     try {
-      b = bench_device(base, dev, repeat);
+      b = bench_device(base, dev, repeat, replicate, files);
     } catch (const ConfigError& e) {
       fmt::print("velox bench [{}]: unavailable: {}\n", dev, e.what());
       continue;
     }
-    const double fit_med = median_of(b.fit_rates);
-    if (std::isnan(first)) first = fit_med;
+    const double fit_med = median_of(b.backend_rates);
+    backend_rate[dev] = fit_med;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    fmt::print("velox bench [{}]: {} spectra, {} threads, {} runs: fit median {:.2f} spectra/s "
-               "(min {:.2f}, max {:.2f}; x{:.2f} vs {}); end to end median {:.2f} spectra/s; "
-               "{:.2f} spectra/s per thread (fit); peak RSS {:.0f} MB\n",
-               dev, b.n, threads, repeat, fit_med,
-               *std::min_element(b.fit_rates.begin(), b.fit_rates.end()),
-               *std::max_element(b.fit_rates.begin(), b.fit_rates.end()), fit_med / first,
-               devices.front(), median_of(b.e2e_rates),
-               fit_med / std::max(1, base.threads > 0 ? base.threads : 1), ru.ru_maxrss / 1024.0);
+    fmt::print("velox bench [{}]: {} threads, {} runs (medians): prepare {:.1f} spectra/s; "
+               "backend {:.2f} spectra/s on {} spectra (min {:.2f}, max {:.2f}; {:.2f} per "
+               "thread); end to end {:.2f} spectra/s on {} spectra from files; peak RSS {:.0f} MB\n",
+               dev, threads, repeat, median_of(b.prepare_rates), fit_med, b.n_backend,
+               *std::min_element(b.backend_rates.begin(), b.backend_rates.end()),
+               *std::max_element(b.backend_rates.begin(), b.backend_rates.end()),
+               fit_med / std::max(1, base.threads > 0 ? base.threads : 1),
+               median_of(b.e2e_rates), b.n_files, ru.ru_maxrss / 1024.0);
   }
+  if (backend_rate.count("cpu") && backend_rate.count("gpu"))
+    fmt::print("velox bench: GPU/CPU backend ratio x{:.2f}\n",
+               backend_rate["gpu"] / backend_rate["cpu"]);
   return kExitOk;
 }
 
@@ -178,9 +211,13 @@ int main(int argc, char** argv) {
 
   FitOptions bench_opt;
   int repeat = 5;
+  size_t replicate = 0;
   auto* bench = app.add_subcommand("bench", "Throughput benchmark of the fit (no output)");
   add_fit_options(bench, bench_opt);
   bench->add_option("--repeat", repeat, "Number of timed runs (median reported)");
+  bench->add_option("--replicate", replicate,
+                    "Backend rate on N spectra: the inputs' prepared spectra repeated in memory "
+                    "(default: the inputs once)");
 
   try {
     app.parse(argc, argv);
@@ -218,7 +255,7 @@ int main(int argc, char** argv) {
     if (bench->parsed()) {
       bench_opt.command_line = cmdline;
       if (bench_opt.templates.empty()) throw ConfigError("--templates is required");
-      return cmd_bench(bench_opt, std::max(1, repeat));
+      return cmd_bench(bench_opt, std::max(1, repeat), replicate);
     }
   } catch (const ConfigError& e) {
     spdlog::error("{}", e.what());

@@ -2,11 +2,11 @@
 // when nvcc is found, see cmake/cuda.cmake). Without CUDA the stubs in gpu_stub.cpp report that.
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <string>
-#include <vector>
 
-#include "fit/fitter.hpp"
-#include "kernels/fit_pipeline.hpp"
+#include "backend/backend.hpp"
+#include "kernels/batch.hpp"
 
 namespace velox {
 
@@ -17,20 +17,37 @@ struct GpuInfo {
 };
 GpuInfo query_gpus();
 
-// Device memory one spectrum of n_pix pixels needs in a batch: packed inputs, the kernel's
-// global scratch (T, dT[np], fn, wts, frac, t0, ivar, CCF accumulators) and its result.
-size_t gpu_bytes_per_spectrum(size_t n_pix, int n_params, int n_ccf_lags);
+// The persistent GPU engine of one rank on CUDA device `device` (docs/gpu.md): the library is
+// uploaded once, device and pinned host buffers are allocated once and grown when a batch needs
+// more, and two buffer sets on two streams overlap one batch's copies and kernel with the host's
+// packing of the next. Batches with fewer than `min_batch` spectra, or that want best-fit models,
+// are unsupported (the engine sends them to the CPU backend). Throws std::runtime_error
+// ("CUDA: <call>: <reason>") on CUDA errors, here and in submit/collect.
+std::unique_ptr<Backend> make_cuda_backend(const TemplateLibrary& lib,
+                                           const kern::PipelineConfig& pc, int device,
+                                           size_t min_batch);
 
-// Spectra per launch: floor(free_bytes * safety / bytes_per_spectrum), at most max_batch, at
-// least 1 when anything fits, 0 when not even one spectrum fits.
-size_t gpu_batch_size(size_t free_bytes, double safety, size_t bytes_per_spectrum,
-                      size_t max_batch);
+// ---- Batch sizing (gpu_sizing.cpp, unit-tested) --------------------------------------------
 
-// Run kernels/fit_pipeline.hpp for every prepared spectrum on CUDA device `device`, one thread
-// block per spectrum, one launch per batch (batch size from cudaMemGetInfo). Results and the
-// clipped ivar come back in input order. Throws std::runtime_error on CUDA errors.
-std::vector<kern::PipelineResult> fit_prepared_on_gpu(const std::vector<PreparedSpectrum*>& specs,
-                                                      std::vector<std::vector<float>>* ivar_out,
-                                                      const FitContext& ctx, int device);
+// Device bytes one spectrum takes in a batch: its packed inputs (lnlam, xleg, flux, ivar,
+// full_idx per used pixel; full_lnlam per full-grid pixel; n_rmat folded-row floats), its
+// BatchSpectrum and its PipelineResult. The scratch is per slot, not per spectrum.
+size_t gpu_bytes_per_spectrum(size_t n_pix, size_t n_full = 0, size_t n_rmat = 0);
+
+// Device bytes of one slot's scratch for the sizes of kernels/batch.hpp (T, dT[np], fn, wts,
+// frac, t0 per slot pixel; Tf, dTf[np] per full-grid pixel; ccf, acc; emulator scratch; the
+// PipelineShared).
+size_t gpu_bytes_per_slot(long long slot_pix, long long slot_full, int np, int n_out,
+                          long long emu);
+
+// Spectra per batch with `n_sets` buffer sets in flight: floor((free_bytes * safety -
+// fixed_bytes) / (n_sets * bytes_per_spectrum)), at most max_batch; 0 when not even one fits.
+// fixed_bytes: what does not grow with the batch (all sets' slot scratch, the library).
+size_t gpu_batch_size(size_t free_bytes, double safety, size_t fixed_bytes,
+                      size_t bytes_per_spectrum, int n_sets, size_t max_batch);
+
+// The batch a GPU with `n_slots` resident warps wants: `waves` spectra per slot (so every SM is
+// filled several times and the tail of a batch is short), at least min_batch, at most max_batch.
+size_t gpu_target_batch(int n_slots, int waves, size_t min_batch, size_t max_batch);
 
 }  // namespace velox

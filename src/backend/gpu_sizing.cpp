@@ -5,22 +5,39 @@
 
 namespace velox {
 
-size_t gpu_bytes_per_spectrum(size_t n_pix, int n_params, int n_ccf_lags) {
-  const size_t per_pixel = 2 * sizeof(double)      // lnlam, xleg
-                           + 2 * sizeof(float)     // flux, ivar
-                           + sizeof(double) * (1 + n_params)  // T, dT
-                           + 3 * sizeof(double)    // fn, wts, frac
-                           + sizeof(int);          // t0
-  const size_t lags = static_cast<size_t>(std::max(n_ccf_lags, 7));
-  return n_pix * per_pixel + 9 * lags * sizeof(double) + sizeof(kern::PipelineResult) + 256;
+size_t gpu_bytes_per_spectrum(size_t n_pix, size_t n_full, size_t n_rmat) {
+  const size_t per_pixel = 2 * sizeof(double)   // lnlam, xleg
+                           + 2 * sizeof(float)  // flux, ivar
+                           + sizeof(int);       // full_idx
+  return n_pix * per_pixel + n_full * sizeof(double) + n_rmat * sizeof(float) +
+         sizeof(kern::BatchSpectrum) + sizeof(kern::PipelineResult);
 }
 
-size_t gpu_batch_size(size_t free_bytes, double safety, size_t bytes_per_spectrum,
-                      size_t max_batch) {
-  if (bytes_per_spectrum == 0) return 0;
-  const double usable = std::max(0.0, static_cast<double>(free_bytes) * safety);
-  const size_t n = static_cast<size_t>(std::floor(usable / static_cast<double>(bytes_per_spectrum)));
+size_t gpu_bytes_per_slot(long long slot_pix, long long slot_full, int np, int n_out,
+                          long long emu) {
+  const size_t pix = static_cast<size_t>(std::max(0LL, slot_pix));
+  const size_t full = static_cast<size_t>(std::max(0LL, slot_full));
+  const size_t lags = static_cast<size_t>(std::max(n_out, 7));
+  return pix * (sizeof(double) * (4 + np) + sizeof(int))  // T, dT[np], fn, wts, frac; t0
+         + full * sizeof(double) * (1 + np)               // Tf, dTf[np]
+         + 9 * lags * sizeof(double)                      // ccf, acc[8]
+         + static_cast<size_t>(std::max(0LL, emu)) * sizeof(double) + sizeof(kern::PipelineShared);
+}
+
+size_t gpu_batch_size(size_t free_bytes, double safety, size_t fixed_bytes,
+                      size_t bytes_per_spectrum, int n_sets, size_t max_batch) {
+  if (bytes_per_spectrum == 0 || n_sets < 1) return 0;
+  const double usable = static_cast<double>(free_bytes) * safety - static_cast<double>(fixed_bytes);
+  if (usable <= 0) return 0;
+  const double per = static_cast<double>(bytes_per_spectrum) * n_sets;
+  const size_t n = static_cast<size_t>(std::floor(usable / per));
   return std::min(n, max_batch);
+}
+
+size_t gpu_target_batch(int n_slots, int waves, size_t min_batch, size_t max_batch) {
+  const size_t want =
+      static_cast<size_t>(std::max(1, n_slots)) * static_cast<size_t>(std::max(1, waves));
+  return std::min(std::max(want, min_batch), max_batch);
 }
 
 }  // namespace velox

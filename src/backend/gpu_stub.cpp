@@ -12,9 +12,8 @@ GpuInfo query_gpus() {
   return g;
 }
 
-std::vector<kern::PipelineResult> fit_prepared_on_gpu(const std::vector<PreparedSpectrum*>&,
-                                                      std::vector<std::vector<float>>*,
-                                                      const FitContext&, int) {
+std::unique_ptr<Backend> make_cuda_backend(const TemplateLibrary&, const kern::PipelineConfig&,
+                                           int, size_t) {
   throw std::runtime_error("velox was built without the CUDA backend");
 }
 

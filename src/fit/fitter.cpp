@@ -6,10 +6,10 @@
 #include <cmath>
 #include <numeric>
 
+#include "backend/backend.hpp"
 #include "fit/resolution.hpp"
 #include "fit/rvs_warn.hpp"
 #include "kernels/fit_pipeline.hpp"
-#include "kernels/team.hpp"
 
 namespace velox {
 
@@ -175,51 +175,27 @@ CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnost
   PreparedSpectrum p = prepare_spectrum(spec, ctx);
   if (diag) diag->messages = p.notes;
   if (!p.ready) return p.row;
-  const auto& lib = ctx.lib;
-  const Packed& all = p.packed;
-  // ---- The numerical fit: kernels/fit_pipeline.hpp with the serial team ---------------------
-  const kern::SerialTeam team;
-  const auto em = lib.view();
-  const auto grid = lib.grid();
-  const int np = 1 + lib.n_label;
-  const kern::PipelineConfig pc = pipeline_config(ctx.cfg, lib);
-  const int n = static_cast<int>(all.flux.size());
-  const int n_out = std::max(kern::ccf_lags(pc, grid), 7);
-  std::vector<double> T(n), dT(static_cast<size_t>(n) * np), fn(n), wts(n), frac(n);
-  std::vector<double> ccf(n_out), acc(8 * static_cast<size_t>(n_out));
-  std::vector<int> t0(n);
-  std::vector<float> ivar = all.ivar;
-  std::vector<double> emu(static_cast<size_t>(kern::emulator_scratch_size(em)));
-  std::vector<double> Tf(all.n_full_total()), dTf(all.n_full_total() * np);
-  const kern::PipelineScratch sc{T.data(), dT.data(),   fn.data(),  wts.data(), frac.data(),
-                                 t0.data(), ivar.data(), ccf.data(), acc.data(), emu.data()};
-  kern::FitData d = all.view(Tf.data(), dTf.data());
-  d.ivar = ivar.data();
-  const float* tmpl[kern::kMaxArms] = {};
-  for (int a = 0; a < all.n_arms; ++a) tmpl[a] = all.models[a]->ccf_templates.data();
-  auto shared = std::make_unique<kern::PipelineShared>();
-  kern::PipelineResult res;
-  kern::fit_one(team, em, grid, d, tmpl, all.models[0]->n_ccf, lib.ccf_labels.data(), pc, sc,
-                shared.get(), &res);
-  if (diag && res.status == kern::kPipeOk) {
-    // fit_one's last evaluation was the continuum-only one: evaluate the stellar model again.
-    kern::EvalWork& w = shared->w;
-    kern::evaluate(team, &em, grid, d, pc.cont_deg, res.best.theta, false, &w, T.data(),
-                   dT.data());
-    std::vector<double> model(n);
-    kern::model_at_pixels(team, d, pc.cont_deg, T.data(), &w, model.data());
-    for (int i = 0; i < n; ++i) {
-      if (!(ivar[i] > 0)) continue;
-      diag->wave_vac_A.push_back(all.wave[i]);
-      diag->flux.push_back(all.flux[i]);
-      diag->ivar.push_back(ivar[i]);
-      diag->model.push_back(model[i]);
-      diag->arm_of_pixel.push_back(all.arm[i]);
-    }
-  }
-  finish_row(p, res, ivar, ctx);
-  if (diag && res.status != kern::kPipeOk) diag->messages.push_back(p.notes.back());
+  // The numerical fit: a one-spectrum batch on the serial team (the CPU backend's path).
+  const BatchOutput out =
+      fit_batch_serial({&p}, ctx.lib, pipeline_config(ctx.cfg, ctx.lib), diag != nullptr);
+  if (diag) diagnostics_of(p, out.ivar[0], out.models[0], diag);
+  finish_row(p, out.results[0], out.ivar[0], ctx);
+  if (diag && out.results[0].status != kern::kPipeOk) diag->messages.push_back(p.notes.back());
   return p.row;
+}
+
+void diagnostics_of(const PreparedSpectrum& p, const std::vector<float>& ivar,
+                    const std::vector<double>& model, FitDiagnostics* diag) {
+  if (model.empty()) return;
+  const Packed& all = p.packed;
+  for (size_t i = 0; i < all.flux.size(); ++i) {
+    if (!(ivar[i] > 0)) continue;
+    diag->wave_vac_A.push_back(all.wave[i]);
+    diag->flux.push_back(all.flux[i]);
+    diag->ivar.push_back(ivar[i]);
+    diag->model.push_back(model[i]);
+    diag->arm_of_pixel.push_back(all.arm[i]);
+  }
 }
 
 void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,

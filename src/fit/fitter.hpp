@@ -1,6 +1,6 @@
 // Fit one spectrum: masking → CCF initial velocity → chi^2 grid of coarse templates → LM
 // refinement of (VRAD, labels) with profiled per-arm continua → Hessian errors → RVS_WARN.
-// Runs the kernels in kernels/ with the serial team (the CPU backend calls this per thread).
+// The host side of every backend: prepare_spectrum before the kernels, finish_row after.
 #pragma once
 #include <memory>
 #include <string>
@@ -98,6 +98,12 @@ struct FitDiagnostics {
 // The kernel pipeline's numbers from the configuration and the library's label box.
 kern::PipelineConfig pipeline_config(const FitConfig& cfg, const TemplateLibrary& lib);
 
+// Fill `diag`'s pixel arrays (used pixels with ivar > 0 after clipping) from a fit's working
+// `ivar` and best-fit `model` (both [n_pix] of p.packed; an empty model adds nothing).
+void diagnostics_of(const PreparedSpectrum& p, const std::vector<float>& ivar,
+                    const std::vector<double>& model, FitDiagnostics* diag);
+
+// prepare_spectrum -> a one-spectrum batch on the CPU backend's serial path -> finish_row.
 // Never throws for data problems: they become RVS_WARN bits with SUCCESS=false.
 CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnostics* diag = nullptr);
 

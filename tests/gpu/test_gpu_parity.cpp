@@ -1,10 +1,12 @@
-// GPU-vs-CPU parity: the same prepared spectra (real LAMOST DR10 + DR8 files) through the serial
-// team on the CPU and the block team on the GPU; both run kernels/fit_pipeline.hpp. Exits 77
-// (ctest: skipped) when no CUDA device is present (cudaGetDeviceCount error 35 on machines
-// without a driver).
+// GPU-vs-CPU parity: the same prepared spectra through the CPU backend (serial team) and the CUDA
+// backend (make_cuda_backend); both run kernels/fit_pipeline.hpp from the kernels/batch.hpp
+// layout. Inputs: the real LAMOST DR10 files (Gaussian LSF), and the DESI-layout coadd of LAMOST
+// spectra with resolution matrices on. Exits 77 (ctest: skipped) when no CUDA device is present
+// (cudaGetDeviceCount error 35 on machines without a driver).
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "backend/gpu.hpp"
@@ -12,25 +14,19 @@
 #include "fit/fitter.hpp"
 #include "io/readers.hpp"
 #include "test_util.hpp"
+#include "thin_library.hpp"
 
 using namespace velox;
 
-int main() {
-  const GpuInfo g = query_gpus();
-  if (g.device_count == 0) {
-    std::printf("gpu.parity: SKIPPED: %s\n", g.message.c_str());
-    return 77;
-  }
-  BuildConfig bc;
-  bc.n_components = 30;
-  const auto lib = build_library(read_templates(test::data("templates/miles/miles_thin")), bc);
-  FitConfig cfg;
+namespace {
+
+// Fit `files` on both backends (CPU: fit_spectrum; GPU: one batch on the CUDA backend with
+// min_batch 1) and count mismatching rows.
+int compare(const std::string& label, const std::vector<SpectrumFile>& files,
+            const TemplateLibrary& lib, const FitConfig& cfg, const std::string& format,
+            bool expect_matrices) {
   ArmModelCache cache(lib);
-  std::vector<SpectrumFile> files;
-  for (const auto& e : std::filesystem::directory_iterator(
-           test::data("spectra/lamost_dr10_pylasp/fits")))
-    files.push_back(read_spectra(e.path().string()));
-  const FitContext ctx{lib, cache, cfg, "lamost-dr10"};
+  const FitContext ctx{lib, cache, cfg, format};
   std::vector<PreparedSpectrum> prep;
   std::vector<CatalogRow> cpu;
   for (const auto& f : files)
@@ -38,18 +34,23 @@ int main() {
       prep.push_back(prepare_spectrum(s, ctx));
       cpu.push_back(fit_spectrum(s, ctx));
     }
-  std::vector<PreparedSpectrum*> ready;
-  for (auto& p : prep) ready.push_back(&p);
-  std::vector<std::vector<float>> ivar;
-  const auto res = fit_prepared_on_gpu(ready, &ivar, ctx, 0);
+  std::vector<const PreparedSpectrum*> ready;
+  for (const auto& p : prep)
+    if (p.ready) ready.push_back(&p);
+  auto gpu = make_cuda_backend(lib, pipeline_config(cfg, lib), 0, 1);
+  const BatchOutput out = gpu->run(ready);
   int bad = 0;
+  size_t k = 0, n_matrix = 0;
   for (size_t i = 0; i < prep.size(); ++i) {
-    finish_row(prep[i], res[i], ivar[i], ctx);
+    if (!prep[i].ready) continue;
+    for (const auto& f : prep[i].packed.full_lnlam) n_matrix += !f.empty();
+    finish_row(prep[i], out.results[k], out.ivar[k], ctx);
+    ++k;
     const auto& a = cpu[i];
     const auto& b = prep[i].row;
-    // Tolerances: the GPU sums in a different order (atomics), so chi^2 agrees to ~1e-9
-    // relative and LM stops within its dchi2 < 0.01 tolerance of the same minimum: parameters
-    // agree to a small fraction of their errors (0.05 sigma).
+    // Tolerances: the GPU sums in a different order, so chi^2 agrees to ~1e-9 relative and LM
+    // stops within its dchi2 < 0.01 tolerance of the same minimum: parameters agree to a small
+    // fraction of their errors (0.05 sigma).
     const bool ok = a.SUCCESS == b.SUCCESS && std::fabs(a.VRAD - b.VRAD) < 0.05 * a.VRAD_ERR &&
                     std::fabs(a.TEFF - b.TEFF) < 0.05 * a.TEFF_ERR &&
                     std::fabs(a.LOGG - b.LOGG) < 0.05 * a.LOGG_ERR &&
@@ -57,12 +58,41 @@ int main() {
                     std::fabs(a.CHISQ_TOT - b.CHISQ_TOT) < 1e-3 * a.CHISQ_TOT;
     if (!ok) {
       ++bad;
-      std::printf("MISMATCH %s: cpu v=%.3f T=%.1f g=%.3f f=%.3f chi2=%.3f | gpu v=%.3f T=%.1f "
-                  "g=%.3f f=%.3f chi2=%.3f\n",
-                  a.SOURCE_FILE.c_str(), a.VRAD, a.TEFF, a.LOGG, a.FEH, a.CHISQ_TOT, b.VRAD, b.TEFF,
-                  b.LOGG, b.FEH, b.CHISQ_TOT);
+      std::printf(
+          "MISMATCH %s %s row %d: cpu v=%.3f T=%.1f g=%.3f f=%.3f chi2=%.3f | gpu v=%.3f "
+          "T=%.1f g=%.3f f=%.3f chi2=%.3f\n",
+          label.c_str(), a.SOURCE_FILE.c_str(), a.ROW_IN_FILE, a.VRAD, a.TEFF, a.LOGG, a.FEH,
+          a.CHISQ_TOT, b.VRAD, b.TEFF, b.LOGG, b.FEH, b.CHISQ_TOT);
     }
   }
-  std::printf("gpu.parity: %zu spectra, %d mismatches\n", prep.size(), bad);
+  std::printf("gpu.parity %s: %zu spectra (%zu fitted, %zu matrix arms), %d mismatches\n",
+              label.c_str(), prep.size(), ready.size(), n_matrix, bad);
+  if (expect_matrices && n_matrix == 0) {
+    std::printf("gpu.parity %s: no resolution-matrix arm was fitted\n", label.c_str());
+    ++bad;
+  }
+  return bad;
+}
+
+}  // namespace
+
+int main() {
+  const GpuInfo g = query_gpus();
+  if (g.device_count == 0) {
+    std::printf("gpu.parity: SKIPPED: %s\n", g.message.c_str());
+    return 77;
+  }
+  const auto& lib = test::thin_library();
+  FitConfig cfg;
+  std::vector<SpectrumFile> lamost;
+  for (const auto& e :
+       std::filesystem::directory_iterator(test::data("spectra/lamost_dr10_pylasp/fits")))
+    lamost.push_back(read_spectra(e.path().string()));
+  int bad = compare("lamost-dr10", lamost, lib, cfg, "lamost-dr10", false);
+  FitConfig desi_cfg;
+  desi_cfg.resolution_matrix = true;
+  std::vector<SpectrumFile> desi;
+  desi.push_back(read_spectra(test::data("spectra/desi_lamost/coadd-lamost-dr10.fits")));
+  bad += compare("desi-coadd-lamost-dr10", desi, lib, desi_cfg, format_name(desi[0].format), true);
   return bad == 0 ? 0 : 1;
 }

@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# The physics has one source: both backends run kernels/fit_pipeline.hpp's fit_one, the CUDA
-# backend contains no math of its own, and no physics function is defined outside kernels/.
+# The physics has one source: both backends run kernels/fit_pipeline.hpp's fit_one on the views of
+# kernels/batch.hpp, the CUDA backend contains no math of its own, and no physics function is
+# defined outside kernels/.
 set -euo pipefail
 cd "$VELOX_SOURCE_DIR"
 fail() { echo "FAIL: $*"; exit 1; }
-grep -q 'kern::fit_one(' src/fit/fitter.cpp || fail "CPU fitter does not call kern::fit_one"
-grep -q 'kern::fit_one(kern::BlockTeam' src/backend/cuda/gpu_fit.cu ||
-  fail "CUDA backend does not call kern::fit_one with the block team"
-grep -q '#include "kernels/fit_pipeline.hpp"' src/backend/cuda/gpu_fit.cu || fail "CUDA include"
+grep -q 'kern::fit_one(team' src/backend/cpu/cpu_backend.cpp ||
+  fail "CPU backend does not call kern::fit_one"
+grep -q 'kern::batch_views(' src/backend/cpu/cpu_backend.cpp || fail "CPU backend: no batch_views"
+grep -q 'fit_batch_serial(' src/fit/fitter.cpp || fail "fit_spectrum does not use the CPU backend"
+grep -q 'launch_fit_batch(' src/backend/cuda/gpu_engine.cu ||
+  fail "the GPU engine does not launch the fit kernel"
+# The CUDA fit kernel (fit_kernel.cu, or its temporary stand-in) runs fit_one on batch_views.
+kfiles=$(ls src/backend/cuda/fit_kernel*.cu)
+grep -q 'kern::fit_one(kern::' $kfiles || fail "CUDA kernel does not call kern::fit_one with a team"
+grep -q 'kern::batch_views(' $kfiles || fail "CUDA kernel does not use kern::batch_views"
 # Physics entry points are defined only under kernels/.
 for fn in cubic_weights legendre ln_doppler emulator_coeffs cholesky template_at_pixels \
           profile_continuum lm_fit cross_correlate pseudo_normalise gaussian_convolve_column; do

@@ -9,23 +9,13 @@
 #include "inject.hpp"
 #include "io/readers.hpp"
 #include "test_util.hpp"
+#include "thin_library.hpp"
 
 using namespace velox;
 
-namespace {
-const TemplateLibrary& thin_library() {
-  static const TemplateLibrary lib = [] {
-    BuildConfig bc;
-    bc.n_components = 30;
-    return build_library(read_templates(test::data("templates/miles/miles_thin")), bc);
-  }();
-  return lib;
-}
-}  // namespace
-
 TEST_CASE("MILES emulator injection-recovery: RV bias and pulls at S/N 10, 30, 100",
           "[fit][injection][realdata]") {
-  const auto& lib = thin_library();
+  const auto& lib = test::thin_library();
   test::InjectionSetup setup(lib);
   const auto arm = setup.cache.get(1800.0);
   std::mt19937_64 rng(2026);
@@ -60,7 +50,7 @@ TEST_CASE("MILES emulator injection-recovery: RV bias and pulls at S/N 10, 30, 1
 
 TEST_CASE("MILES emulator: noise-free injection recovers VRAD to < 0.3 km/s",
           "[fit][injection][realdata]") {
-  const auto& lib = thin_library();
+  const auto& lib = test::thin_library();
   test::InjectionSetup setup(lib);
   const auto arm = setup.cache.get(1800.0);
   std::mt19937_64 rng(7);

@@ -1,0 +1,143 @@
+#include "backend/batch.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace velox {
+
+void SlotScratch::ensure(int n, const SlotSizes& s) {
+  if (n <= n_slots && s.slot_pix <= sizes.slot_pix && s.slot_full <= sizes.slot_full &&
+      s.np <= sizes.np && s.n_out <= sizes.n_out && s.emu <= sizes.emu)
+    return;
+  n_slots = std::max(n, n_slots);
+  sizes.slot_pix = std::max(s.slot_pix, sizes.slot_pix);
+  sizes.slot_full = std::max(s.slot_full, sizes.slot_full);
+  sizes.np = std::max(s.np, sizes.np);
+  sizes.n_out = std::max(s.n_out, sizes.n_out);
+  sizes.emu = std::max(s.emu, sizes.emu);
+  const size_t ns = static_cast<size_t>(n_slots), p = ns * sizes.slot_pix;
+  const size_t f = ns * sizes.slot_full;
+  T.assign(p, 0.0);
+  dT.assign(p * sizes.np, 0.0);
+  fn.assign(p, 0.0);
+  wts.assign(p, 0.0);
+  frac.assign(p, 0.0);
+  t0.assign(p, 0);
+  Tf.assign(f, 0.0);
+  dTf.assign(f * sizes.np, 0.0);
+  ccf.assign(ns * sizes.n_out, 0.0);
+  acc.assign(ns * 8 * sizes.n_out, 0.0);
+  emu.assign(ns * std::max<long long>(sizes.emu, 1), 0.0);
+  shared = std::make_unique<kern::PipelineShared[]>(ns);
+}
+
+HostBatch::HostBatch(const std::vector<const PreparedSpectrum*>& specs, const TemplateLibrary& lib,
+                     const kern::PipelineConfig& pc)
+    : em(lib.view()), grid(lib.grid()), cfg(pc), ccf_labels(lib.ccf_labels.data()) {
+  if (specs.empty()) throw std::invalid_argument("HostBatch: no spectra");
+  size_t n_pix = 0, n_full = 0, n_rmat = 0;
+  for (const auto* p : specs) {
+    if (!p->ready) throw std::invalid_argument("HostBatch: spectrum is not ready for fitting");
+    n_pix += p->packed.flux.size();
+    n_full += p->packed.n_full_total();
+    for (const auto& r : p->packed.rmat) n_rmat += r.size();
+  }
+  spec.resize(specs.size());
+  results.resize(specs.size());
+  lnlam.reserve(n_pix);
+  xleg.reserve(n_pix);
+  flux.reserve(n_pix);
+  ivar.reserve(n_pix);
+  full_idx.reserve(n_pix);
+  full_lnlam.reserve(n_full);
+  rmat.reserve(n_rmat);
+  sizes_.np = 1 + lib.n_label;
+  sizes_.n_out = std::max(kern::ccf_lags(pc, grid), 7);
+  sizes_.emu = kern::emulator_scratch_size(em);
+  for (size_t s = 0; s < specs.size(); ++s) {
+    const Packed& pk = specs[s]->packed;
+    kern::BatchSpectrum& bs = spec[s];
+    bs.n_pix = static_cast<int>(pk.flux.size());
+    bs.n_arms = pk.n_arms;
+    for (int a = 0; a <= kern::kMaxArms; ++a) bs.arm_start[a] = pk.arm_start[a];
+    bs.pix_off = static_cast<long long>(flux.size());
+    bs.full_off = static_cast<long long>(full_lnlam.size());
+    bs.rmat_off = static_cast<long long>(rmat.size());
+    long long full = 0;
+    for (int a = 0; a < pk.n_arms; ++a) {
+      const ArmModel* m = pk.models[a].get();
+      auto it = std::find(models.begin(), models.end(), m);
+      if (it == models.end()) {
+        if (!models.empty() && m->n_ccf != n_ccf)
+          throw std::invalid_argument("HostBatch: arm models differ in their CCF template count");
+        n_ccf = m->n_ccf;
+        models.push_back(m);
+        basis.push_back(m->basis.data());
+        ccf_tmpl.push_back(m->ccf_templates.data());
+        it = models.end() - 1;
+      }
+      bs.model[a] = static_cast<int>(it - models.begin());
+      if (a < static_cast<int>(pk.full_lnlam.size()) && !pk.full_lnlam[a].empty()) {
+        bs.n_full[a] = static_cast<int>(pk.full_lnlam[a].size());
+        bs.ndiag[a] = pk.ndiag[a];
+        full_lnlam.insert(full_lnlam.end(), pk.full_lnlam[a].begin(), pk.full_lnlam[a].end());
+        rmat.insert(rmat.end(), pk.rmat[a].begin(), pk.rmat[a].end());
+        full += bs.n_full[a];
+      }
+    }
+    lnlam.insert(lnlam.end(), pk.lnlam.begin(), pk.lnlam.end());
+    xleg.insert(xleg.end(), pk.xleg.begin(), pk.xleg.end());
+    flux.insert(flux.end(), pk.flux.begin(), pk.flux.end());
+    ivar.insert(ivar.end(), pk.ivar.begin(), pk.ivar.end());
+    full_idx.insert(full_idx.end(), pk.full_idx.begin(), pk.full_idx.end());
+    sizes_.slot_pix = std::max<long long>(sizes_.slot_pix, bs.n_pix);
+    sizes_.slot_full = std::max(sizes_.slot_full, full);
+  }
+}
+
+kern::BatchView HostBatch::view(SlotScratch& sc) {
+  kern::BatchView b;
+  b.em = em;
+  b.grid = grid;
+  b.cfg = cfg;
+  b.n_ccf = n_ccf;
+  b.ccf_labels = ccf_labels;
+  b.np = sizes_.np;
+  b.n_out = sizes_.n_out;
+  b.basis = basis.data();
+  b.ccf_tmpl = ccf_tmpl.data();
+  b.n_spec = n_spec();
+  b.spec = spec.data();
+  b.lnlam = lnlam.data();
+  b.xleg = xleg.data();
+  b.flux = flux.data();
+  b.ivar = ivar.data();
+  b.full_idx = full_idx.data();
+  b.full_lnlam = full_lnlam.data();
+  b.rmat = rmat.data();
+  b.results = results.data();
+  // The scratch may be larger than this batch needs: its own strides count.
+  b.n_slots = sc.n_slots;
+  b.slot_pix = sc.sizes.slot_pix;
+  b.slot_full = sc.sizes.slot_full;
+  b.T = sc.T.data();
+  b.dT = sc.dT.data();
+  b.fn = sc.fn.data();
+  b.wts = sc.wts.data();
+  b.frac = sc.frac.data();
+  b.t0 = sc.t0.data();
+  b.Tf = sc.Tf.data();
+  b.dTf = sc.dTf.data();
+  b.ccf = sc.ccf.data();
+  b.acc = sc.acc.data();
+  b.emu = sc.emu.data();
+  b.shared = sc.shared.get();
+  return b;
+}
+
+std::vector<float> HostBatch::ivar_of(int s) const {
+  const auto& bs = spec[s];
+  return std::vector<float>(ivar.begin() + bs.pix_off, ivar.begin() + bs.pix_off + bs.n_pix);
+}
+
+}  // namespace velox

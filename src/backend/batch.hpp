@@ -1,0 +1,73 @@
+// HostBatch: prepared spectra packed into the flat arrays of kernels/batch.hpp (host memory).
+// The CPU backend fits from it in place; the CUDA backend copies the same arrays to the device
+// and swaps the pointers (src/backend/cuda/gpu_engine.cu). No physics here.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "emulator/library.hpp"
+#include "fit/fitter.hpp"
+#include "kernels/batch.hpp"
+
+namespace velox {
+
+// Per-slot scratch sizes of a batch (see kernels/batch.hpp).
+struct SlotSizes {
+  long long slot_pix = 0;   // >= the largest n_pix
+  long long slot_full = 0;  // >= the largest sum over a spectrum's arms of n_full
+  int np = 0;               // 1 + L
+  int n_out = 0;            // max(ccf_lags, 7)
+  long long emu = 0;        // emulator_scratch_size(em)
+};
+
+// Host scratch for n_slots slots of the given sizes.
+struct SlotScratch {
+  std::vector<double> T, dT, fn, wts, frac, Tf, dTf, ccf, acc, emu;
+  std::vector<int> t0;
+  std::unique_ptr<kern::PipelineShared[]> shared;
+  int n_slots = 0;
+  SlotSizes sizes;
+  // Grow (never shrink) to n_slots slots of `s`; keeps the allocation when it is large enough.
+  void ensure(int n_slots, const SlotSizes& s);
+};
+
+class HostBatch {
+ public:
+  // Pack `specs` (each ready, i.e. PreparedSpectrum::ready) for library `lib` with pipeline
+  // config `pc`. Copies the pixels; the arm models (basis, ccf_templates) are referenced, not
+  // copied, and must outlive the batch. Throws std::invalid_argument for an empty list, a spectrum
+  // that is not ready, or arms whose models disagree on the number of CCF templates.
+  HostBatch(const std::vector<const PreparedSpectrum*>& specs, const TemplateLibrary& lib,
+            const kern::PipelineConfig& pc);
+
+  int n_spec() const { return static_cast<int>(spec.size()); }
+  const SlotSizes& sizes() const { return sizes_; }
+
+  // A host BatchView of these arrays with the slots of `scratch` (ensure()d to this batch's
+  // sizes by the caller). `results` and `ivar` are written by the fit.
+  kern::BatchView view(SlotScratch& scratch);
+
+  // Spectrum s's working ivar after the fit ([n_pix], clipped pixels 0).
+  std::vector<float> ivar_of(int s) const;
+
+  // The flat arrays (kernels/batch.hpp documents shapes and units).
+  std::vector<kern::BatchSpectrum> spec;
+  std::vector<double> lnlam, xleg, full_lnlam;
+  std::vector<float> flux, ivar, rmat;
+  std::vector<int> full_idx;
+  std::vector<kern::PipelineResult> results;
+  // The model table: distinct ArmModels in order of first use, and their arrays.
+  std::vector<const ArmModel*> models;
+  std::vector<const float*> basis, ccf_tmpl;
+  int n_ccf = 0;
+  kern::EmulatorView em;
+  kern::GridView grid;
+  kern::PipelineConfig cfg;
+  const double* ccf_labels = nullptr;
+
+ private:
+  SlotSizes sizes_;
+};
+
+}  // namespace velox

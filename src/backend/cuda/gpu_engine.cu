@@ -1,0 +1,428 @@
+// The persistent GPU engine of one rank (CudaBackend, backend/gpu.hpp): library resident once,
+// buffers allocated once and grown, two buffer sets on two streams so that the host packs batch
+// k+1 while batch k is copied, fitted and copied back. Launches the fit kernel through
+// launch_fit_batch (fit_kernel.hpp). Memory and launches only: no physics here.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "backend/cuda/fit_kernel.hpp"
+#include "backend/gpu.hpp"
+
+namespace velox {
+
+namespace {
+
+constexpr int kSets = 2;             // buffer sets (and streams) in flight
+constexpr int kWavesPerBatch = 16;   // spectra per resident warp in a full batch
+constexpr size_t kMaxBatch = 65536;  // spectra per batch at most
+constexpr double kMemSafety = 0.8;   // fraction of free device memory a batch may use
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e) + " (" +
+                             cudaGetErrorName(e) + ")");
+}
+
+// Device array that only grows. Contents are not kept when it grows.
+template <class T>
+struct DevArray {
+  T* p = nullptr;
+  size_t cap = 0;
+  DevArray() = default;
+  DevArray(const DevArray&) = delete;
+  DevArray& operator=(const DevArray&) = delete;
+  ~DevArray() {
+    if (p) cudaFree(p);
+  }
+  void ensure(size_t n) {
+    if (n <= cap) return;
+    if (p) cudaFree(p);
+    p = nullptr;
+    cap = 0;
+    check(cudaMalloc(&p, n * sizeof(T)), "cudaMalloc");
+    cap = n;
+  }
+  void upload(const T* host, size_t n) {  // synchronous (library data, once)
+    ensure(n);
+    if (n)
+      check(cudaMemcpy(p, host, n * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy (library)");
+  }
+};
+
+// Pinned host buffer of bytes that only grows.
+struct PinnedBytes {
+  unsigned char* p = nullptr;
+  size_t cap = 0;
+  PinnedBytes() = default;
+  PinnedBytes(const PinnedBytes&) = delete;
+  PinnedBytes& operator=(const PinnedBytes&) = delete;
+  ~PinnedBytes() {
+    if (p) cudaFreeHost(p);
+  }
+  void ensure(size_t n) {
+    if (n <= cap) return;
+    if (p) cudaFreeHost(p);
+    p = nullptr;
+    cap = 0;
+    check(cudaMallocHost(reinterpret_cast<void**>(&p), n), "cudaMallocHost");
+    cap = n;
+  }
+};
+
+size_t align256(size_t n) { return (n + 255) & ~size_t{255}; }
+
+// One buffer set: a stream, the device arrays of one batch and its slots, pinned staging, and
+// the batch it holds while in flight.
+struct BufferSet {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t done = nullptr;
+  DevArray<kern::BatchSpectrum> spec;
+  DevArray<double> lnlam, xleg, full_lnlam;
+  DevArray<float> flux, ivar, rmat;
+  DevArray<int> full_idx;
+  DevArray<kern::PipelineResult> results;
+  DevArray<const float*> basis, ccf_tmpl;
+  DevArray<double> T, dT, fn, wts, frac, Tf, dTf, ccf, acc, emu;
+  DevArray<int> t0, counter;
+  DevArray<kern::PipelineShared> shared;
+  SlotSizes slots;   // what the slot scratch is sized for
+  PinnedBytes up;    // inputs, staged for cudaMemcpyAsync
+  PinnedBytes down;  // results then ivar
+  // In flight:
+  bool busy = false;
+  size_t ticket = 0, first = 0;
+  std::vector<kern::BatchSpectrum> spec_h;  // offsets to unpack ivar
+  size_t ivar_bytes_off = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const TemplateLibrary& lib, const kern::PipelineConfig& pc, int device,
+              size_t min_batch)
+      : lib_(lib), pc_(pc), device_(device), min_batch_(std::max<size_t>(1, min_batch)) {
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    cudaDeviceProp prop;
+    check(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
+    name_ = std::string("cuda:") + std::to_string(device_) + " (" + prop.name + ")";
+    n_slots_ = fit_kernel_slots(device_);
+    em_ = lib.view();
+    train_x_.upload(lib.train_x.data(), lib.train_x.size());
+    alpha_.upload(lib.alpha.data(), lib.alpha.size());
+    poly_.upload(lib.poly_coef.data(), lib.poly_coef.size());
+    ccf_labels_.upload(lib.ccf_labels.data(), lib.ccf_labels.size());
+    em_.train_x = train_x_.p;
+    em_.alpha = alpha_.p;
+    em_.poly_coef = poly_.p;
+    for (auto& s : sets_) {
+      check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+      check(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate");
+    }
+  }
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    for (auto& s : sets_) {
+      if (s.stream) cudaStreamSynchronize(s.stream);
+      if (s.done) cudaEventDestroy(s.done);
+      if (s.stream) cudaStreamDestroy(s.stream);
+    }
+  }
+
+  std::string name() const override { return name_; }
+  std::string unsupported(const BatchRequest& r) const override {
+    if (r.models) return "best-fit models (--save-models) are evaluated by the CPU backend";
+    if (r.n_spectra < min_batch_)
+      return "batch smaller than the GPU minimum (" + std::to_string(min_batch_) + " spectra)";
+    return {};
+  }
+  size_t preferred_batch() const override {
+    return gpu_target_batch(n_slots_, kWavesPerBatch, min_batch_, kMaxBatch);
+  }
+
+  void submit(std::vector<const PreparedSpectrum*> specs, bool /*want_models*/,
+              std::function<void(size_t)> on_done) override {
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    Pending p;
+    p.ticket = next_ticket_++;
+    p.on_done = std::move(on_done);
+    p.out.results.resize(specs.size());
+    p.out.ivar.resize(specs.size());
+    pending_.push_back(std::move(p));
+    if (specs.empty()) return;
+    const size_t batch = batch_size(specs);
+    for (size_t b0 = 0; b0 < specs.size(); b0 += batch) {
+      const size_t nb = std::min(batch, specs.size() - b0);
+      // Pack on the host while the other set's batch runs, then wait for this set to be free.
+      HostBatch hb({specs.begin() + b0, specs.begin() + b0 + nb}, lib_, pc_);
+      BufferSet& set = sets_[next_set_];
+      next_set_ = (next_set_ + 1) % kSets;
+      if (set.busy) finish(set);
+      launch(set, hb, pending_.back().ticket, b0);
+      ++pending_.back().in_flight;
+    }
+  }
+
+  BatchOutput collect() override {
+    if (pending_.empty()) throw std::logic_error("CudaBackend::collect: nothing submitted");
+    const size_t t = pending_.front().ticket;
+    for (int k = 0; k < kSets; ++k) {  // oldest set first: next_set_ is the least recent
+      BufferSet& set = sets_[(next_set_ + k) % kSets];
+      if (set.busy && set.ticket == t) finish(set);
+    }
+    BatchOutput out = std::move(pending_.front().out);
+    pending_.pop_front();
+    return out;
+  }
+
+ private:
+  struct Pending {
+    size_t ticket = 0;
+    int in_flight = 0;
+    size_t n_done = 0;
+    std::function<void(size_t)> on_done;
+    BatchOutput out;
+  };
+
+  // Spectra per batch: a few waves of the resident warps, within the free device memory.
+  size_t batch_size(const std::vector<const PreparedSpectrum*>& specs) {
+    size_t per = 0;
+    SlotSizes s;
+    s.np = 1 + lib_.n_label;
+    s.n_out = std::max(kern::ccf_lags(pc_, lib_.grid()), 7);
+    s.emu = kern::emulator_scratch_size(em_);
+    for (const auto* p : specs) {
+      size_t n_rmat = 0;
+      for (const auto& r : p->packed.rmat) n_rmat += r.size();
+      per = std::max(
+          per, gpu_bytes_per_spectrum(p->packed.flux.size(), p->packed.n_full_total(), n_rmat));
+      s.slot_pix = std::max<long long>(s.slot_pix, static_cast<long long>(p->packed.flux.size()));
+      s.slot_full =
+          std::max<long long>(s.slot_full, static_cast<long long>(p->packed.n_full_total()));
+    }
+    size_t free_b = 0, total_b = 0;
+    check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    const size_t fixed = static_cast<size_t>(kSets) * n_slots_ *
+                         gpu_bytes_per_slot(s.slot_pix, s.slot_full, s.np, s.n_out, s.emu);
+    // What this engine already holds for batches is reusable: count it as free.
+    const size_t n =
+        gpu_batch_size(free_b + held_bytes_, kMemSafety, fixed, per, kSets, preferred_batch());
+    if (n == 0)
+      throw std::runtime_error("CUDA: not enough free device memory for one batch (" +
+                               std::to_string(free_b >> 20) + " MiB free)");
+    return n;
+  }
+
+  const float* const* model_table(const HostBatch& hb, std::vector<const float*>* tmpl) {
+    std::vector<const float*> basis;
+    for (const ArmModel* m : hb.models) {
+      auto it = models_.find(m);
+      if (it == models_.end()) {
+        it = models_
+                 .emplace(std::piecewise_construct, std::forward_as_tuple(m),
+                          std::forward_as_tuple())
+                 .first;
+        it->second.first.upload(m->basis.data(), m->basis.size());
+        it->second.second.upload(m->ccf_templates.data(), m->ccf_templates.size());
+      }
+      basis.push_back(it->second.first.p);
+      tmpl->push_back(it->second.second.p);
+    }
+    model_basis_ = std::move(basis);
+    return model_basis_.data();
+  }
+
+  template <class T>
+  void grow(DevArray<T>& a, size_t n) {
+    if (n <= a.cap) return;
+    held_bytes_ -= a.cap * sizeof(T);
+    a.ensure(n);
+    held_bytes_ += a.cap * sizeof(T);
+  }
+
+  void ensure_slots(BufferSet& set, const SlotSizes& s) {
+    SlotSizes& c = set.slots;
+    c.slot_pix = std::max(c.slot_pix, s.slot_pix);
+    c.slot_full = std::max(c.slot_full, s.slot_full);
+    c.np = std::max(c.np, s.np);
+    c.n_out = std::max(c.n_out, s.n_out);
+    c.emu = std::max(c.emu, s.emu);
+    const size_t ns = static_cast<size_t>(n_slots_), p = ns * c.slot_pix, f = ns * c.slot_full;
+    grow(set.T, p);
+    grow(set.dT, p * c.np);
+    grow(set.fn, p);
+    grow(set.wts, p);
+    grow(set.frac, p);
+    grow(set.t0, p);
+    grow(set.Tf, std::max<size_t>(f, 1));
+    grow(set.dTf, std::max<size_t>(f * c.np, 1));
+    grow(set.ccf, ns * c.n_out);
+    grow(set.acc, ns * 8 * c.n_out);
+    grow(set.emu, ns * std::max<long long>(c.emu, 1));
+    grow(set.shared, ns);
+    grow(set.counter, 1);
+  }
+
+  // Stage hb's arrays in pinned memory, copy them up, launch, and copy results and ivar down,
+  // all asynchronously on set.stream.
+  void launch(BufferSet& set, const HostBatch& hb, size_t ticket, size_t first) {
+    std::vector<const float*> tmpl;
+    const float* const* basis = model_table(hb, &tmpl);
+    const size_t n_models = tmpl.size();
+    const size_t ns = hb.spec.size(), np_ = hb.flux.size();
+    // Staging layout: one aligned block per array.
+    struct Part {
+      const void* src;
+      size_t bytes;
+      void* dst;
+    };
+    grow(set.spec, ns);
+    grow(set.lnlam, np_);
+    grow(set.xleg, np_);
+    grow(set.flux, np_);
+    grow(set.ivar, np_);
+    grow(set.full_idx, np_);
+    grow(set.full_lnlam, std::max<size_t>(hb.full_lnlam.size(), 1));
+    grow(set.rmat, std::max<size_t>(hb.rmat.size(), 1));
+    grow(set.results, ns);
+    grow(set.basis, n_models);
+    grow(set.ccf_tmpl, n_models);
+    ensure_slots(set, hb.sizes());
+    const Part parts[] = {
+        {hb.spec.data(), ns * sizeof(kern::BatchSpectrum), set.spec.p},
+        {hb.lnlam.data(), np_ * sizeof(double), set.lnlam.p},
+        {hb.xleg.data(), np_ * sizeof(double), set.xleg.p},
+        {hb.flux.data(), np_ * sizeof(float), set.flux.p},
+        {hb.ivar.data(), np_ * sizeof(float), set.ivar.p},
+        {hb.full_idx.data(), np_ * sizeof(int), set.full_idx.p},
+        {hb.full_lnlam.data(), hb.full_lnlam.size() * sizeof(double), set.full_lnlam.p},
+        {hb.rmat.data(), hb.rmat.size() * sizeof(float), set.rmat.p},
+        {basis, n_models * sizeof(const float*), set.basis.p},
+        {tmpl.data(), n_models * sizeof(const float*), set.ccf_tmpl.p},
+    };
+    size_t total = 0;
+    for (const auto& pt : parts) total += align256(pt.bytes);
+    set.up.ensure(total);
+    size_t off = 0;
+    for (const auto& pt : parts) {
+      if (pt.bytes == 0) continue;
+      std::memcpy(set.up.p + off, pt.src, pt.bytes);
+      check(cudaMemcpyAsync(pt.dst, set.up.p + off, pt.bytes, cudaMemcpyHostToDevice, set.stream),
+            "cudaMemcpyAsync (batch upload)");
+      off += align256(pt.bytes);
+    }
+    kern::BatchView v;
+    v.em = em_;
+    v.grid = hb.grid;
+    v.cfg = hb.cfg;
+    v.n_ccf = hb.n_ccf;
+    v.ccf_labels = ccf_labels_.p;
+    v.np = hb.sizes().np;
+    v.n_out = hb.sizes().n_out;
+    v.basis = set.basis.p;
+    v.ccf_tmpl = set.ccf_tmpl.p;
+    v.n_spec = static_cast<int>(ns);
+    v.spec = set.spec.p;
+    v.lnlam = set.lnlam.p;
+    v.xleg = set.xleg.p;
+    v.flux = set.flux.p;
+    v.ivar = set.ivar.p;
+    v.full_idx = set.full_idx.p;
+    v.full_lnlam = set.full_lnlam.p;
+    v.rmat = set.rmat.p;
+    v.results = set.results.p;
+    v.n_slots = n_slots_;
+    v.slot_pix = set.slots.slot_pix;
+    v.slot_full = set.slots.slot_full;
+    v.T = set.T.p;
+    v.dT = set.dT.p;
+    v.fn = set.fn.p;
+    v.wts = set.wts.p;
+    v.frac = set.frac.p;
+    v.t0 = set.t0.p;
+    v.Tf = set.Tf.p;
+    v.dTf = set.dTf.p;
+    v.ccf = set.ccf.p;
+    v.acc = set.acc.p;
+    v.emu = set.emu.p;
+    v.shared = set.shared.p;
+    launch_fit_batch(v, set.counter.p, set.stream);
+    const size_t res_bytes = ns * sizeof(kern::PipelineResult);
+    set.ivar_bytes_off = align256(res_bytes);
+    set.down.ensure(set.ivar_bytes_off + np_ * sizeof(float));
+    check(cudaMemcpyAsync(set.down.p, set.results.p, res_bytes, cudaMemcpyDeviceToHost, set.stream),
+          "cudaMemcpyAsync (results)");
+    check(cudaMemcpyAsync(set.down.p + set.ivar_bytes_off, set.ivar.p, np_ * sizeof(float),
+                          cudaMemcpyDeviceToHost, set.stream),
+          "cudaMemcpyAsync (ivar)");
+    check(cudaEventRecord(set.done, set.stream), "cudaEventRecord");
+    set.busy = true;
+    set.ticket = ticket;
+    set.first = first;
+    set.spec_h = hb.spec;
+  }
+
+  // Wait for the set's batch and move its results into the output of the submit it belongs to.
+  void finish(BufferSet& set) {
+    check(cudaEventSynchronize(set.done), "fit kernel batch");
+    set.busy = false;
+    auto it = std::find_if(pending_.begin(), pending_.end(),
+                           [&](const Pending& p) { return p.ticket == set.ticket; });
+    if (it == pending_.end()) throw std::logic_error("CudaBackend: batch without a submit");
+    const auto* res = reinterpret_cast<const kern::PipelineResult*>(set.down.p);
+    const auto* iv = reinterpret_cast<const float*>(set.down.p + set.ivar_bytes_off);
+    for (size_t k = 0; k < set.spec_h.size(); ++k) {
+      const auto& bs = set.spec_h[k];
+      it->out.results[set.first + k] = res[k];
+      it->out.ivar[set.first + k].assign(iv + bs.pix_off, iv + bs.pix_off + bs.n_pix);
+    }
+    --it->in_flight;
+    it->n_done += set.spec_h.size();
+    if (it->on_done) it->on_done(it->n_done);
+  }
+
+  const TemplateLibrary& lib_;
+  kern::PipelineConfig pc_;
+  int device_;
+  size_t min_batch_;
+  std::string name_;
+  int n_slots_ = 1;
+  kern::EmulatorView em_;
+  DevArray<double> train_x_, alpha_, poly_, ccf_labels_;
+  std::map<const ArmModel*, std::pair<DevArray<float>, DevArray<float>>> models_;
+  std::vector<const float*> model_basis_;
+  BufferSet sets_[kSets];
+  int next_set_ = 0;
+  size_t held_bytes_ = 0;
+  size_t next_ticket_ = 0;
+  std::deque<Pending> pending_;
+};
+
+}  // namespace
+
+GpuInfo query_gpus() {
+  GpuInfo g;
+  g.compiled = true;
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    g.message = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e) + " (error " +
+                std::to_string(static_cast<int>(e)) + ")";
+    return g;
+  }
+  g.device_count = n;
+  if (n == 0) g.message = "no CUDA device";
+  return g;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const TemplateLibrary& lib,
+                                           const kern::PipelineConfig& pc, int device,
+                                           size_t min_batch) {
+  return std::make_unique<CudaBackend>(lib, pc, device, min_batch);
+}
+
+}  // namespace velox
