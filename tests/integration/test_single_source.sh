@@ -11,9 +11,10 @@ grep -q 'kern::batch_views(' src/backend/cpu/cpu_backend.cpp || fail "CPU backen
 grep -q 'fit_batch_serial(' src/fit/fitter.cpp || fail "fit_spectrum does not use the CPU backend"
 grep -q 'launch_fit_batch(' src/backend/cuda/gpu_engine.cu ||
   fail "the GPU engine does not launch the fit kernel"
-# The CUDA fit kernel (fit_kernel.cu, or its temporary stand-in) runs fit_one on batch_views.
-kfiles=$(ls src/backend/cuda/fit_kernel*.cu)
-grep -q 'kern::fit_one(kern::' $kfiles || fail "CUDA kernel does not call kern::fit_one with a team"
+# The CUDA fit kernel (fit_kernel.cu) runs fit_one with the warp team on batch_views.
+kfiles=src/backend/cuda/fit_kernel.cu
+grep -q "kern::fit_one(team" $kfiles && grep -q "kern::WarpTeam team" $kfiles ||
+  fail "CUDA kernel does not call kern::fit_one with the warp team"
 grep -q 'kern::batch_views(' $kfiles || fail "CUDA kernel does not use kern::batch_views"
 # Physics entry points are defined only under kernels/.
 for fn in cubic_weights legendre ln_doppler emulator_coeffs cholesky template_at_pixels \
