@@ -1,8 +1,8 @@
 // The fitting engine behind `velox fit` and `velox bench`: load the configuration and template
 // library once, then fit a stream of input files in chunks: prepare (host threads) -> a backend
 // (backend/backend.hpp: the CPU thread pool, or the rank's persistent GPU engine) -> finish. The job around it
-// (input queue, MPI ranks, outputs, status file) lives in mpi/driver.hpp. Exit codes:
-// common/error.hpp.
+// (inputs, resume, outputs, status file) lives in app/job.hpp, the MPI message loop in
+// mpi/driver.hpp. Exit codes: common/error.hpp.
 #pragma once
 #include <cmath>
 #include <cstdint>

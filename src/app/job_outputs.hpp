@@ -1,5 +1,5 @@
 // Outputs of a `velox fit` job other than the fit itself: per-input catalog paths, the status
-// file and the merged catalog. Used by rank 0 of the driver (mpi/driver.hpp). Layouts:
+// file and the merged catalog. Used by rank 0's RootJob (app/job.hpp). Layouts:
 // docs/running.md.
 #pragma once
 #include <fstream>

@@ -1,13 +1,11 @@
-// The MPI driver's pieces that need no mpirun: message layouts, output names, device choice.
+// The MPI driver's message layouts (mpi/wire.hpp), checked without mpirun.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 
-#include "app/job_outputs.hpp"
 #include "common/error.hpp"
-#include "mpi/driver.hpp"
 #include "mpi/wire.hpp"
 
 using namespace velox;
@@ -71,36 +69,4 @@ TEST_CASE("a work item carries the input index and path", "[mpi]") {
   mpi::unpack_work(mpi::pack_work(123456789012ull, "a b/c.fits"), index, path);
   CHECK(index == 123456789012ull);
   CHECK(path == "a b/c.fits");
-}
-
-TEST_CASE("per-input catalogs are named after the input without FITS and compression suffixes",
-          "[mpi]") {
-  CHECK(input_stem("/x/spec-55859-F5902_sp03-232.fits.gz") == "spec-55859-F5902_sp03-232");
-  CHECK(input_stem("3703110.fits") == "3703110");
-  CHECK(input_stem("coadd.fits.fz") == "coadd");
-  CHECK(input_stem("odd.name") == "odd.name");
-  CHECK(per_input_catalog("out", "/d/3703110.fits") == "out/3703110.velox.h5");
-}
-
-TEST_CASE("ranks on a node take GPUs round robin by node-local rank", "[mpi]") {
-  CHECK(mpi::device_for_local_rank(0, 4) == 0);
-  CHECK(mpi::device_for_local_rank(5, 4) == 1);
-  CHECK(mpi::device_for_local_rank(2, 0) == -1);
-}
-
-TEST_CASE("a fit job needs an output and, to fit, templates", "[mpi]") {
-  FitOptions o;
-  o.inputs = {"a.fits"};
-  o.templates = "lib.h5";
-  CHECK_THROWS_AS(mpi::validate_job_options(o), ConfigError);  // no output
-  o.output = "cat.h5";
-  CHECK_NOTHROW(mpi::validate_job_options(o));
-  o.output_dir = "out";
-  CHECK_THROWS_AS(mpi::validate_job_options(o), ConfigError);  // both
-  o.output.clear();
-  o.inputs.clear();
-  o.merge = "merged.h5";
-  CHECK_NOTHROW(mpi::validate_job_options(o));  // merge alone
-  o.output_dir.clear();
-  CHECK_THROWS_AS(mpi::validate_job_options(o), ConfigError);  // merge without a dir
 }

@@ -1,6 +1,7 @@
 // velox: radial velocities and stellar parameters for survey spectra.
 // Subcommands: templates build | templates validate | fit | info | bench. Exit codes:
-// common/error.hpp and docs/user-guide.md.
+// common/error.hpp and docs/user-guide.md. This file sits outside src/app/ because it joins the
+// job logic (src/app/) to the MPI message loop (mpi/driver.hpp); src/app/ never includes mpi/.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -14,6 +15,7 @@
 
 #include "app/cmd_validate.hpp"
 #include "app/fit_run.hpp"
+#include "app/job_plan.hpp"
 #include "common/error.hpp"
 #include "common/version.hpp"
 #include "emulator/build.hpp"
@@ -244,7 +246,7 @@ int main(int argc, char** argv) {
     if (val->parsed()) return run_validate(val_opt);
     if (fit->parsed()) {
       fit_opt.command_line = cmdline;
-      mpi::validate_job_options(fit_opt);
+      validate_job_options(fit_opt);
       mpi::Comm comm(&argc, &argv);  // MPI only when started by mpirun/srun
       return mpi::run_fit_job(fit_opt, comm);
     }

@@ -1,0 +1,223 @@
+#include "app/job.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/gpu.hpp"
+#include "common/error.hpp"
+#include "io/h5.hpp"
+
+namespace velox {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+void setup_job_logging(const FitOptions& opt, const RankInfo& where) {
+  const auto level = spdlog::get_level();  // from --log-level
+  auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  if (where.rank != 0) console->set_level(std::max(level, spdlog::level::warn));
+  std::vector<spdlog::sink_ptr> sinks{console};
+  if (!opt.log_dir.empty()) {
+    fs::create_directories(opt.log_dir);
+    const auto path = fs::path(opt.log_dir) / fmt::format("rank-{}.log", where.rank);
+    sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(path.string(), false));
+  }
+  auto logger = std::make_shared<spdlog::logger>("velox", sinks.begin(), sinks.end());
+  logger->set_level(level);
+  if (where.size > 1)
+    logger->set_pattern(fmt::format("[%Y-%m-%d %H:%M:%S.%e] [rank {}] [%^%l%$] %v", where.rank));
+  spdlog::set_default_logger(logger);
+}
+
+int device_for_local_rank(int local_rank, int n_devices) {
+  return n_devices > 0 ? local_rank % n_devices : -1;
+}
+
+int visible_gpu_count() {
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    const std::string s(v);
+    return s.empty() ? 0 : static_cast<int>(std::count(s.begin(), s.end(), ',')) + 1;
+  }
+  int n = 0;
+  while (fs::exists("/dev/nvidia" + std::to_string(n))) ++n;
+  return n;
+}
+
+int default_rank_threads(int local_size) {
+  const int mine = default_thread_count();
+  const int node = static_cast<int>(std::thread::hardware_concurrency());
+  if (local_size > 1 && node > 0 && mine >= node) return std::max(1, node / local_size);
+  return mine;
+}
+
+RankSetup place_rank(const FitOptions& opt, const RankInfo& where) {
+  RankSetup s{opt, opt.threads > 0 ? opt.threads : default_rank_threads(where.local_size)};
+  const GpuInfo g = query_gpus();
+  const int n_gpu = g.compiled ? g.device_count : visible_gpu_count();
+  s.opt.gpu_device = std::max(0, device_for_local_rank(where.local_rank, n_gpu));
+  spdlog::info("rank {}/{}: node-local rank {}/{}, {} GPUs ({}) -> device {}, {} threads",
+               where.rank, where.size, where.local_rank, where.local_size, n_gpu,
+               g.compiled ? "CUDA backend built" : "built without CUDA",
+               device_for_local_rank(where.local_rank, n_gpu), s.threads);
+  return s;
+}
+
+// Rank 0's progress lines: files and targets done out of the total, rate and ETA. The total
+// targets and the ETA are extrapolated from the bytes done (inputs go largest first).
+class Progress {
+ public:
+  Progress(size_t n_files, uintmax_t n_bytes, double interval_s, bool quiet)
+      : n_files_(n_files), n_bytes_(n_bytes), interval_(interval_s), quiet_(quiet) {}
+  void file_done(size_t targets, uintmax_t bytes) {
+    ++files_;
+    targets_ += targets;
+    bytes_ += bytes;
+  }
+  void maybe_log() {
+    const double t = elapsed();
+    if (quiet_ || t - last_ < interval_) return;
+    last_ = t;
+    const double frac = n_bytes_ ? static_cast<double>(bytes_) / n_bytes_ : 0.0;
+    const double eta = frac > 0 ? t / frac - t : NAN;
+    const double est = frac > 0 ? targets_ / frac : NAN;
+    spdlog::info("progress: {}/{} files, {}/~{:.0f} targets, {:.1f} spectra/s, ETA {:.0f} s",
+                 files_, n_files_, targets_, est, rate(), eta);
+  }
+  double elapsed() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
+  double rate() const { return targets_ / std::max(elapsed(), 1e-9); }
+  size_t targets() const { return targets_; }
+
+ private:
+  size_t n_files_, files_ = 0, targets_ = 0;
+  uintmax_t n_bytes_, bytes_ = 0;
+  double interval_;
+  bool quiet_;
+  double last_ = 0.0;
+  Clock::time_point t0_ = Clock::now();
+};
+
+RootJob::RootJob(const FitOptions& opt, int world_size, int threads)
+    : opt_(opt), world_size_(world_size), inputs_(plan_inputs(opt_)) {
+  const size_t n = inputs_.size();
+  status_.resize(n);
+  kept_.resize(n);
+  want_merged_ = !opt_.output.empty() || !opt_.merge.empty();
+  if (!opt_.output_dir.empty()) {
+    fs::create_directories(opt_.output_dir);
+    if (size_t k = remove_stale_temps(opt_.output_dir))
+      spdlog::info("removed {} partial catalogs (*.velox.h5.tmp) left by an interrupted run", k);
+    status_file_ = std::make_unique<StatusFile>(opt_.output_dir);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!inputs_[i].catalog.empty() && !opt_.overwrite && fs::exists(inputs_[i].catalog)) {
+      try {
+        auto rows = read_catalog(inputs_[i].catalog);
+        status_[i] = {inputs_[i].path, "skipped", rows.size(), 0.0, -1, ""};
+        status_file_->append(status_[i]);
+        if (want_merged_) kept_[i] = std::move(rows);
+        continue;
+      } catch (const std::exception& e) {
+        spdlog::warn("{} (refitting {})", e.what(), inputs_[i].path);
+      }
+    }
+    todo_.push_back(i);
+  }
+  // The DESI side outputs (/fibermap, /models, rvspecfit FITS) are collected by this rank's
+  // engine in processing order; they are written only by a single-process --output run, which
+  // therefore keeps input order. Otherwise largest first, so long inputs do not start last.
+  side_outputs_ = world_size_ == 1 && opt_.output_dir.empty() && !opt_.output.empty();
+  if ((opt_.save_models || opt_.output_format == "fits") && !side_outputs_)
+    spdlog::warn(
+        "--save-models / --output-format fits are written only by a single-process run "
+        "with --output (not under mpirun or with --output-dir); ignored");
+  if (!side_outputs_)
+    std::stable_sort(todo_.begin(), todo_.end(),
+                     [&](size_t a, size_t b) { return inputs_[a].bytes > inputs_[b].bytes; });
+  uintmax_t todo_bytes = 0;
+  for (size_t i : todo_) todo_bytes += inputs_[i].bytes;
+
+  engine_ = std::make_unique<FitEngine>(opt_, threads);
+  prov_ = engine_->provenance(opt_);
+  prov_["mpi_world_size"] = std::to_string(world_size_);
+  spdlog::info(
+      "fit: {} inputs ({} to fit, {} skipped: output exists), {} ranks x {} threads, "
+      "templates {} ({} stars, {})",
+      n, todo_.size(), n - todo_.size(), world_size_, engine_->threads(), opt_.templates,
+      engine_->library().n_train, engine_->library().checksum);
+  progress_ =
+      std::make_unique<Progress>(todo_.size(), todo_bytes, opt_.progress_interval_s, opt_.quiet);
+}
+
+RootJob::~RootJob() = default;
+
+bool RootJob::next_input(size_t& index, std::string& path) {
+  if (next_ == todo_.size()) return false;
+  index = todo_[next_++];
+  path = inputs_[index].path;
+  return true;
+}
+
+void RootJob::handle(FileResult&& r) {
+  const JobInput& in = inputs_[r.index];
+  if (!r.ok && r.rank != 0) spdlog::error("{} (rank {})", r.error, r.rank);
+  if (r.ok && !in.catalog.empty()) {
+    Provenance p = prov_;
+    p["input_path"] = in.path;
+    p["mpi_rank"] = std::to_string(r.rank);
+    p["n_input_files"] = "1";
+    write_catalog(in.catalog, r.rows, p);
+  }
+  status_[r.index] = status_of(r);
+  if (status_file_) status_file_->append(status_[r.index]);
+  files_failed_ += !r.ok;
+  progress_->file_done(r.n_targets, in.bytes);
+  if (want_merged_) kept_[r.index] = std::move(r.rows);
+}
+
+void RootJob::maybe_log_progress() { progress_->maybe_log(); }
+
+int RootJob::finish() {
+  const size_t n = inputs_.size();
+  const double seconds = progress_->elapsed();
+  if (status_file_) status_file_->finish(status_);
+  prov_["n_input_files"] = std::to_string(n);
+  prov_["n_files_failed"] = std::to_string(files_failed_);
+  std::vector<CatalogRow> merged;
+  for (auto& rows : kept_) merged.insert(merged.end(), rows.begin(), rows.end());
+  for (const auto& out : {opt_.output, opt_.merge}) {
+    if (out.empty()) continue;
+    if (side_outputs_ && out == opt_.output) {
+      write_catalog(out, merged, prov_, [&](h5::File& f) { engine_->outputs().write_h5(f); });
+      engine_->outputs().write_fits(out, merged);
+    } else {
+      write_catalog(out, merged, prov_);
+    }
+  }
+  size_t n_ok = 0;
+  for (const auto& r : merged) n_ok += r.SUCCESS;
+  spdlog::info(
+      "fit: {} inputs fitted ({} failed, {} skipped), {} targets in {:.2f} s = {:.2f} "
+      "spectra/s on {} ranks",
+      todo_.size(), files_failed_, n - todo_.size(), progress_->targets(), seconds,
+      progress_->targets() / std::max(seconds, 1e-9), world_size_);
+  if (want_merged_)
+    spdlog::info("fit: merged catalog {} with {} rows ({} SUCCESS)",
+                 opt_.output.empty() ? opt_.merge : opt_.output, merged.size(), n_ok);
+  if (files_failed_)
+    spdlog::warn("fit: {} input files failed{}; exit code {} (completed with failures)",
+                 files_failed_, status_file_ ? " (see status.tsv)" : "",
+                 int(kExitCompletedWithFailures));
+  return files_failed_ > 0 ? kExitCompletedWithFailures : kExitOk;
+}
+
+}  // namespace velox

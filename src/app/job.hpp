@@ -1,0 +1,88 @@
+// The `velox fit` job apart from communication (DESIGN.md "MPI driver", docs/running.md): each
+// rank's logging, threads and GPU; and rank 0's bookkeeping (RootJob). The MPI message loop
+// (mpi/driver.hpp) moves inputs and results between ranks and calls into this; nothing here
+// knows about MPI, so a single process uses it the same way.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/fit_run.hpp"
+#include "app/job_outputs.hpp"
+#include "app/job_plan.hpp"
+
+namespace velox {
+
+// Where this process sits in the job: world rank/size and node-local rank/size (0/1/0/1 alone).
+struct RankInfo {
+  int rank = 0, size = 1;
+  int local_rank = 0, local_size = 1;
+};
+
+// The "velox" default logger: stderr (ranks other than 0 at warn and above) plus, with
+// --log-dir, DIR/rank-<rank>.log; lines carry "[rank N]" when size > 1. Level from --log-level.
+// Throws on an unwritable --log-dir.
+void setup_job_logging(const FitOptions& opt, const RankInfo& where);
+
+// Node-local GPU choice: local_rank modulo the device count; -1 when there is no device.
+int device_for_local_rank(int local_rank, int n_devices);
+// Devices visible to this process (CUDA_VISIBLE_DEVICES, else /dev/nvidia<N>), no CUDA needed.
+int visible_gpu_count();
+
+// --threads default: the cores in this rank's affinity mask; when the launcher did not bind
+// (every rank sees all cores), the node's cores divided among its ranks.
+int default_rank_threads(int local_size);
+
+// This rank's options (gpu_device = device_for_local_rank, 0 without a GPU) and thread count
+// (--threads, else default_rank_threads); logs one line saying so.
+struct RankSetup {
+  FitOptions opt;
+  int threads = 1;
+};
+RankSetup place_rank(const FitOptions& opt, const RankInfo& where);
+
+class Progress;
+
+// Rank 0 of a fitting job (not merge-only). The constructor plans the inputs (plan_inputs),
+// prepares --output-dir (removes stale *.tmp, opens status.tsv), skips inputs whose per-input
+// catalog exists (unless --overwrite), orders the rest largest file first (input order when the
+// single-process side outputs are written), and loads the engine. The message loop then hands
+// out next_input() and passes every FileResult, from any rank, to handle(); finish() writes the
+// merged catalog(s) and status.tsv and returns the exit code (3 when an input failed).
+// Not thread-safe: the caller serialises next_input() against its own fitting thread.
+// Throws ConfigError (inputs) and IoError (outputs).
+class RootJob {
+ public:
+  RootJob(const FitOptions& opt, int world_size, int threads);
+  ~RootJob();
+
+  FitEngine& engine() { return *engine_; }
+  size_t n_todo() const { return todo_.size(); }
+
+  // The next input to fit (index into the planned inputs, path); false when all are handed out.
+  bool next_input(size_t& index, std::string& path);
+  // One input done (r.index, r.rank set): per-input catalog, status line, progress, merged rows.
+  void handle(FileResult&& r);
+  // A progress line every --progress-interval seconds (not with --quiet).
+  void maybe_log_progress();
+  // After every input is handled: status.tsv, merged/--output catalogs, summary; the exit code.
+  int finish();
+
+ private:
+  FitOptions opt_;
+  int world_size_;
+  std::vector<JobInput> inputs_;
+  std::vector<StatusLine> status_;
+  std::vector<std::vector<CatalogRow>> kept_;  // rows for the merged catalog
+  bool want_merged_ = false, side_outputs_ = false;
+  std::unique_ptr<StatusFile> status_file_;
+  std::vector<size_t> todo_;
+  size_t next_ = 0;
+  std::unique_ptr<FitEngine> engine_;  // loaded after the resume scan, as before fitting
+  Provenance prov_;
+  std::unique_ptr<Progress> progress_;
+  int files_failed_ = 0;
+};
+
+}  // namespace velox

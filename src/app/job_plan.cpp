@@ -1,0 +1,82 @@
+#include "app/job_plan.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <map>
+
+#include "app/job_outputs.hpp"
+#include "common/error.hpp"
+
+namespace velox {
+
+namespace fs = std::filesystem;
+
+void validate_job_options(const FitOptions& opt) {
+  const bool any_input = !opt.inputs.empty() || !opt.input_list.empty() || !opt.input_dir.empty();
+  if (!opt.merge.empty() && opt.output_dir.empty())
+    throw ConfigError("--merge needs --output-dir (the per-input catalogs it merges)");
+  if (!opt.output.empty() && !opt.output_dir.empty())
+    throw ConfigError(
+        "give either --output (one catalog) or --output-dir (one per input, "
+        "merged with --merge)");
+  if (opt.output.empty() && opt.output_dir.empty())
+    throw ConfigError("no output: give --output FILE or --output-dir DIR");
+  if (!any_input && opt.merge.empty())
+    throw ConfigError("no input files (give FILES, --input-list or --input-dir/--glob)");
+  if (any_input && opt.templates.empty()) throw ConfigError("--templates is required to fit");
+}
+
+bool merge_only(const FitOptions& o) {
+  return o.inputs.empty() && o.input_list.empty() && o.input_dir.empty() && !o.merge.empty();
+}
+
+size_t chunk_min_spectra(int threads) {
+  return threads <= 1 ? 1 : 4 * static_cast<size_t>(threads);
+}
+
+std::vector<JobInput> plan_inputs(const FitOptions& opt) {
+  const auto paths = collect_inputs(opt);
+  if (paths.empty())
+    throw ConfigError("no input files (give FILES, --input-list or --input-dir/--glob)");
+  std::vector<JobInput> inputs;
+  std::map<std::string, std::string> by_catalog;
+  for (const auto& p : paths) {
+    JobInput in{p, 0, ""};
+    std::error_code ec;
+    in.bytes = fs::file_size(p, ec);
+    if (ec) in.bytes = 0;  // unreadable: the reader reports it as a failed input
+    if (!opt.output_dir.empty()) {
+      in.catalog = per_input_catalog(opt.output_dir, p);
+      auto [it, fresh] = by_catalog.emplace(in.catalog, p);
+      if (!fresh)
+        throw ConfigError(
+            fmt::format("inputs {} and {} would both write {}", it->second, p, in.catalog));
+    }
+    inputs.push_back(std::move(in));
+  }
+  return inputs;
+}
+
+int merge_existing(const FitOptions& opt) {
+  const auto files = catalogs_in(opt.output_dir, opt.merge);
+  if (files.empty()) throw ConfigError(opt.output_dir + ": no *.velox.h5 catalogs to merge");
+  std::vector<CatalogRow> rows;
+  Provenance prov;
+  for (const auto& f : files) {
+    Provenance p;
+    auto part = read_catalog(f, &p);
+    if (prov.empty()) prov = p;
+    rows.insert(rows.end(), part.begin(), part.end());
+  }
+  for (const char* k : {"input_path", "mpi_rank"}) prov.erase(k);
+  prov["merge_command_line"] = opt.command_line;
+  prov["n_input_files"] = std::to_string(files.size());
+  write_catalog(opt.merge, rows, prov);
+  spdlog::info("merge: {} rows from {} catalogs in {} -> {}", rows.size(), files.size(),
+               opt.output_dir, opt.merge);
+  return kExitOk;
+}
+
+}  // namespace velox

@@ -1,0 +1,39 @@
+// What a `velox fit` job is asked to do, decided before any fitting (DESIGN.md "MPI driver",
+// docs/running.md): the option check, the input list with its per-input catalog names, the
+// merge-only mode (--merge without inputs) and the chunk size. The same on every rank; the MPI
+// message loop (mpi/driver.hpp) and the root's bookkeeping (app/job.hpp) build on it.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "app/fit_run.hpp"
+
+namespace velox {
+
+// Check the option combination (the same on every rank). Throws ConfigError.
+void validate_job_options(const FitOptions& opt);
+
+// --merge with --output-dir and no inputs: merge the existing per-input catalogs, fit nothing.
+bool merge_only(const FitOptions& opt);
+
+// Spectra per chunk for FitEngine::fit_stream: 1 for one thread (no batching needed), else
+// 4 per thread, so the threads stay busy without holding back inputs from other ranks.
+size_t chunk_min_spectra(int threads);
+
+// One input of the job, in the order collect_inputs() gives.
+struct JobInput {
+  std::string path;
+  uintmax_t bytes = 0;  // file size; 0 when unreadable (the reader then reports it as failed)
+  std::string catalog;  // per-input catalog DIR/<stem>.velox.h5 (--output-dir), else empty
+};
+
+// The inputs of `opt` (FILES, --input-list, --input-dir/--glob). Throws ConfigError when there
+// are none, or when two inputs would write the same per-input catalog.
+std::vector<JobInput> plan_inputs(const FitOptions& opt);
+
+// Merge-only mode: every DIR/*.velox.h5 (except the target) into the --merge catalog, with the
+// first catalog's provenance. Returns kExitOk; throws ConfigError (no catalogs) or IoError.
+int merge_existing(const FitOptions& opt);
+
+}  // namespace velox
