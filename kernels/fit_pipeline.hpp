@@ -99,7 +99,7 @@ VX_HD void segment_velocities(const Team& team, const EmulatorView& em, const Gr
               h = w->hess[0];
             }
           }
-          if (!moved || fabs(step) < 1e-3 / sqrt(h)) break;
+          if (!moved || fabs(step) < 0.02 / sqrt(h)) break;  // converged to 2% of its error
         }
         v = th[0];
         err = 1.0 / sqrt(h);

@@ -16,7 +16,8 @@ velox_build() {
   cmake --build "$build_dir" --parallel "$(nproc)"
 }
 
-# velox_ensure_library VELOX LIB: build the MILES template library into LIB with the binary
+# velox_ensure_library VELOX LIB: build the MILES template library (with the redrock
+# classification templates) into LIB with the binary
 # VELOX if LIB is missing or older than VELOX. A flock on LIB.lock keeps parallel callers (ctest
 # -j) from building it twice; the build itself writes LIB atomically.
 velox_ensure_library() {
@@ -26,7 +27,8 @@ velox_ensure_library() {
     flock 9
     if [[ ! -s "$lib" || "$lib" -ot "$velox" ]]; then
       echo "building the MILES template library into $lib" >&2
-      "$velox" templates build --input "$VELOX_DATA_DIR/templates/miles" --output "$lib"
+      "$velox" templates build --input "$VELOX_DATA_DIR/templates/miles" \
+        --classes "$VELOX_DATA_DIR/templates/redrock" --output "$lib"
     fi
   ) 9>"$lib.lock"
 }

@@ -19,6 +19,8 @@
 #include "common/error.hpp"
 #include "common/version.hpp"
 #include "emulator/build.hpp"
+#include "fit/classify.hpp"
+#include "io/redrock.hpp"
 #include "io/info.hpp"
 #include "io/readers.hpp"
 #include "mpi/driver.hpp"
@@ -177,8 +179,11 @@ int main(int argc, char** argv) {
   auto* tmpl = app.add_subcommand("templates", "Template library tools");
   tmpl->require_subcommand(1);
   auto* build = tmpl->add_subcommand("build", "Build an emulator library from labelled templates");
-  std::string t_input, t_output, t_config;
+  std::string t_input, t_output, t_config, t_classes;
   build->add_option("--input", t_input, "Template directory (MILES or PHOENIX layout)")->required();
+  build->add_option("--classes", t_classes,
+                    "Directory of DESI redrock templates (rrtemplate-*.fits) stored in the library "
+                    "to classify fits (star/WD/CV/QSO, docs/quality.md)");
   build->add_option("--output", t_output, "Output library (HDF5)")->required();
   build->add_option("--config", t_config, "YAML configuration file (section templates:)");
   ValidateOptions val_opt;
@@ -237,6 +242,11 @@ int main(int argc, char** argv) {
       for (const auto& s : set.skipped) spdlog::debug("templates: skipped {}", s);
       if (!set.skipped.empty()) spdlog::info("templates: {} templates skipped (missing labels or unreadable)", set.skipped.size());
       auto lib = build_library(set, bc);
+      if (!t_classes.empty()) {
+        lib.classes = read_redrock_templates(t_classes, kClassBinDlnlam);
+        spdlog::info("templates: {} classification templates from {}", lib.classes.size(),
+                     t_classes);
+      }
       lib.attrs["source"] = t_input;
       lib.attrs["build.command_line"] = cmdline;
       lib.save(t_output);

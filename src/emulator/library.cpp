@@ -72,6 +72,10 @@ std::string TemplateLibrary::compute_checksum() const {
   fnv_vec(h, length_scale);
   fnv_vec(h, shift);
   fnv_vec(h, scale);
+  for (const auto& c : classes) {  // absent classes leave the checksum of older libraries
+    fnv(h, c.subtype.data(), c.subtype.size());
+    fnv_vec(h, c.basis);
+  }
   return fmt::format("fnv1a64:{:016x}", h);
 }
 
@@ -114,6 +118,17 @@ void TemplateLibrary::save(const std::string& path) const {
     std::string tn;
     for (size_t i = 0; i < train_names.size(); ++i) tn += (i ? "," : "") + train_names[i];
     f.set_attr("/emulator", "train_names", tn);
+    for (size_t k = 0; k < classes.size(); ++k) {
+      const auto& c = classes[k];
+      const std::string name = fmt::format("classes/{:02d}", k);
+      f.write(name, c.basis, shp(c.n_basis, c.n_bin));
+      f.set_attr(name, "spectype", c.spectype);
+      f.set_attr(name, "subtype", c.subtype);
+      f.set_attr(name, "lnlam0", c.lnlam0);
+      f.set_attr(name, "dlnlam", c.dlnlam);
+      f.set_attr(name, "z_min", c.z_min);
+      f.set_attr(name, "z_max", c.z_max);
+    }
   }
   out.commit();
 }
@@ -153,6 +168,23 @@ TemplateLibrary TemplateLibrary::load(const std::string& path) {
   lib.label_max = f.read_double("emulator/label_max");
   lib.ccf_labels = f.read_double("ccf/labels");
   lib.loo_rms = f.read_double("validation/loo_rms");
+  for (int k = 0; f.exists(fmt::format("classes/{:02d}", k)); ++k) {
+    const std::string name = fmt::format("classes/{:02d}", k);
+    ClassTemplate c;
+    std::vector<uint64_t> shape;
+    c.basis = f.read_float(name, &shape);
+    c.spectype = f.attr_string(name, "spectype");
+    c.subtype = f.attr_string(name, "subtype");
+    c.lnlam0 = f.attr_double(name, "lnlam0");
+    c.dlnlam = f.attr_double(name, "dlnlam");
+    c.z_min = f.attr_double(name, "z_min");
+    c.z_max = f.attr_double(name, "z_max");
+    if (shape.size() != 2 || shape[0] * shape[1] != c.basis.size() || shape[0] > 8)
+      throw IoError(path + ": " + name + ": classification basis must be [n_basis <= 8][n_bin]");
+    c.n_basis = static_cast<int>(shape[0]);
+    c.n_bin = static_cast<int>(shape[1]);
+    lib.classes.push_back(std::move(c));
+  }
   for (const auto& a : f.attr_names("/")) {
     if (a.rfind("build.", 0) == 0 || a.rfind("validation.", 0) == 0 || a == "source")
       lib.attrs[a] = f.attr_string("/", a);

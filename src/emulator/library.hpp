@@ -11,6 +11,18 @@
 
 namespace velox {
 
+// A classification template (DESI redrock PCA basis, `templates build --classes DIR`): n_basis
+// rest-frame basis spectra box-averaged onto bins uniform in ln(lambda_vac / A) (bin k covers
+// [lnlam0 + k dlnlam, lnlam0 + (k+1) dlnlam)). Source: redrock-templates (Bailey et al., DESI),
+// files rrtemplate-<SPECTYPE>-<SUBTYPE>-v*.fits.
+struct ClassTemplate {
+  std::string spectype, subtype;  // redrock's names: STAR + A/B/F/G/K/M/WD/CV, QSO + LOZ/HIZ
+  int n_basis = 0, n_bin = 0;
+  double lnlam0 = 0.0, dlnlam = 0.0;
+  std::vector<float> basis;         // [n_basis][n_bin]
+  double z_min = 0.0, z_max = 0.0;  // redshift range to scan (QSO); 0, 0: at the star's VRAD
+};
+
 struct TemplateLibrary {
   // Template grid: ln(lambda_vac/A) = lnlam0 + t * dlnlam, t = 0 .. n_tpix-1. VACUUM.
   int n_tpix = 0;
@@ -23,15 +35,16 @@ struct TemplateLibrary {
   // Labels: names (TEFF is carried as LOG10_TEFF), training set and GP emulator.
   std::vector<std::string> label_names;  // e.g. {"LOG10_TEFF", "LOGG", "FEH"}
   int n_label = 0, n_train = 0, n_poly = 0;
-  std::vector<double> train_x;    // [N][L] scaled
+  std::vector<double> train_x;       // [N][L] scaled
   std::vector<double> train_labels;  // [N][L] physical (log10 Teff, logg, feh[, alpha])
   std::vector<std::string> train_names;
-  std::vector<double> alpha;      // [N][K+1]
-  std::vector<double> poly_coef;  // [P][K+1]
+  std::vector<double> alpha;                       // [N][K+1]
+  std::vector<double> poly_coef;                   // [P][K+1]
   std::vector<double> length_scale, shift, scale;  // [L]
   std::vector<double> label_min, label_max;        // [L] physical box of the training labels
-  std::vector<double> ccf_labels;  // [n_ccf][L] physical labels of the coarse CCF templates
-  std::vector<double> loo_rms;     // [N] leave-one-out rms of normalised flux per training star
+  std::vector<double> ccf_labels;      // [n_ccf][L] physical labels of the coarse CCF templates
+  std::vector<double> loo_rms;         // [N] leave-one-out rms of normalised flux per training star
+  std::vector<ClassTemplate> classes;  // optional: classification templates (empty: none)
   std::map<std::string, std::string> attrs;  // build parameters, validation, provenance
   std::string checksum;
 
@@ -44,7 +57,7 @@ struct TemplateLibrary {
   // (default: this library's own basis, i.e. the template resolution).
   std::vector<float> evaluate(const double* labels, const float* basis_in = nullptr) const;
 
-  void save(const std::string& path) const;  // atomic; throws IoError
+  void save(const std::string& path) const;              // atomic; throws IoError
   static TemplateLibrary load(const std::string& path);  // throws IoError
   std::string compute_checksum() const;  // FNV-1a 64 of grid, basis and emulator arrays
 };

@@ -61,6 +61,8 @@ FitConfig load_fit_config(const std::string& path) {
   get(f, "fit_vsini", c.fit_vsini, path);
   get(f, "resolution_matrix", c.resolution_matrix, path);
   get(f, "mismatch_max", c.mismatch_max, path);
+  get(f, "classify", c.classify, path);
+  get(f, "class_dchi2_min", c.class_dchi2_min, path);
   get(f, "seg_max_iter", c.seg_max_iter, path);
   get(f, "arm_rv_pvalue_min", c.arm_rv_pvalue_min, path);
   if (f["arm_split_A"]) get(f, "arm_split_A", c.arm_split_A, path);
@@ -124,6 +126,8 @@ std::string dump_fit_config(const FitConfig& c) {
   e << YAML::Key << "resolution_matrix" << YAML::Value << c.resolution_matrix;
   e << YAML::Key << "default_R" << YAML::Value << c.default_R;
   e << YAML::Key << "mismatch_max" << YAML::Value << c.mismatch_max;
+  e << YAML::Key << "classify" << YAML::Value << c.classify;
+  e << YAML::Key << "class_dchi2_min" << YAML::Value << c.class_dchi2_min;
   e << YAML::Key << "seg_max_iter" << YAML::Value << c.seg_max_iter;
   e << YAML::Key << "arm_split_A" << YAML::Value << c.arm_split_A;
   e << YAML::Key << "arm_rv_pvalue_min" << YAML::Value << c.arm_rv_pvalue_min;

@@ -31,6 +31,10 @@ struct FitConfig {
   // real LAMOST stars have a median of 0.008 and a maximum of 0.020, the BOSS G star 0.019; the
   // SDSS white dwarf fitted with MILES has 0.06 (docs/quality.md).
   double mismatch_max = 0.04;
+  // Template classification against the library's redrock classes (templates build --classes):
+  // RVS_WARN NOT_STAR when a WD, CV or QSO beats every normal star by more than class_dchi2_min.
+  bool classify = true;
+  double class_dchi2_min = 25.0;
   // Per-arm velocities (VRAD_B/R/Z): Gauss-Newton steps with the labels fixed (0: off), and the
   // wavelength (vacuum Angstrom) where one-arm spectra are split into their blue and red halves,
   // per input format (the spectrograph's dichroic; formats not listed are not split).

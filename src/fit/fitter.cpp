@@ -202,6 +202,10 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const FitContext& ctx) {
     ++all.n_arms;
   }
   set_segments(ctx, all, &row.FIT_INFO);
+  if (cfg.classify && !lib.classes.empty())
+    p.cls = rebin_for_classes(spec, cfg.mask_bands_A);
+  else
+    row.FIT_INFO |= info::kNoClassification;
   row.NPIX_TOT = static_cast<int32_t>(all.flux.size());
   if (row.NPIX_TOT < cfg.min_pixels || all.n_arms == 0) {
     note(fmt::format("only {} usable pixels (need {})", row.NPIX_TOT, cfg.min_pixels));
@@ -358,6 +362,17 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
     for (const auto& [v, e] : seg) chi2 += (v - swv / sw) * (v - swv / sw) / (e * e);
     if (chi2_sf(chi2, static_cast<int>(seg.size()) - 1) < cfg.arm_rv_pvalue_min)
       row.RVS_WARN |= warn::kArmRvDisagree;
+  }
+  // ---- Template classification ---------------------------------------------------------------
+  if (!p.cls.flux.empty()) {
+    // QSOs are considered only where the stellar model is poor (classify.hpp).
+    const bool poor = (row.RVS_WARN & (warn::kChisqNotBetter | warn::kModelMismatch)) != 0 ||
+                      row.MISMATCH > 0.5 * cfg.mismatch_max;
+    const ClassResult c = classify(lib, p.cls, row.VRAD, cfg.class_dchi2_min, poor);
+    row.SPECTYPE = c.spectype;
+    row.SUBTYPE = c.subtype;
+    row.CLASS_DCHI2 = c.dchi2;
+    if (c.not_star) row.RVS_WARN |= warn::kNotStar;
   }
   row.SUCCESS = (row.RVS_WARN & warn::kReject) == 0;
 }

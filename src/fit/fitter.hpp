@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "emulator/library.hpp"
+#include "fit/classify.hpp"
 #include "fit/config.hpp"
 #include "io/catalog.hpp"
 #include "io/spectrum.hpp"
@@ -86,6 +87,7 @@ struct PreparedSpectrum {
   bool ready = false;  // false: row is already final (bad input, not a target, no pixels)
   Packed packed;       // usable pixels and the arm models
   std::vector<std::string> notes;  // human-readable reasons (excluded arms, failures)
+  ClassSpectrum cls;        // rebinned for the template classification (empty: not classified)
 };
 
 // Masking (mask, ivar, non-finite, template coverage, bands), per-arm resolution, packing.

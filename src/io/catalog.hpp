@@ -48,6 +48,9 @@ struct CatalogRow {
   int64_t RVS_WARN = 0;                                // quality bitmask, bits in fit/rvs_warn.hpp
   bool SUCCESS = false;  // a star, fitted, trustworthy at the reported errors (no reject bit)
   int64_t FIT_INFO = 0;  // informational bits (fit/rvs_warn.hpp, velox::info), not warnings
+  // Template classification (redrock classes, docs/quality.md): "" when not classified.
+  std::string SPECTYPE, SUBTYPE;
+  double CLASS_DCHI2 = NAN;  // chi^2 of the best other kind minus the best class's
   // Copied from the DESI FIBERMAP by the driver (app/fit_outputs.cpp); NaN / -1 / "" if absent.
   double TARGET_RA = NAN, TARGET_DEC = NAN;  // deg
   int64_t REF_ID = -1;

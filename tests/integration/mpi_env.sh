@@ -13,13 +13,9 @@ MPIRUN=(mpirun --oversubscribe)
 if [ "$(id -u)" = 0 ]; then MPIRUN+=(--allow-run-as-root); fi
 
 # The MILES library, built once per build dir (concurrent tests wait on the lock).
+source "$VELOX_SOURCE_DIR/scripts/lib.sh"
 TEMPLATES="$VELOX_BUILD_DIR/miles.h5"
-(
-  flock 9
-  if [ ! -s "$TEMPLATES" ]; then
-    "$VELOX" templates build --input "$VELOX_DATA_DIR/templates/miles" --output "$TEMPLATES"
-  fi
-) 9>"$VELOX_BUILD_DIR/miles.h5.lock"
+velox_ensure_library "$VELOX" "$TEMPLATES"
 
 # make_lamost_inputs DIR: DIR/inputs.txt lists the 134 LAMOST spectra plus DIR/corrupt.fits (a
 # truncated FITS file); prints nothing.

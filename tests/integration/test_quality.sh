@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The quality model on real data (docs/quality.md, issue: results a survey scientist can trust):
 # - the DESI EDR fibres (galaxies/QSOs, no stars) and the SDSS white dwarf get SUCCESS false with
-#   the reason in RVS_WARN;
+#   the reason in RVS_WARN; the white dwarf is classified STAR/WD (NOT_STAR), the stars STAR;
 # - >= 97% of the 134 LAMOST and 85 DESI-layout stars have SUCCESS, and >= 90% RVS_WARN == 0;
 # - the repeat pairs of lamost_dr8 have pull widths (with the systematic floors) in [0.8, 1.3].
 set -euo pipefail
@@ -38,6 +38,13 @@ ok, clean = stars["SUCCESS"].mean(), (stars["RVS_WARN"] == 0).mean()
 print(f"{len(stars)} real stars: SUCCESS {ok:.3f}, RVS_WARN == 0 {clean:.3f}")
 if len(stars) != 219 or ok < 0.97 or clean < 0.90:
     err.append(f"{len(stars)} stars: SUCCESS fraction {ok:.3f} (>= 0.97), clean {clean:.3f} (>= 0.90)")
+# Template classification (redrock classes in the library): the white dwarf is STAR/WD with
+# NOT_STAR; every real star is classified STAR, and none of them is NOT_STAR.
+wd = n[[s.startswith(b"spec-0266") for s in n["SOURCE_FILE"]]]
+if len(wd) != 1 or wd["SUBTYPE"][0] != b"WD" or not wd["RVS_WARN"][0] & (1 << 13):
+    err.append(f"white dwarf: SUBTYPE {wd['SUBTYPE']}, RVS_WARN {wd['RVS_WARN']} (expect WD, NOT_STAR)")
+if (stars["SPECTYPE"] != b"STAR").any() or (stars["RVS_WARN"] & (1 << 13)).any():
+    err.append(f"real stars classified {set(stars['SPECTYPE'])} or NOT_STAR")
 # Informational conditions are not warnings: the DESI Z arm outside MILES is FIT_INFO bit 0.
 d = cat("desi.h5")
 if not (d["FIT_INFO"] & 1).all() or (d["RVS_WARN"] & (1 << 9)).any():

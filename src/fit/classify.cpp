@@ -1,0 +1,106 @@
+#include "fit/classify.hpp"
+
+#include <cmath>
+#include <map>
+
+#include "kernels/physics.hpp"
+
+namespace velox {
+
+kern::ClassData ClassSpectrum::view() const {
+  kern::ClassData d;
+  d.n = static_cast<int>(flux.size());
+  d.n_arms = n_arms;
+  d.lnlam = lnlam.data();
+  d.flux = flux.data();
+  d.ivar = ivar.data();
+  d.xleg = xleg.data();
+  d.arm = arm.data();
+  return d;
+}
+
+ClassSpectrum rebin_for_classes(const Spectrum& spec,
+                                const std::vector<std::pair<double, double>>& mask_bands_A) {
+  ClassSpectrum cs;
+  for (const auto& a : spec.arms) {
+    if (cs.n_arms >= kern::kClassMaxArms) break;
+    std::map<long, std::pair<double, double>> bins;  // bin -> (sum ivar * flux, sum ivar)
+    for (size_t j = 0; j < a.size(); ++j) {
+      const double w = a.wave_vac_A[j], iv = a.ivar[j], f = a.flux[j];
+      if (!(std::isfinite(w) && w > 0 && std::isfinite(f) && std::isfinite(iv) && iv > 0)) continue;
+      if (!a.mask.empty() && a.mask[j] != 0) continue;
+      bool in_band = false;
+      for (const auto& b : mask_bands_A) in_band = in_band || (w >= b.first && w <= b.second);
+      if (in_band) continue;
+      auto& s = bins[static_cast<long>(std::floor(std::log(w) / kClassBinDlnlam))];
+      s.first += iv * f;
+      s.second += iv;
+    }
+    if (bins.size() < 10) continue;
+    const double lo = bins.begin()->first, hi = bins.rbegin()->first;
+    for (const auto& [k, s] : bins) {
+      cs.lnlam.push_back((k + 0.5) * kClassBinDlnlam);
+      cs.flux.push_back(s.first / s.second);
+      cs.ivar.push_back(s.second);
+      cs.xleg.push_back(hi > lo ? 2.0 * (k - lo) / (hi - lo) - 1.0 : 0.0);
+      cs.arm.push_back(cs.n_arms);
+    }
+    ++cs.n_arms;
+  }
+  return cs;
+}
+
+ClassResult classify(const TemplateLibrary& lib, const ClassSpectrum& cs, double vrad_kms,
+                     double dchi2_min, bool scan_qso) {
+  ClassResult r;
+  if (lib.classes.empty() || cs.flux.empty() || !std::isfinite(vrad_kms)) return r;
+  const kern::ClassData d = cs.view();
+  enum Kind { kStar, kWd, kCv, kQso, kNumKinds };
+  double best[kNumKinds] = {INFINITY, INFINITY, INFINITY, INFINITY};
+  const ClassTemplate* best_t[kNumKinds] = {};
+  double best_ln1pz[kNumKinds] = {};
+  for (const auto& c : lib.classes) {
+    const kern::ClassBasisView t{c.n_basis, c.n_bin, c.lnlam0, c.dlnlam, c.basis.data()};
+    const Kind kind = c.spectype == "QSO" ? kQso
+                      : c.subtype == "WD" ? kWd
+                      : c.subtype == "CV" ? kCv
+                                          : kStar;
+    auto consider = [&](double ln1pz) {
+      const double chi2 = kern::class_chi2(t, d, ln1pz);
+      if (chi2 < best[kind]) {
+        best[kind] = chi2;
+        best_t[kind] = &c;
+        best_ln1pz[kind] = ln1pz;
+      }
+      return chi2;
+    };
+    if (c.z_max <= c.z_min) {  // a star: at the fitted velocity
+      consider(kern::ln_doppler(vrad_kms));
+      continue;
+    }
+    if (!scan_qso) continue;
+    // QSO: a coarse scan, then a finer one around its minimum.
+    const double lo = std::log1p(c.z_min), hi = std::log1p(c.z_max);
+    double chi2_min = INFINITY, at = lo;
+    for (double x = lo; x <= hi; x += 3e-3) {
+      const double chi2 = consider(x);
+      if (chi2 < chi2_min) chi2_min = chi2, at = x;
+    }
+    for (double x = std::max(lo, at - 3e-3); x <= std::min(hi, at + 3e-3); x += 5e-4) consider(x);
+  }
+  int k_best = kStar;
+  for (int k = 0; k < kNumKinds; ++k)
+    if (best[k] < best[k_best]) k_best = k;
+  if (!best_t[k_best]) return r;
+  double other = INFINITY;
+  for (int k = 0; k < kNumKinds; ++k)
+    if (k != k_best) other = std::min(other, best[k]);
+  r.spectype = best_t[k_best]->spectype;
+  r.subtype = best_t[k_best]->subtype;
+  r.dchi2 = other - best[k_best];
+  r.z = std::expm1(best_ln1pz[k_best]);
+  r.not_star = k_best != kStar && best[kStar] - best[k_best] > dchi2_min;
+  return r;
+}
+
+}  // namespace velox

@@ -1,0 +1,49 @@
+// Classification of a fitted spectrum against the library's redrock templates (docs/quality.md):
+// normal star (STAR A/B/F/G/K/M), white dwarf (STAR WD), cataclysmic variable (STAR CV) or QSO.
+// Host side: rebinning in prepare_spectrum, the decision in finish_row; the chi^2 of each class
+// is kernels/classify.hpp.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "emulator/library.hpp"
+#include "io/spectrum.hpp"
+#include "kernels/classify.hpp"
+
+namespace velox {
+
+// Bin width of the classification templates and spectra in ln(lambda): 2e-3 (600 km/s) resolves
+// white-dwarf Balmer wings and QSO emission lines (FWHM >= 2000 km/s) at 1/10 of the pixels.
+constexpr double kClassBinDlnlam = 2e-3;
+
+// A spectrum rebinned for classification (arrays behind kern::ClassData).
+struct ClassSpectrum {
+  std::vector<double> lnlam, flux, ivar, xleg;
+  std::vector<int> arm;
+  int n_arms = 0;
+  kern::ClassData view() const;
+};
+
+// Rebin the valid pixels of every arm (finite, ivar > 0, unmasked, outside `mask_bands_A`),
+// all of the arm's wavelength range (not only the fit's template coverage), onto kClassBinDlnlam
+// bins: ivar-weighted mean flux, summed ivar.
+ClassSpectrum rebin_for_classes(const Spectrum& spec,
+                                const std::vector<std::pair<double, double>>& mask_bands_A);
+
+struct ClassResult {
+  std::string spectype, subtype;  // redrock names of the best class ("" if not classified)
+  double dchi2 = NAN;             // chi^2 of the best class of another kind minus the best's (>= 0)
+  double z = NAN;                 // redshift of the best class (a star: its VRAD / c, relativistic)
+  bool not_star = false;          // the best class is a WD, CV or QSO by more than dchi2_min
+};
+
+// The best class: stars at the fitted VRAD and, with scan_qso, QSOs over their redshift range
+// (steps of 3e-3 in ln(1+z), refined to 5e-4). Kinds: normal stars, WD, CV, QSO.
+// scan_qso is for fits the MILES model already explains poorly: a 4-component QSO basis with a free
+// redshift and additive polynomials fits 27 of the 134 real LAMOST stars better than redrock's
+// star bases at their velocity (LAMOST's relative flux calibration; docs/quality.md), so a QSO
+// class alone must not reject a good stellar fit.
+ClassResult classify(const TemplateLibrary& lib, const ClassSpectrum& cs, double vrad_kms,
+                     double dchi2_min, bool scan_qso);
+
+}  // namespace velox
