@@ -69,7 +69,7 @@ struct PipelineResult {
 // segments are independent measurements of VRAD (RV systematics between arms show up as their
 // disagreement). T, dT: pixel scratch as for lm_fit.
 template <class Team>
-VX_HD void segment_velocities(const Team& team, const EmulatorView& em, const GridView& g,
+VX_HD VX_NOINLINE void segment_velocities(const Team& team, const EmulatorView& em, const GridView& g,
                               const FitData& d, const PipelineConfig& cfg, const double* theta,
                               EvalWork* w, double* T, double* dT, PipelineResult* out) {
   const int np = 1 + em.n_label;
