@@ -162,13 +162,27 @@ VX_HD VX_INLINE void normal_pair(int t, int n, int* a, int* b) {
   *b = j + t;
 }
 
+// The emulator's PCA coefficients and their label derivatives at `labels` into w->c, w->dc.
+template <class Team>
+VX_HD void emulator_coeffs_into(const Team& team, const EmulatorView& em, const double* labels,
+                                EvalWork* w) {
+  if (w->emu) {
+    emulator_coeffs_team(team, em, labels, w->emu, w->c, w->dc);
+  } else {
+    team.single([&] { emulator_coeffs(em, labels, w->c, w->dc); });
+    team.sync();
+  }
+}
+
 // Template value and derivatives at every pixel: T[n_pix], dT[n_pix][np] (np = 1 + L),
 // dT[.][0] = dT/dv, dT[.][1+l] = dT/dlabel_l. With em == nullptr, T = 1 (continuum-only model).
-template <class Team>
+// VOnly: the velocity column alone (np = 1), for fits of v with the labels fixed: the emulator
+// coefficients are not recomputed, w->c must hold those of theta's labels (emulator_coeffs_into).
+template <bool VOnly = false, class Team>
 VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const GridView& g,
                               const FitData& d, const double* theta, bool need_jac, EvalWork* w,
                               double* T, double* dT) {
-  const int np = em ? 1 + em->n_label : 1;
+  const int np = em && !VOnly ? 1 + em->n_label : 1;
   if (!em) {
     team.for_each(d.n_pix, [&](int i) {
       T[i] = 1.0;
@@ -177,12 +191,7 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
     team.sync();
     return;
   }
-  if (w->emu) {
-    emulator_coeffs_team(team, *em, theta + 1, w->emu, w->c, w->dc);
-  } else {
-    team.single([&] { emulator_coeffs(*em, theta + 1, w->c, w->dc); });
-    team.sync();
-  }
+  if (!VOnly) emulator_coeffs_into(team, *em, theta + 1, w);
   const int K1 = em->n_comp, L = em->n_label;
   const double lnd = ln_doppler(theta[0]);
   const double du_dv = -dln_doppler_dv(theta[0]) / g.dlnlam;
@@ -204,13 +213,15 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
         const double dbk = dwt[0] * b0[k] + dwt[1] * b0[K1 + k] + dwt[2] * b0[2 * K1 + k] +
                            dwt[3] * b0[3 * K1 + k];
         dtu += w->c[k] * dbk;
-        for (int l = 0; l < L; ++l) dl[l] += w->dc[l * K1 + k] * bk;
+        if (!VOnly)
+          for (int l = 0; l < L; ++l) dl[l] += w->dc[l * K1 + k] * bk;
       }
     }
     *t_out = t;
     if (need_jac) {
       dt_out[0] = dtu * du_dv;
-      for (int l = 0; l < L; ++l) dt_out[1 + l] = dl[l];
+      if (!VOnly)
+        for (int l = 0; l < L; ++l) dt_out[1 + l] = dl[l];
     }
   };
   for (int a = 0; a < d.n_arms; ++a) {

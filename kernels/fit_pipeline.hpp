@@ -73,15 +73,16 @@ VX_HD VX_NOINLINE void segment_velocities(const Team& team, const EmulatorView& 
                               const FitData& d, const PipelineConfig& cfg, const double* theta,
                               EvalWork* w, double* T, double* dT, PipelineResult* out) {
   const int np = 1 + em.n_label;
+  if (d.n_seg > 0 && cfg.seg_max_iter > 0) emulator_coeffs_into(team, em, theta + 1, w);
   for (int s = 0; s < kMaxSeg; ++s) {
     double v = NAN, err = NAN;
     if (s < d.n_seg && cfg.seg_max_iter > 0) {
       const FitData sd = segment_view(d, s);
       double* Ts = T + d.seg_start[s];
-      double* dTs = dT + (size_t)d.seg_start[s] * np;
+      double* dTs = dT + d.seg_start[s];  // one Jacobian column (v) per pixel
       double th[kMaxParams];
       for (int q = 0; q < np; ++q) th[q] = theta[q];
-      if (evaluate(team, &em, g, sd, cfg.cont_deg, th, true, w, Ts, dTs) && w->hess[0] > 0) {
+      if (evaluate<true>(team, &em, g, sd, cfg.cont_deg, th, true, w, Ts, dTs) && w->hess[0] > 0) {
         double chi2 = w->chi2, grad = w->grad[0], h = w->hess[0];
         for (int it = 0; it < cfg.seg_max_iter; ++it) {
           double step = grad / h;
@@ -90,7 +91,8 @@ VX_HD VX_NOINLINE void segment_velocities(const Team& team, const EmulatorView& 
             double tr[kMaxParams];
             for (int q = 0; q < np; ++q) tr[q] = th[q];
             tr[0] = fmin(fmax(th[0] + step, cfg.lm.lo[0]), cfg.lm.hi[0]);
-            if (evaluate(team, &em, g, sd, cfg.cont_deg, tr, true, w, Ts, dTs) && w->chi2 <= chi2 &&
+            if (evaluate<true>(team, &em, g, sd, cfg.cont_deg, tr, true, w, Ts, dTs) &&
+                w->chi2 <= chi2 &&
                 w->hess[0] > 0) {
               moved = true;
               th[0] = tr[0];

@@ -32,13 +32,14 @@ struct LMState {
   int hess_ok;
 };
 
-// Evaluate chi^2 (+ gradient/Hessian) at theta into w. Returns w->ok.
-template <class Team>
+// Evaluate chi^2 (+ gradient/Hessian) at theta into w. Returns w->ok. VOnly: the gradient and
+// Hessian of v alone (1 x 1), the labels held at theta.
+template <bool VOnly = false, class Team>
 VX_HD int evaluate(const Team& team, const EmulatorView* em, const GridView& g, const FitData& d,
                    int cont_deg, const double* theta, bool need_jac, EvalWork* w, double* T,
                    double* dT) {
-  const int np = em ? 1 + em->n_label : 1;
-  template_at_pixels(team, em, g, d, theta, need_jac, w, T, dT);
+  const int np = em && !VOnly ? 1 + em->n_label : 1;
+  template_at_pixels<VOnly>(team, em, g, d, theta, need_jac, w, T, dT);
   profile_continuum(team, d, cont_deg, np, need_jac, T, dT, w);
   return w->ok;
 }
