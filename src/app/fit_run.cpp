@@ -85,8 +85,7 @@ CatalogRow bad_input_row(const std::string& path) {
   return row;
 }
 
-FitEngine::FitEngine(const FitOptions& opt, int threads,
-                     std::shared_ptr<const TemplateLibrary> lib)
+FitEngine::FitEngine(const FitOptions& opt, int threads, std::shared_ptr<const TemplateLibrary> lib)
     : cfg_(opt.config.empty() ? FitConfig{} : load_fit_config(opt.config)),
       fmt_(parse_format(opt.format)),
       lib_(lib ? std::move(lib)
