@@ -117,8 +117,9 @@ def fit_spectra(spectra, *, library, device="auto", threads=0, config=None,
 
     Identity (TARGETID, SOURCE_FILE, ROW_IN_FILE), each arm's R or resolution matrix and the
     reader's problems are kept, and non-stellar DESI targets (OBJTYPE != TGT) get a NOT_FITTED
-    row: the rows equal ``velox fit``'s on the files except for the FIBERMAP columns
-    (TARGET_RA, ..., EXPID, which ``fit_files`` fills). resolution_matrix: None (config), True
+    row: a fitted spectrum's row equals ``velox fit``'s on its file except for the FIBERMAP
+    columns (TARGET_RA, ..., EXPID). There is no target selection (config ``select:``,
+    ``--objtypes``, COADD_FIBERSTATUS): ``fit_files`` applies it. resolution_matrix: None (config), True
     or False (DESI: matrix forward model or a Gaussian LSF per arm). Other arguments as in
     ``velox.fit``; errors defaults to "flag" (as the CLI). return_models: the models per
     spectrum, a list of arrays (one per arm, on the arm's pixels).
