@@ -141,7 +141,9 @@ def _entry_arms(i, wave, flux, ivar, mask, res, vacuum):
     if isinstance(flux, dict):
         for x, what in ((wave, "wave"), (ivar, "ivar")):
             same("dict", x, what)
-        return _dict_arms(wave, flux, ivar, mask, res, vacuum, lab)
+        for name, arm in flux.items():
+            _one_dim(arm, "flux%s[%r]" % (lab, name))
+        return _dict_arms(wave, flux, ivar, mask, res, vacuum, lab)[0]
     if isinstance(flux, (list, tuple)):
         for x, what in ((wave, "wave"), (ivar, "ivar")):
             same("list", x, what)

@@ -61,6 +61,34 @@ class Behaviour(unittest.TestCase):
                                    None, True)
         self.assertFalse(np.shares_memory(specs[0][0].flux, self.flux))
 
+    def test_every_input_layout_gives_the_same_rows(self):
+        w, f, i = self.wave[:2], self.flux[:2], self.ivar[:2]
+        ref, ref_models = self.fit(wave=w, flux=f, ivar=i, mask=None, return_models=True)
+        layouts = {
+            "shared grid": (w[0], f, i),
+            "list": (list(w), list(f), list(i)),
+            "list of arm lists": ([[x] for x in w], [[x] for x in f], [[x] for x in i]),
+            "list of dicts": ([{"ALL": x} for x in w], [{"ALL": x} for x in f],
+                              [{"ALL": x} for x in i]),
+            "dict": ({"ALL": w}, {"ALL": f}, {"ALL": i}),
+        }
+        wave_shared = np.broadcast_to(w[0], w.shape)
+        for name, (lw, lf, li) in layouts.items():
+            rows, models = self.fit(wave=lw, flux=lf, ivar=li, mask=None, return_models=True)
+            if name == "shared grid":  # the same grid for both spectra: compare with that
+                ref_s, ref_m = self.fit(wave=wave_shared.copy(), flux=f, ivar=i, mask=None,
+                                        return_models=True)
+                assert_rows_equal(self, rows, ref_s)
+                np.testing.assert_array_equal(models, ref_m)
+                continue
+            assert_rows_equal(self, rows, ref)
+            flat = {"list": lambda m: m, "list of arm lists": lambda m: [a[0] for a in m],
+                    "list of dicts": lambda m: [a["ALL"] for a in m],
+                    "dict": lambda m: m["ALL"]}[name](models)
+            np.testing.assert_array_equal(np.array(flat), ref_models, err_msg=name)
+        one = self.fit(wave=w[0], flux=f[0], ivar=i[0], mask=None)
+        assert_rows_equal(self, one, ref[:1])
+
     def test_threads_do_not_change_results(self):
         assert_rows_equal(self, self.fit(threads=1), self.fit(threads=2))
 
