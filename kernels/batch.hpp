@@ -19,22 +19,25 @@ struct BatchSpectrum {
   int n_pix = 0;
   int n_arms = 0;
   int arm_start[kMaxArms + 1] = {};
-  long long pix_off = 0;   // first used pixel in lnlam / xleg / flux / ivar / full_idx
-  long long full_off = 0;  // first full-grid pixel in full_lnlam (arms in order)
-  long long rmat_off = 0;  // first float of the folded rows in rmat (arms in order)
+  long long pix_off = 0;      // first used pixel in lnlam / xleg / flux / ivar / full_idx
+  long long full_off = 0;     // first full-grid pixel in full_lnlam (arms in order)
+  long long rmat_off = 0;     // first float of the folded rows in rmat (arms in order)
   int n_full[kMaxArms] = {};  // 0: the arm has no resolution matrix (Gaussian LSF in the basis)
   int ndiag[kMaxArms] = {};
   int model[kMaxArms] = {};  // index of the arm's model in BatchView::basis / ccf_tmpl
+  int n_seg = 0;             // velocity segments (FitData::seg_*)
+  int seg_start[kMaxSeg + 1] = {};
+  int seg_arm[kMaxSeg] = {};
 };
 
 struct BatchView {
   EmulatorView em;
   GridView grid;
   PipelineConfig cfg;
-  int n_ccf = 0;                        // coarse CCF templates per model
-  const double* ccf_labels = nullptr;   // [n_ccf][L]
-  int np = 0;                           // 1 + L
-  int n_out = 0;                        // max(ccf_lags(cfg, grid), 7)
+  int n_ccf = 0;                           // coarse CCF templates per model
+  const double* ccf_labels = nullptr;      // [n_ccf][L]
+  int np = 0;                              // 1 + L
+  int n_out = 0;                           // max(ccf_lags(cfg, grid), 7)
   const float* const* basis = nullptr;     // [n_models] -> [n_tpix][K+1]
   const float* const* ccf_tmpl = nullptr;  // [n_models] -> [n_ccf][n_tpix]
   // Per spectrum.
@@ -51,17 +54,17 @@ struct BatchView {
   // Per slot.
   int n_slots = 0;
   long long slot_pix = 0, slot_full = 0;
-  double* T = nullptr;      // [n_slots][slot_pix]
-  double* dT = nullptr;     // [n_slots][slot_pix][np]
-  double* fn = nullptr;     // [n_slots][slot_pix]
-  double* wts = nullptr;    // [n_slots][slot_pix]
-  double* frac = nullptr;   // [n_slots][slot_pix]
-  int* t0 = nullptr;        // [n_slots][slot_pix]
-  double* Tf = nullptr;     // [n_slots][slot_full]
-  double* dTf = nullptr;    // [n_slots][slot_full][np]
-  double* ccf = nullptr;    // [n_slots][n_out]
-  double* acc = nullptr;    // [n_slots][8 * n_out]
-  double* emu = nullptr;    // [n_slots][emulator_scratch_size(em)]
+  double* T = nullptr;               // [n_slots][slot_pix]
+  double* dT = nullptr;              // [n_slots][slot_pix][np]
+  double* fn = nullptr;              // [n_slots][slot_pix]
+  double* wts = nullptr;             // [n_slots][slot_pix]
+  double* frac = nullptr;            // [n_slots][slot_pix]
+  int* t0 = nullptr;                 // [n_slots][slot_pix]
+  double* Tf = nullptr;              // [n_slots][slot_full]
+  double* dTf = nullptr;             // [n_slots][slot_full][np]
+  double* ccf = nullptr;             // [n_slots][n_out]
+  double* acc = nullptr;             // [n_slots][8 * n_out]
+  double* emu = nullptr;             // [n_slots][emulator_scratch_size(em)]
   PipelineShared* shared = nullptr;  // [n_slots]
 };
 
@@ -74,8 +77,13 @@ VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d
   d->n_pix = bs.n_pix;
   d->n_arms = bs.n_arms;
   for (int a = 0; a <= kMaxArms; ++a) d->arm_start[a] = bs.arm_start[a];
+  d->n_seg = bs.n_seg;
+  for (int k = 0; k <= kMaxSeg; ++k) d->seg_start[k] = bs.seg_start[k];
+  for (int k = 0; k < kMaxSeg; ++k) d->seg_arm[k] = bs.seg_arm[k];
   d->lnlam = b.lnlam + o;
   d->xleg = b.xleg + o;
+  d->xleg_scale = 1.0;
+  d->xleg_off = 0.0;
   d->flux = b.flux + o;
   d->ivar = b.ivar + o;
   d->full_idx = b.full_idx ? b.full_idx + o : nullptr;

@@ -19,7 +19,8 @@
 namespace velox::kern {
 
 constexpr int kMaxArms = 4;
-constexpr int kMaxCont = 16;  // continuum coefficients per arm (degree <= 15)
+constexpr int kMaxSeg = kMaxArms;  // velocity segments (per-arm VRAD): one per arm, or B/R halves
+constexpr int kMaxCont = 16;       // continuum coefficients per arm (degree <= 15)
 constexpr int kMaxParams = 1 + kMaxLabels;
 
 // The template grid: uniform in ln(lambda_vac / A).
@@ -36,8 +37,11 @@ struct FitData {
   int arm_start[kMaxArms + 1] = {};
   const double* lnlam = nullptr;  // [n_pix] ln(vacuum observed wavelength / A)
   const double* xleg = nullptr;   // [n_pix] Legendre coordinate in [-1, 1] within the arm
-  const float* flux = nullptr;    // [n_pix]
-  const float* ivar = nullptr;    // [n_pix], all > 0
+  // The continuum's Legendre argument is xleg * xleg_scale + xleg_off (1 and 0 except in a
+  // segment_view, which maps the segment's own range onto [-1, 1] to keep G well conditioned).
+  double xleg_scale = 1.0, xleg_off = 0.0;
+  const float* flux = nullptr;        // [n_pix]
+  const float* ivar = nullptr;        // [n_pix], all > 0
   const float* basis[kMaxArms] = {};  // per arm: basis at the arm's resolution, [n_tpix][K+1]
   // Optional resolution-matrix forward model per arm (DESI): the model is evaluated on the arm's
   // full pixel grid (full_lnlam[a][n_full[a]]) and the used pixel i gets
@@ -46,13 +50,47 @@ struct FitData {
   // (src/fit/resolution.cpp). n_full[a] == 0: the arm has no matrix (Gaussian LSF in the basis).
   int n_full[kMaxArms] = {};
   int ndiag[kMaxArms] = {};
-  int full_off[kMaxArms] = {};            // offset of the arm in the full-grid scratch
+  int full_off[kMaxArms] = {};  // offset of the arm in the full-grid scratch
   const double* full_lnlam[kMaxArms] = {};
   const float* rmat[kMaxArms] = {};
-  const int* full_idx = nullptr;          // [n_pix] index of each used pixel in its arm's grid
-  double* Tf = nullptr;                   // scratch [sum n_full] template on the full grids
-  double* dTf = nullptr;                  // scratch [sum n_full][np]
+  const int* full_idx = nullptr;  // [n_pix] index of each used pixel in its arm's grid
+  double* Tf = nullptr;           // scratch [sum n_full] template on the full grids
+  double* dTf = nullptr;          // scratch [sum n_full][np]
+  // Velocity segments (per-arm VRAD with the labels fixed): segment s owns the used pixels
+  // [seg_start[s], seg_start[s+1]), all inside arm seg_arm[s]. n_seg == 0: none.
+  int n_seg = 0;
+  int seg_start[kMaxSeg + 1] = {};
+  int seg_arm[kMaxSeg] = {};
 };
+
+// The pixels of segment s as a one-arm FitData (pointers into d; the continuum is profiled over
+// the segment alone). Scratch arrays indexed by pixel must be offset by seg_start[s] too.
+VX_HD VX_INLINE FitData segment_view(const FitData& d, int s) {
+  const int a = d.seg_arm[s], i0 = d.seg_start[s];
+  FitData v;
+  v.n_pix = d.seg_start[s + 1] - i0;
+  v.n_arms = 1;
+  v.arm_start[0] = 0;
+  v.arm_start[1] = v.n_pix;
+  v.lnlam = d.lnlam + i0;
+  v.xleg = d.xleg + i0;
+  // Pixels are in wavelength order within an arm: map [xleg[i0], xleg[i1-1]] onto [-1, 1].
+  const double x0 = d.xleg[i0], x1 = d.xleg[i0 + v.n_pix - 1];
+  v.xleg_scale = x1 > x0 ? 2.0 / (x1 - x0) : 1.0;
+  v.xleg_off = x1 > x0 ? -(x1 + x0) / (x1 - x0) : 0.0;
+  v.flux = d.flux + i0;
+  v.ivar = d.ivar + i0;
+  v.basis[0] = d.basis[a];
+  v.n_full[0] = d.n_full[a];
+  v.ndiag[0] = d.ndiag[a];
+  v.full_off[0] = d.full_off[a];
+  v.full_lnlam[0] = d.full_lnlam[a];
+  v.rmat[0] = d.rmat[a];
+  v.full_idx = d.full_idx ? d.full_idx + i0 : nullptr;
+  v.Tf = d.Tf;
+  v.dTf = d.dTf;
+  return v;
+}
 
 // Apply an arm's resolution matrix rows to full-grid values v[n_full][stride] (component c) for
 // used pixel i.
@@ -73,8 +111,8 @@ struct EvalWork {
   double c[kMaxComp];
   double dc[kMaxLabels * kMaxComp];
   double gchol[kMaxArms][kMaxCont * kMaxCont];  // Cholesky factor of G per arm
-  double cont[kMaxArms][kMaxCont];               // profiled continuum coefficients per arm
-  double red[kMaxCont * kMaxCont + kMaxCont];    // reduction buffer
+  double cont[kMaxArms][kMaxCont];              // profiled continuum coefficients per arm
+  double red[kMaxCont * kMaxCont + kMaxCont];   // reduction buffer
   double* emu;  // emulator scratch (emulator_scratch_size doubles); nullptr: serial coefficients
   double chi2;
   double chi2_arm[kMaxArms];  // chi^2 per arm
@@ -106,8 +144,8 @@ VX_HD VX_INLINE void grid_stencil(const GridView& g, double lnlam, double lnd, i
 // matrices are reduced packed, nc (nc + 1) / 2 slots instead of nc^2.
 VX_HD VX_INLINE int tri_index(int j, int k, int n) { return j * n - j * (j - 1) / 2 + (k - j); }
 
-// Columns of slot t of "normal equations" reduced with team.reduce_gram over rows [x_0..x_{n-1}, y]:
-// t < n(n+1)/2 is x_j x_k (j <= k, packed as tri_index), then n slots x_j y.
+// Columns of slot t of "normal equations" reduced with team.reduce_gram over rows [x_0..x_{n-1},
+// y]: t < n(n+1)/2 is x_j x_k (j <= k, packed as tri_index), then n slots x_j y.
 VX_HD VX_INLINE void normal_pair(int t, int n, int* a, int* b) {
   const int ntri = n * (n + 1) / 2;
   if (t >= ntri) {
@@ -159,8 +197,8 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
     // One pass over the components: no per-thread arrays (registers only on the GPU).
     double t = 0.0, dtu = 0.0, dl[kMaxLabels] = {0.0, 0.0, 0.0, 0.0};
     for (int k = 0; k < K1; ++k) {
-      const double bk = wt[0] * b0[k] + wt[1] * b0[K1 + k] + wt[2] * b0[2 * K1 + k] +
-                        wt[3] * b0[3 * K1 + k];
+      const double bk =
+          wt[0] * b0[k] + wt[1] * b0[K1 + k] + wt[2] * b0[2 * K1 + k] + wt[3] * b0[3 * K1 + k];
       t += w->c[k] * bk;
       if (need_jac) {
         const double dbk = dwt[0] * b0[k] + dwt[1] * b0[K1 + k] + dwt[2] * b0[2 * K1 + k] +
@@ -221,7 +259,7 @@ VX_HD void profile_continuum(const Team& team, const FitData& d, int cont_deg, i
         [&](int ii, double* z) {
           const int i = i0 + ii;
           double p[kMaxCont];
-          legendre(d.xleg[i], cont_deg, p);
+          legendre(d.xleg[i] * d.xleg_scale + d.xleg_off, cont_deg, p);
           const double s = sqrt((double)d.ivar[i]), st = s * T[i];
           for (int j = 0; j < nc; ++j) z[j] = st * p[j];
           z[nc] = s * d.flux[i];
@@ -251,7 +289,7 @@ VX_HD void profile_continuum(const Team& team, const FitData& d, int cont_deg, i
         [&](int ii, double* z) {
           const int i = i0 + ii;
           double p[kMaxCont];
-          legendre(d.xleg[i], cont_deg, p);
+          legendre(d.xleg[i] * d.xleg_scale + d.xleg_off, cont_deg, p);
           double cont = 0.0;
           for (int j = 0; j < nc; ++j) cont += w->cont[a][j] * p[j];
           const double s = sqrt((double)d.ivar[i]);
@@ -314,7 +352,7 @@ VX_HD void model_at_pixels(const Team& team, const FitData& d, int cont_deg, con
     team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
       const int i = i0 + ii;
       double p[kMaxCont];
-      legendre(d.xleg[i], cont_deg, p);
+      legendre(d.xleg[i] * d.xleg_scale + d.xleg_off, cont_deg, p);
       double cont = 0.0;
       for (int j = 0; j <= cont_deg; ++j) cont += w->cont[a][j] * p[j];
       model[i] = cont * T[i];

@@ -19,21 +19,22 @@ struct PipelineConfig {
   int cont_deg = 8, ccf_cont_deg = 5;
   int n_starts = 2, n_ccf_use = 16, lag_step = 2;
   double clip_sigma = 5.0;
-  LMConfig lm;  // max_iter and the box (lo/hi) for [v, labels]
+  int seg_max_iter = 6;  // Gauss-Newton steps per velocity segment; 0 = no per-arm velocities
+  LMConfig lm;           // max_iter and the box (lo/hi) for [v, labels]
 };
 
 // Global-memory scratch of one spectrum (n = FitData::n_pix, np = 1 + L, n_out = ccf_lags()).
 struct PipelineScratch {
-  double* T;       // [n]
-  double* dT;      // [n * np]
-  double* fn;      // [n]
-  double* wts;     // [n]
-  double* frac;    // [n]
-  int* t0;         // [n]
-  float* ivar;     // [n] working copy of ivar (clipped pixels set to 0)
-  double* ccf;     // [n_out]
-  double* acc;     // [8 * n_out]
-  double* emu;     // [emulator_scratch_size(em)] emulator row weights
+  double* T;     // [n]
+  double* dT;    // [n * np]
+  double* fn;    // [n]
+  double* wts;   // [n]
+  double* frac;  // [n]
+  int* t0;       // [n]
+  float* ivar;   // [n] working copy of ivar (clipped pixels set to 0)
+  double* ccf;   // [n_out]
+  double* acc;   // [8 * n_out]
+  double* emu;   // [emulator_scratch_size(em)] emulator row weights
 };
 
 // Per-spectrum shared state (shared memory on the GPU).
@@ -45,7 +46,6 @@ struct PipelineShared {
   int n_grid;
   double pbest, v_ccf;
   int jbest, obest;
-  int n_clip;
 };
 
 enum PipelineStatus : int { kPipeOk = 0, kPipeFitFailed = 1 };
@@ -54,11 +54,64 @@ struct PipelineResult {
   int status;
   double v_ccf;
   LMState best;
-  double chi2_c;                 // continuum-only chi^2 (NaN if singular)
+  double chi2_c;  // continuum-only chi^2 (NaN if singular)
   double chi2_arm[kMaxArms];
   int npix_arm[kMaxArms];
   int npix;
+  double v_seg[kMaxSeg];      // per-segment VRAD with the labels fixed (NaN: not measured), km/s
+  double v_seg_err[kMaxSeg];  // its statistical error (1 / sqrt of the profiled Hessian), km/s
+  int n_clipped;              // pixels clipped before the re-fit
 };
+
+// Velocity of every segment of d (an arm, or a blue/red half) with the labels held at theta:
+// Gauss-Newton on v alone over the segment's pixels, its continuum profiled out, each step
+// halved until chi^2 does not rise. The error is the profiled Hessian's at the final point, so
+// segments are independent measurements of VRAD (RV systematics between arms show up as their
+// disagreement). T, dT: pixel scratch as for lm_fit.
+template <class Team>
+VX_HD void segment_velocities(const Team& team, const EmulatorView& em, const GridView& g,
+                              const FitData& d, const PipelineConfig& cfg, const double* theta,
+                              EvalWork* w, double* T, double* dT, PipelineResult* out) {
+  const int np = 1 + em.n_label;
+  for (int s = 0; s < kMaxSeg; ++s) {
+    double v = NAN, err = NAN;
+    if (s < d.n_seg && cfg.seg_max_iter > 0) {
+      const FitData sd = segment_view(d, s);
+      double* Ts = T + d.seg_start[s];
+      double* dTs = dT + (size_t)d.seg_start[s] * np;
+      double th[kMaxParams];
+      for (int q = 0; q < np; ++q) th[q] = theta[q];
+      if (evaluate(team, &em, g, sd, cfg.cont_deg, th, true, w, Ts, dTs) && w->hess[0] > 0) {
+        double chi2 = w->chi2, grad = w->grad[0], h = w->hess[0];
+        for (int it = 0; it < cfg.seg_max_iter; ++it) {
+          double step = grad / h;
+          bool moved = false;
+          for (int half = 0; half < 4 && !moved; ++half, step *= 0.5) {
+            double tr[kMaxParams];
+            for (int q = 0; q < np; ++q) tr[q] = th[q];
+            tr[0] = fmin(fmax(th[0] + step, cfg.lm.lo[0]), cfg.lm.hi[0]);
+            if (evaluate(team, &em, g, sd, cfg.cont_deg, tr, true, w, Ts, dTs) && w->chi2 <= chi2 &&
+                w->hess[0] > 0) {
+              moved = true;
+              th[0] = tr[0];
+              chi2 = w->chi2;
+              grad = w->grad[0];
+              h = w->hess[0];
+            }
+          }
+          if (!moved || fabs(step) < 1e-3 / sqrt(h)) break;
+        }
+        v = th[0];
+        err = 1.0 / sqrt(h);
+      }
+    }
+    team.single([&] {
+      out->v_seg[s] = v;
+      out->v_seg_err[s] = err;
+    });
+    team.sync();
+  }
+}
 
 // Number of coarse CCF lags for the velocity range (template pixels, step lag_step).
 VX_HD VX_INLINE int ccf_lag_lo(const PipelineConfig& c, const GridView& g) {
@@ -96,8 +149,8 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
   });
   team.sync();
   for (int j = 0; j < n_use; ++j) {
-    cross_correlate(team, g, d, ccf_tmpl, j, lag_lo, n_out, step, sc.t0, sc.frac, sc.fn, sc.wts,
-                    w, sc.acc, sc.ccf);
+    cross_correlate(team, g, d, ccf_tmpl, j, lag_lo, n_out, step, sc.t0, sc.frac, sc.fn, sc.wts, w,
+                    sc.acc, sc.ccf);
     team.single([&] {
       for (int o = 0; o < n_out; ++o)
         if (sc.ccf[o] > sh->pbest) {
@@ -110,8 +163,8 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
   }
   // Fine lags around the best template's peak, then a parabola through the top three.
   const int lag_c = lag_lo + sh->obest * step;
-  cross_correlate(team, g, d, ccf_tmpl, sh->jbest, lag_c - 3, 7, 1, sc.t0, sc.frac, sc.fn,
-                  sc.wts, w, sc.acc, sc.ccf);
+  cross_correlate(team, g, d, ccf_tmpl, sh->jbest, lag_c - 3, 7, 1, sc.t0, sc.frac, sc.fn, sc.wts,
+                  w, sc.acc, sc.ccf);
   team.single([&] {
     const double* fine = sc.ccf;
     int ob = 0;
@@ -122,8 +175,8 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
       const double den = fine[ob - 1] - 2 * fine[ob] + fine[ob + 1];
       if (den < 0) lag_peak += 0.5 * (fine[ob - 1] - fine[ob + 1]) / den;
     }
-    sh->v_ccf = fmin(fmax(velocity_from_ln_doppler(lag_peak * g.dlnlam), cfg.vmin_kms),
-                     cfg.vmax_kms);
+    sh->v_ccf =
+        fmin(fmax(velocity_from_ln_doppler(lag_peak * g.dlnlam), cfg.vmin_kms), cfg.vmax_kms);
     sh->n_grid = 0;
   });
   team.sync();
@@ -157,6 +210,7 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
   team.single([&] {
     sh->best.chi2 = INFINITY;
     sh->best.status = kLMEvalFailed;
+    out->n_clipped = 0;
   });
   team.sync();
   const int n_starts = cfg.n_starts < sh->n_grid ? cfg.n_starts : sh->n_grid;
@@ -180,8 +234,6 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
   if (cfg.clip_sigma > 0) {
     evaluate(team, &em, g, d, cfg.cont_deg, sh->best.theta, false, w, sc.T, sc.dT);
     model_at_pixels(team, d, cfg.cont_deg, sc.T, w, sc.fn);  // fn reused for the model
-    team.single([&] { sh->n_clip = 0; });
-    team.sync();
     team.reduce_sum(d.n_pix, 1, w->red, [&](int i, auto acc) {
       const double z = (d.flux[i] - sc.fn[i]) * sqrt((double)sc.ivar[i]);
       if (sc.ivar[i] > 0 && fabs(z) > cfg.clip_sigma) {
@@ -189,6 +241,8 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
         acc[0] += 1.0;
       }
     });
+    team.single([&] { out->n_clipped = (int)w->red[0]; });
+    team.sync();
     if (w->red[0] > 0) {
       team.single([&] { sh->cur = sh->best; });
       team.sync();
@@ -218,8 +272,10 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
   }
   double theta0[kMaxParams] = {0, 0, 0, 0, 0};
   evaluate(team, (const EmulatorView*)nullptr, g, d, cfg.cont_deg, theta0, false, w, sc.T, sc.dT);
+  team.single([&] { out->chi2_c = w->ok ? w->chi2 : NAN; });
+  team.sync();
+  segment_velocities(team, em, g, d, cfg, sh->best.theta, w, sc.T, sc.dT, out);
   team.single([&] {
-    out->chi2_c = w->ok ? w->chi2 : NAN;
     int n = 0;
     for (int a = 0; a < d.n_arms; ++a) n += out->npix_arm[a];
     out->npix = n;

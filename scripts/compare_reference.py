@@ -111,7 +111,9 @@ def dr10_section(rows, data_dir, rep):
         rows, os.path.join(data_dir, "spectra/lamost_dr10_pylasp/LASP_CurveFit_inferred.csv"), "ID")
     if not refs:
         return
-    rep.line("all SUCCESS", n_ok, "", limit=len(refs), ok=n_ok == len(refs))
+    # SUCCESS also rejects stars pinned at the library's edge (docs/data-model.md); the quality
+    # model's acceptance is >= 97% of the real stars.
+    rep.line("SUCCESS fraction", n_ok / len(refs), "", limit=">= 0.97", ok=n_ok >= 0.97 * len(refs))
     cols = {"VRAD": "pred_Rv", "TEFF": "pred_Teff", "LOGG": "pred_logg", "FEH": "pred_FeH"}
     units = {"VRAD": "km/s", "TEFF": "K", "LOGG": "dex", "FEH": "dex"}
     for col, ref_col in cols.items():

@@ -60,6 +60,9 @@ HostBatch::HostBatch(const std::vector<const PreparedSpectrum*>& specs, const Te
     bs.n_pix = static_cast<int>(pk.flux.size());
     bs.n_arms = pk.n_arms;
     for (int a = 0; a <= kern::kMaxArms; ++a) bs.arm_start[a] = pk.arm_start[a];
+    bs.n_seg = pk.n_seg;
+    for (int k = 0; k <= kern::kMaxSeg; ++k) bs.seg_start[k] = pk.seg_start[k];
+    for (int k = 0; k < kern::kMaxSeg; ++k) bs.seg_arm[k] = pk.seg_arm[k];
     bs.pix_off = static_cast<long long>(flux.size());
     bs.full_off = static_cast<long long>(full_lnlam.size());
     bs.rmat_off = static_cast<long long>(rmat.size());

@@ -1,5 +1,7 @@
 #include "emulator/validate.hpp"
 
+#include "fit/rvs_warn.hpp"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -18,6 +20,12 @@
 #include "model/arm_model.hpp"
 
 namespace velox {
+
+namespace {
+// Cross-validation measures the fit itself: a held-out star at the edge of its fold's label box
+// is a valid fit (LABEL_EDGE rejects it for science, not here); only a fit that broke down counts.
+bool fitted(const CatalogRow& r) { return (r.RVS_WARN & warn::kFatal) == 0; }
+}  // namespace
 
 namespace {
 
@@ -78,7 +86,7 @@ std::vector<ValidationStat> validation_stats(const std::vector<ValidationStar>& 
     std::vector<double> d;
     for (size_t i = 0; i < stars.size(); ++i) {
       const auto& s = stars[i];
-      if (!use[i] || !s.fit.SUCCESS) continue;
+      if (!use[i] || !fitted(s.fit)) continue;
       const double v = q == 0   ? s.fit.TEFF - s.teff_K
                        : q == 1 ? s.fit.LOGG - s.logg
                        : q == 2 ? s.fit.FEH - s.feh
@@ -191,7 +199,7 @@ ValidationResult cross_validate(const TemplateSet& set, const BuildConfig& bc, c
     auto it = full_loo.find(s.name);
     if (it != full_loo.end()) s.loo_rms_full = it->second;
     core[i] = s.teff_K >= res.core_teff_min_K && s.teff_K <= res.core_teff_max_K;
-    if (!s.fit.SUCCESS) ++res.n_failed;
+    if (!fitted(s.fit)) ++res.n_failed;
   }
   res.core = validation_stats(res.stars, core);
   res.all = validation_stats(res.stars, all);

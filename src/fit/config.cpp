@@ -2,9 +2,11 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "fit/yaml_get.hpp"
+#include <algorithm>
+#include <iterator>
 
 #include "common/error.hpp"
+#include "fit/yaml_get.hpp"
 
 namespace velox {
 
@@ -14,6 +16,28 @@ void get(const YAML::Node& n, const char* key, T& out, const std::string& path) 
   yaml_get(n, "fit", key, out, path);
 }
 }  // namespace
+
+std::map<std::string, std::map<std::string, double>> default_error_floors() {
+  // LAMOST (scripts/calibrate_floors.py on the 8 repeat pairs of lamost_dr8, docs/quality.md):
+  //   floors giving a pull width of 1 are VRAD 3.9 km/s (bootstrap 2.8-5.6), TEFF 14 K (0-29),
+  //   LOGG 0.084 (0.004-0.17), FEH 0.040 (0.017-0.068); the 20 pairs of a larger DR8 set scatter
+  //   more (6.3 km/s, 52 K, 0.16, 0.076 raw), so the floors sit between the two. Luo et al. 2015
+  //   (RAA 15, 1095) give 4.9 km/s for LAMOST's own velocities from repeats. VRAD_ARM: the robust
+  //   sigma of VRAD_B - VRAD_R over the 134 LAMOST stars (12 km/s) less the statistical part.
+  // SDSS/BOSS: Yanny et al. 2009 (AJ 137, 4377) ~4 km/s velocity repeatability for bright stars;
+  //   labels as LAMOST (the same emulator dominates the systematics); no repeats here.
+  // DESI: ~1 km/s velocity floor from MWS repeats (Koposov et al. 2024, MNRAS 533, 1012); labels
+  //   as LAMOST. VRAD_ARM from the 85 DESI-layout LAMOST stars (B - R robust sigma 18.7 km/s);
+  //   real DESI arms agree far better: recalibrate on DESI repeats (fit.error_floor.desi).
+  std::map<std::string, double> lamost = {{"VRAD", 4.2},  {"TEFF", 20.0},    {"LOGG", 0.095},
+                                          {"FEH", 0.045}, {"ALPHAFE", 0.03}, {"VRAD_ARM", 8.5}};
+  std::map<std::string, double> sdss = lamost;
+  sdss["VRAD"] = 4.0;
+  std::map<std::string, double> desi = lamost;
+  desi["VRAD"] = 1.0;
+  desi["VRAD_ARM"] = 13.0;
+  return {{"lamost-dr8", lamost}, {"lamost-dr10", lamost}, {"sdss", sdss}, {"desi", desi}};
+}
 
 FitConfig load_fit_config(const std::string& path) {
   FitConfig c;
@@ -36,6 +60,25 @@ FitConfig load_fit_config(const std::string& path) {
   get(f, "rv_err_max_kms", c.rv_err_max_kms, path);
   get(f, "fit_vsini", c.fit_vsini, path);
   get(f, "resolution_matrix", c.resolution_matrix, path);
+  get(f, "mismatch_max", c.mismatch_max, path);
+  get(f, "seg_max_iter", c.seg_max_iter, path);
+  get(f, "arm_rv_pvalue_min", c.arm_rv_pvalue_min, path);
+  if (f["arm_split_A"]) get(f, "arm_split_A", c.arm_split_A, path);
+  if (f["error_floor"]) {
+    // Per format: the keys given replace the shipped ones; others keep their defaults.
+    std::map<std::string, std::map<std::string, double>> floors;
+    get(f, "error_floor", floors, path);
+    static const char* const kFloorKeys[] = {"VRAD", "TEFF", "LOGG", "FEH", "ALPHAFE", "VRAD_ARM"};
+    for (const auto& [format, m] : floors)
+      for (const auto& [key, value] : m) {
+        if (std::find(std::begin(kFloorKeys), std::end(kFloorKeys), key) == std::end(kFloorKeys))
+          throw ConfigError(path + ": fit.error_floor." + format + "." + key +
+                            ": unknown column (VRAD, TEFF, LOGG, FEH, ALPHAFE, VRAD_ARM)");
+        if (!(value >= 0))
+          throw ConfigError(path + ": fit.error_floor." + format + "." + key + " must be >= 0");
+        c.error_floor[format][key] = value;
+      }
+  }
   if (f["mask_bands_A"]) {
     std::vector<std::vector<double>> bands;
     get(f, "mask_bands_A", bands, path);
@@ -80,6 +123,11 @@ std::string dump_fit_config(const FitConfig& c) {
   e << YAML::Key << "fit_vsini" << YAML::Value << c.fit_vsini;
   e << YAML::Key << "resolution_matrix" << YAML::Value << c.resolution_matrix;
   e << YAML::Key << "default_R" << YAML::Value << c.default_R;
+  e << YAML::Key << "mismatch_max" << YAML::Value << c.mismatch_max;
+  e << YAML::Key << "seg_max_iter" << YAML::Value << c.seg_max_iter;
+  e << YAML::Key << "arm_split_A" << YAML::Value << c.arm_split_A;
+  e << YAML::Key << "arm_rv_pvalue_min" << YAML::Value << c.arm_rv_pvalue_min;
+  e << YAML::Key << "error_floor" << YAML::Value << c.error_floor;
   e << YAML::EndMap << YAML::EndMap;
   return e.c_str();
 }

@@ -8,22 +8,44 @@
 
 namespace velox {
 
+// The shipped error floors (config.cpp, with their sources).
+std::map<std::string, std::map<std::string, double>> default_error_floors();
+
 struct FitConfig {
   double vmin_kms = -1000.0, vmax_kms = 1000.0;  // velocity search range
-  int cont_deg = 8;            // Legendre degree of the per-arm multiplicative continuum
-  int ccf_cont_deg = 5;        // pseudo-continuum degree for the cross-correlation
-  int n_starts = 2;            // LM starting points (best distinct chi^2-grid templates)
-  int n_ccf_templates = 16;    // coarse templates cross-correlated (the library stores more)
-  int ccf_lag_step = 2;        // coarse CCF lag step in template pixels (library dlnlam)
-  int max_iter = 60;           // LM iteration limit
-  int min_pixels = 50;         // fewer usable pixels => NO_PIXELS
-  int min_arm_pixels = 20;     // an arm with fewer usable pixels is dropped
-  double clip_sigma = 5.0;     // one re-fit after clipping |resid|/sigma above this; 0 = off
+  int cont_deg = 8;          // Legendre degree of the per-arm multiplicative continuum
+  int ccf_cont_deg = 5;      // pseudo-continuum degree for the cross-correlation
+  int n_starts = 2;          // LM starting points (best distinct chi^2-grid templates)
+  int n_ccf_templates = 16;  // coarse templates cross-correlated (the library stores more)
+  int ccf_lag_step = 2;      // coarse CCF lag step in template pixels (library dlnlam)
+  int max_iter = 60;         // LM iteration limit
+  int min_pixels = 50;       // fewer usable pixels => NO_PIXELS
+  int min_arm_pixels = 20;   // an arm with fewer usable pixels is dropped
+  double clip_sigma = 5.0;   // one re-fit after clipping |resid|/sigma above this; 0 = off
   double wave_min_A = 0.0, wave_max_A = 0.0;  // optional fit range (vacuum), 0 = none
   std::vector<std::pair<double, double>> mask_bands_A = {{6865.0, 6930.0}, {7165.0, 7330.0}};
   double chisq_improvement_min = 50.0;  // RVS_WARN bit 0 threshold (rvspecfit uses 50)
   double rv_err_max_kms = 100.0;        // RVS_WARN bit 2 threshold
-  bool fit_vsini = false;               // VSINI is reported as NaN unless asked and resolvable
+  // RVS_WARN MODEL_MISMATCH: the fractional rms of the residuals beyond the noise,
+  // sqrt(max(chi^2/dof - 1, 0)) / SN, above this (and chi^2/dof significantly above 1). The 134
+  // real LAMOST stars have a median of 0.008 and a maximum of 0.020, the BOSS G star 0.019; the
+  // SDSS white dwarf fitted with MILES has 0.06 (docs/quality.md).
+  double mismatch_max = 0.04;
+  // Per-arm velocities (VRAD_B/R/Z): Gauss-Newton steps with the labels fixed (0: off), and the
+  // wavelength (vacuum Angstrom) where one-arm spectra are split into their blue and red halves,
+  // per input format (the spectrograph's dichroic; formats not listed are not split).
+  int seg_max_iter = 6;
+  std::map<std::string, double> arm_split_A = {
+      {"lamost-dr8", 5800.0}, {"lamost-dr10", 5800.0}, {"sdss", 6000.0}};
+  // RVS_WARN ARM_RV_DISAGREE when the per-arm velocities' chi^2 about their weighted mean (errors
+  // with the VRAD_ARM floor) has a p-value below this.
+  double arm_rv_pvalue_min = 1e-3;
+  // Systematic error floors per input format, added in quadrature to the statistical errors
+  // (*_ERR_STAT): keys VRAD [km/s], TEFF [K], LOGG [dex], FEH [dex], ALPHAFE [dex], and VRAD_ARM
+  // [km/s] for the per-arm velocities. Calibrated by scripts/calibrate_floors.py from repeat
+  // observations and published survey figures (docs/quality.md). Formats not listed: no floor.
+  std::map<std::string, std::map<std::string, double>> error_floor = default_error_floors();
+  bool fit_vsini = false;  // VSINI is reported as NaN unless asked and resolvable
   // DESI: forward-model with the per-fibre resolution matrix (template LSF folded in,
   // src/fit/resolution.hpp) instead of one Gaussian LSF per arm. Default chosen by measurement
   // (docs/desi.md).

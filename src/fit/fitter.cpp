@@ -34,12 +34,55 @@ double arm_resolution(const ArmView& arm, const FitContext& ctx) {
   return it != ctx.cfg.default_R.end() ? it->second : 2000.0;
 }
 
+// Velocity segments of the packed pixels: every arm, or the blue and red halves of a one-arm
+// spectrum split at the format's dichroic (when both halves keep min_arm_pixels).
+void set_segments(const FitContext& ctx, Packed& all, int64_t* fit_info) {
+  auto add = [&](int arm, int i0, int i1, const std::string& name) {
+    all.seg_arm[all.n_seg] = arm;
+    all.seg_start[all.n_seg] = i0;
+    all.seg_start[all.n_seg + 1] = i1;
+    all.seg_names.push_back(name);
+    ++all.n_seg;
+  };
+  if (all.n_arms > 1) {
+    for (int a = 0; a < all.n_arms; ++a)
+      add(a, all.arm_start[a], all.arm_start[a + 1], all.names[a]);
+    return;
+  }
+  auto split = ctx.cfg.arm_split_A.find(ctx.format);
+  if (all.n_arms != 1 || split == ctx.cfg.arm_split_A.end()) return;
+  // Packed pixels are in wavelength order within an arm.
+  const int n = static_cast<int>(all.wave.size());
+  const int k = static_cast<int>(std::lower_bound(all.wave.begin(), all.wave.end(), split->second) -
+                                 all.wave.begin());
+  if (k < ctx.cfg.min_arm_pixels || n - k < ctx.cfg.min_arm_pixels) return;
+  add(0, 0, k, "B");
+  add(0, k, n, "R");
+  *fit_info |= info::kArmSplit;
+}
+
+// Survival function of the chi^2 distribution with k = 1..3 degrees of freedom.
+double chi2_sf(double x, int k) {
+  if (!(x > 0)) return 1.0;
+  const double h = std::sqrt(x / 2.0);
+  if (k == 1) return std::erfc(h);
+  if (k == 2) return std::exp(-x / 2.0);
+  return std::erfc(h) + std::sqrt(2.0 * x / M_PI) * std::exp(-x / 2.0);  // k == 3
+}
+
+// The systematic floor of `column` for the input format (0 if none is configured).
+double error_floor(const FitConfig& cfg, const std::string& format, const char* column) {
+  auto f = cfg.error_floor.find(format);
+  if (f == cfg.error_floor.end()) return 0.0;
+  auto c = f->second.find(column);
+  return c == f->second.end() ? 0.0 : c->second;
+}
+
 CatalogRow failure(CatalogRow row, int64_t bits) {
   row.RVS_WARN |= bits;
   row.SUCCESS = false;
   return row;
 }
-
 
 }  // namespace
 
@@ -53,6 +96,7 @@ kern::PipelineConfig pipeline_config(const FitConfig& cfg, const TemplateLibrary
   pc.n_ccf_use = cfg.n_ccf_templates;
   pc.lag_step = std::max(1, cfg.ccf_lag_step);
   pc.clip_sigma = cfg.clip_sigma;
+  pc.seg_max_iter = cfg.seg_max_iter;
   pc.lm.max_iter = cfg.max_iter;
   pc.lm.lo[0] = cfg.vmin_kms;
   pc.lm.hi[0] = cfg.vmax_kms;
@@ -126,10 +170,11 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     }
     if (static_cast<int>(idx.size()) < cfg.min_arm_pixels) {
       if (n_valid > 0) {
-        row.RVS_WARN |= warn::kArmExcluded;
-        note(fmt::format("arm {}: {} usable pixels inside the template coverage "
-                         "({:.0f}-{:.0f} A vacuum): excluded",
-                         arm.name, idx.size(), lam_lo, lam_hi));
+        row.FIT_INFO |= info::kArmExcluded;
+        note(
+            fmt::format("arm {}: {} usable pixels inside the template coverage "
+                        "({:.0f}-{:.0f} A vacuum): excluded",
+                        arm.name, idx.size(), lam_lo, lam_hi));
       }
       continue;
     }
@@ -165,6 +210,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     all.arm_start[all.n_arms + 1] = static_cast<int>(all.flux.size());
     ++all.n_arms;
   }
+  set_segments(ctx, all, &row.FIT_INFO);
   row.NPIX_TOT = static_cast<int32_t>(all.flux.size());
   if (row.NPIX_TOT < cfg.min_pixels || all.n_arms == 0) {
     note(fmt::format("only {} usable pixels (need {})", row.NPIX_TOT, cfg.min_pixels));
@@ -258,7 +304,8 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
   }
   if (!best.hess_ok) row.RVS_WARN |= warn::kHessianSingular;
   if (best.status == kern::kLMMaxIter) row.RVS_WARN |= warn::kNotConverged;
-  if (row.CHISQ_C - row.CHISQ_TOT < cfg.chisq_improvement_min) row.RVS_WARN |= warn::kChisqNotBetter;
+  if (row.CHISQ_C - row.CHISQ_TOT < cfg.chisq_improvement_min)
+    row.RVS_WARN |= warn::kChisqNotBetter;
   if (row.VRAD - cfg.vmin_kms < 5.0 || cfg.vmax_kms - row.VRAD < 5.0) row.RVS_WARN |= warn::kRvEdge;
   if (!(row.VRAD_ERR <= cfg.rv_err_max_kms)) row.RVS_WARN |= warn::kRvErrLarge;
   for (int l = 0; l < L; ++l) {
@@ -267,7 +314,61 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
         lib.label_max[l] - best.theta[1 + l] < 1e-3 * span)
       row.RVS_WARN |= warn::kLabelEdge;
   }
-  row.SUCCESS = (row.RVS_WARN & warn::kFatal) == 0;
+  if (res.n_clipped > 0) row.FIT_INFO |= info::kClipped;
+
+  // ---- Statistical errors, floors, fit quality ---------------------------------------------
+  auto add_floor = [&](double stat, const char* column, double* total) {
+    const double f = error_floor(cfg, ctx.format, column);
+    *total = std::sqrt(stat * stat + f * f);
+  };
+  row.VRAD_ERR_STAT = row.VRAD_ERR;
+  row.TEFF_ERR_STAT = row.TEFF_ERR;
+  row.LOGG_ERR_STAT = row.LOGG_ERR;
+  row.FEH_ERR_STAT = row.FEH_ERR;
+  row.ALPHAFE_ERR_STAT = row.ALPHAFE_ERR;
+  add_floor(row.VRAD_ERR_STAT, "VRAD", &row.VRAD_ERR);
+  add_floor(row.TEFF_ERR_STAT, "TEFF", &row.TEFF_ERR);
+  add_floor(row.LOGG_ERR_STAT, "LOGG", &row.LOGG_ERR);
+  add_floor(row.FEH_ERR_STAT, "FEH", &row.FEH_ERR);
+  add_floor(row.ALPHAFE_ERR_STAT, "ALPHAFE", &row.ALPHAFE_ERR);
+  const int dof = row.NPIX_TOT - np - all.n_arms * (cfg.cont_deg + 1);
+  row.RCHISQ = dof > 0 ? row.CHISQ_TOT / dof : NAN;
+  row.MISMATCH = std::sqrt(std::max(row.RCHISQ - 1.0, 0.0)) / row.SN;
+  // Flag only an excess that noise cannot make: chi^2/dof above 1 by more than 5 of its standard
+  // deviations sqrt(2/dof) (at S/N 5 noise alone would otherwise reach MISMATCH 0.04).
+  if (row.MISMATCH > cfg.mismatch_max && row.RCHISQ - 1.0 > 5.0 * std::sqrt(2.0 / dof))
+    row.RVS_WARN |= warn::kModelMismatch;
+
+  // ---- Per-arm velocities ------------------------------------------------------------------
+  double sw = 0.0, swv = 0.0;
+  std::vector<std::pair<double, double>> seg;  // (v, total error) of the measured segments
+  for (int s = 0; s < all.n_seg; ++s) {
+    const double v = res.v_seg[s];
+    double e = NAN;
+    add_floor(res.v_seg_err[s], "VRAD_ARM", &e);
+    const std::string& name = all.seg_names[s];
+    double* col = name == "B"   ? &row.VRAD_B
+                  : name == "R" ? &row.VRAD_R
+                  : name == "Z" ? &row.VRAD_Z
+                                : nullptr;
+    double* col_err = name == "B"   ? &row.VRAD_B_ERR
+                      : name == "R" ? &row.VRAD_R_ERR
+                      : name == "Z" ? &row.VRAD_Z_ERR
+                                    : nullptr;
+    if (!col || !std::isfinite(v) || !(e > 0)) continue;
+    *col = v;
+    *col_err = e;
+    seg.emplace_back(v, e);
+    sw += 1.0 / (e * e);
+    swv += v / (e * e);
+  }
+  if (seg.size() >= 2) {
+    double chi2 = 0.0;
+    for (const auto& [v, e] : seg) chi2 += (v - swv / sw) * (v - swv / sw) / (e * e);
+    if (chi2_sf(chi2, static_cast<int>(seg.size()) - 1) < cfg.arm_rv_pvalue_min)
+      row.RVS_WARN |= warn::kArmRvDisagree;
+  }
+  row.SUCCESS = (row.RVS_WARN & warn::kReject) == 0;
 }
 
 }  // namespace velox

@@ -39,6 +39,12 @@ struct Packed {
   std::vector<std::vector<float>> rmat;         // per arm slot, [n_full][ndiag]
   std::vector<int> ndiag;                       // per arm slot
   std::vector<int> full_idx;                    // per used pixel
+  // Velocity segments (kern::FitData::seg_*): one per arm, or the blue/red halves of a one-arm
+  // spectrum split at FitConfig::arm_split_A; seg_names[s] is the catalog suffix (B, R, Z).
+  int n_seg = 0;
+  int seg_start[kern::kMaxSeg + 1] = {};
+  int seg_arm[kern::kMaxSeg] = {};
+  std::vector<std::string> seg_names;
   size_t n_full_total() const {
     size_t n = 0;
     for (const auto& f : full_lnlam) n += f.size();
@@ -67,6 +73,9 @@ struct Packed {
       off += d.n_full[a];
     }
     d.full_idx = full_idx.data();
+    d.n_seg = n_seg;
+    for (int k = 0; k <= kern::kMaxSeg; ++k) d.seg_start[k] = seg_start[k];
+    for (int k = 0; k < kern::kMaxSeg; ++k) d.seg_arm[k] = seg_arm[k];
     d.Tf = Tf;
     d.dTf = dTf;
     return d;
@@ -75,9 +84,9 @@ struct Packed {
 
 // A spectrum after masking and packing, ready for the pipeline kernel (any backend).
 struct PreparedSpectrum {
-  CatalogRow row;           // identity, S/N and early flags
-  bool ready = false;       // false: row is already final (bad input, not a target, no pixels)
-  Packed packed;            // usable pixels and the arm models
+  CatalogRow row;      // identity, S/N and early flags
+  bool ready = false;  // false: row is already final (bad input, not a target, no pixels)
+  Packed packed;       // usable pixels and the arm models
   std::vector<std::string> notes;  // human-readable reasons (excluded arms, failures)
 };
 
@@ -111,6 +120,7 @@ void diagnostics_of(const PreparedSpectrum& p, const std::vector<float>& ivar,
 
 // prepare_spectrum -> a one-spectrum batch on the CPU backend's serial path -> finish_row.
 // Never throws for data problems: they become RVS_WARN bits with SUCCESS=false.
-CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnostics* diag = nullptr);
+CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx,
+                        FitDiagnostics* diag = nullptr);
 
 }  // namespace velox

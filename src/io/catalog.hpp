@@ -17,26 +17,37 @@ class File;
 // One catalog row. Units: km/s, K, dex. NaN where a value was not measured.
 struct CatalogRow {
   int64_t TARGETID = -1;
-  std::string SOURCE_FILE;  // input basename (stored as fixed-length string, <= 127 chars)
-  int64_t ROW_IN_FILE = -1; // fibre/row index inside SOURCE_FILE
-  double VRAD = NAN, VRAD_ERR = NAN;  // heliocentric as the input; km/s
-  double VRAD_CCF = NAN;              // initial guess from the cross-correlation, km/s
-  double TEFF = NAN, TEFF_ERR = NAN;  // K
-  double LOGG = NAN, LOGG_ERR = NAN;  // dex (cgs)
-  double FEH = NAN, FEH_ERR = NAN;    // dex
+  std::string SOURCE_FILE;   // input basename (stored as fixed-length string, <= 127 chars)
+  int64_t ROW_IN_FILE = -1;  // fibre/row index inside SOURCE_FILE
+  double VRAD = NAN, VRAD_ERR = NAN;        // heliocentric as the input; km/s
+  double VRAD_CCF = NAN;                    // initial guess from the cross-correlation, km/s
+  double TEFF = NAN, TEFF_ERR = NAN;        // K
+  double LOGG = NAN, LOGG_ERR = NAN;        // dex (cgs)
+  double FEH = NAN, FEH_ERR = NAN;          // dex
   double ALPHAFE = NAN, ALPHAFE_ERR = NAN;  // dex; NaN when the library has no [alpha/Fe]
   double VSINI = NAN, VSINI_ERR = NAN;      // km/s; NaN when not fitted
-  double CHISQ_TOT = NAN;   // total chi^2 of the best fit
-  double CHISQ_C = NAN;     // chi^2 of the continuum-only fit (same pixels)
-  int32_t NPIX_TOT = 0;     // pixels used in the fit
-  double SN = NAN;          // median S/N per pixel over used pixels
-  int32_t NITER = 0;        // Levenberg-Marquardt iterations of the kept solution
+  // Statistical parts of the errors above (the *_ERR columns add the systematic floor of the
+  // instrument in quadrature, fit.error_floor).
+  double VRAD_ERR_STAT = NAN, TEFF_ERR_STAT = NAN, LOGG_ERR_STAT = NAN, FEH_ERR_STAT = NAN,
+         ALPHAFE_ERR_STAT = NAN;
+  // Per-arm velocities with the labels fixed (DESI arms; blue/red halves of LAMOST and SDSS
+  // spectra); errors include the VRAD_ARM floor. km/s, NaN where not measured.
+  double VRAD_B = NAN, VRAD_B_ERR = NAN, VRAD_R = NAN, VRAD_R_ERR = NAN, VRAD_Z = NAN,
+         VRAD_Z_ERR = NAN;
+  double CHISQ_TOT = NAN;  // total chi^2 of the best fit
+  double CHISQ_C = NAN;    // chi^2 of the continuum-only fit (same pixels)
+  int32_t NPIX_TOT = 0;    // pixels used in the fit
+  double SN = NAN;         // median S/N per pixel over used pixels
+  int32_t NITER = 0;       // Levenberg-Marquardt iterations of the kept solution
+  double RCHISQ = NAN;     // CHISQ_TOT per degree of freedom
+  double MISMATCH = NAN;   // sqrt(max(RCHISQ - 1, 0)) / SN: residual rms beyond noise / flux
   // Per spectrograph arm (DESI B/R/Z); single-arm formats leave NaN / 0.
   double CHISQ_B = NAN, CHISQ_R = NAN, CHISQ_Z = NAN;  // chi^2 of the best fit per arm
   int32_t NPIX_B = 0, NPIX_R = 0, NPIX_Z = 0;          // pixels used per arm (0 = excluded)
   double SN_B = NAN, SN_R = NAN, SN_Z = NAN;           // median S/N per pixel per arm
-  int64_t RVS_WARN = 0;     // quality bitmask, bits in fit/rvs_warn.hpp
-  bool SUCCESS = false;     // fit ran and RVS_WARN has no fatal bit
+  int64_t RVS_WARN = 0;                                // quality bitmask, bits in fit/rvs_warn.hpp
+  bool SUCCESS = false;  // a star, fitted, trustworthy at the reported errors (no reject bit)
+  int64_t FIT_INFO = 0;  // informational bits (fit/rvs_warn.hpp, velox::info), not warnings
   // Copied from the DESI FIBERMAP by the driver (app/fit_outputs.cpp); NaN / -1 / "" if absent.
   double TARGET_RA = NAN, TARGET_DEC = NAN;  // deg
   int64_t REF_ID = -1;
@@ -46,9 +57,9 @@ struct CatalogRow {
 
 // One catalog column: its name (= the CatalogRow field name), the field, unit and description.
 // The single table of columns (catalog.cpp) drives the HDF5 layout and the MPI wire format.
-using CatalogField = std::variant<int32_t CatalogRow::*, int64_t CatalogRow::*,
-                                  double CatalogRow::*, bool CatalogRow::*,
-                                  std::string CatalogRow::*>;
+using CatalogField =
+    std::variant<int32_t CatalogRow::*, int64_t CatalogRow::*, double CatalogRow::*,
+                 bool CatalogRow::*, std::string CatalogRow::*>;
 struct CatalogColumn {
   const char* name;
   CatalogField field;
@@ -73,8 +84,7 @@ using Provenance = std::map<std::string, std::string>;
 // `extra`, if given, writes more datasets (/fibermap, /models) into the file before it is
 // committed.
 void write_catalog(const std::string& path, const std::vector<CatalogRow>& rows,
-                   const Provenance& provenance,
-                   const std::function<void(h5::File&)>& extra = {});
+                   const Provenance& provenance, const std::function<void(h5::File&)>& extra = {});
 
 // Read /catalog back (for `velox info`, merges and tests). Throws IoError.
 std::vector<CatalogRow> read_catalog(const std::string& path, Provenance* provenance = nullptr);

@@ -10,9 +10,11 @@ import numpy as np
 
 EXPECTED = ["TARGETID", "SOURCE_FILE", "ROW_IN_FILE", "VRAD", "VRAD_ERR", "VRAD_CCF",
             "TEFF", "TEFF_ERR", "LOGG", "LOGG_ERR", "FEH", "FEH_ERR", "ALPHAFE", "ALPHAFE_ERR",
-            "VSINI", "VSINI_ERR", "CHISQ_TOT", "CHISQ_C", "NPIX_TOT", "SN", "NITER",
-            "CHISQ_B", "CHISQ_R", "CHISQ_Z", "NPIX_B", "NPIX_R", "NPIX_Z", "SN_B", "SN_R", "SN_Z",
-            "RVS_WARN", "SUCCESS", "TARGET_RA", "TARGET_DEC", "REF_ID", "REF_CAT", "FIBER",
+            "VSINI", "VSINI_ERR", "VRAD_ERR_STAT", "TEFF_ERR_STAT", "LOGG_ERR_STAT",
+            "FEH_ERR_STAT", "ALPHAFE_ERR_STAT", "VRAD_B", "VRAD_B_ERR", "VRAD_R", "VRAD_R_ERR",
+            "VRAD_Z", "VRAD_Z_ERR", "CHISQ_TOT", "CHISQ_C", "NPIX_TOT", "SN", "NITER", "RCHISQ",
+            "MISMATCH", "CHISQ_B", "CHISQ_R", "CHISQ_Z", "NPIX_B", "NPIX_R", "NPIX_Z", "SN_B",
+            "SN_R", "SN_Z", "RVS_WARN", "SUCCESS", "FIT_INFO", "TARGET_RA", "TARGET_DEC", "REF_ID", "REF_CAT", "FIBER",
             "EXPID"]
 
 

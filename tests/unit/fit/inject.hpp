@@ -68,7 +68,8 @@ inline double median_of(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// The default fit configuration (no telluric bands: injected spectra have none) on a library.
+// The default fit configuration on a library, without telluric bands and systematic error floors
+// (injected spectra have neither): the errors are the statistical ones.
 struct InjectionSetup {
   explicit InjectionSetup(const TemplateLibrary& lib)
       : cache(lib), ctx{lib, cache, cfg(), "lamost-dr10"} {}
@@ -76,6 +77,7 @@ struct InjectionSetup {
     static const FitConfig c = [] {
       FitConfig f;
       f.mask_bands_A.clear();
+      f.error_floor.clear();
       return f;
     }();
     return c;

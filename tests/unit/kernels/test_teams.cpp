@@ -40,12 +40,13 @@ kern::PipelineResult fit_with(const Team& team, const PreparedSpectrum& p, const
   const kern::PipelineConfig pc = pipeline_config(ctx.cfg, lib);
   const int n_out = std::max(kern::ccf_lags(pc, grid), 7);
   std::vector<double> T(n), dT(static_cast<size_t>(n) * np), fn(n), wts(n), frac(n), ccf(n_out),
-      acc(8 * static_cast<size_t>(n_out)), emu(static_cast<size_t>(kern::emulator_scratch_size(em)));
+      acc(8 * static_cast<size_t>(n_out)),
+      emu(static_cast<size_t>(kern::emulator_scratch_size(em)));
   std::vector<int> t0(n);
   *ivar = all.ivar;
   std::vector<double> Tf(all.n_full_total()), dTf(all.n_full_total() * np);
-  const kern::PipelineScratch sc{T.data(),     dT.data(),  fn.data(),  wts.data(), frac.data(),
-                                 t0.data(),    ivar->data(), ccf.data(), acc.data(), emu.data()};
+  const kern::PipelineScratch sc{T.data(),  dT.data(),    fn.data(),  wts.data(), frac.data(),
+                                 t0.data(), ivar->data(), ccf.data(), acc.data(), emu.data()};
   kern::FitData d = all.view(Tf.data(), dTf.data());
   d.ivar = ivar->data();
   const float* tmpl[kern::kMaxArms] = {};
@@ -126,10 +127,9 @@ TEST_CASE("lane team fits real LAMOST and DESI-layout spectra like the serial te
   struct Input {
     std::string path, format;
   };
-  const std::vector<Input> inputs = {
-      {"spectra/lamost_dr10_pylasp/fits", "lamost-dr10"},
-      {"spectra/desi_lamost/coadd-lamost-dr10.fits", "desi"}};
-  int n_fit = 0, n_matrix = 0;
+  const std::vector<Input> inputs = {{"spectra/lamost_dr10_pylasp/fits", "lamost-dr10"},
+                                     {"spectra/desi_lamost/coadd-lamost-dr10.fits", "desi"}};
+  int n_fit = 0, n_matrix = 0, n_seg_checked = 0;
   for (const auto& in : inputs) {
     std::vector<std::string> paths;
     if (std::filesystem::is_directory(test::data(in.path))) {
@@ -167,9 +167,18 @@ TEST_CASE("lane team fits real LAMOST and DESI-layout spectra like the serial te
         }
         CHECK(iv_s == iv_l);  // the same pixels clipped
         CHECK(l.v_ccf == Approx(s.v_ccf).margin(1e-9));
+        // Per-arm velocities (segment_velocities, labels fixed): the same Gauss-Newton path from
+        // the same theta, so they agree far below their errors too; every segment is measured.
+        REQUIRE(p.packed.n_seg == (in.format == "desi" ? p.packed.n_arms : 2));
+        for (int k = 0; k < p.packed.n_seg; ++k) {
+          REQUIRE(std::isfinite(s.v_seg[k]));
+          CHECK(std::fabs(l.v_seg[k] - s.v_seg[k]) < 1e-6 * s.v_seg_err[k]);
+        }
+        ++n_seg_checked;
       }
     }
   }
   CHECK(n_fit >= 12);
   CHECK(n_matrix >= 4);  // the DESI-layout stars went through the resolution-matrix path
+  CHECK(n_seg_checked >= 12);
 }
