@@ -12,6 +12,7 @@
 #include "app/fit_run.hpp"
 #include "bindings.hpp"
 #include "fit/resolution.hpp"
+#include "io/readers.hpp"
 
 namespace velox::py {
 
@@ -104,13 +105,14 @@ std::vector<std::vector<double>> models_of(const EngineBatch& b, size_t i,
   return out;
 }
 
-// Fit arrays in memory in the context of input format `format` (format_name(), or "arrays": the
-// config's default_R applies when an arm has neither R nor a matrix): chunks of `chunk` spectra
+// Fit arrays in memory in the context of input format `format` (format_name(), whose defaults
+// apply: default_R, error floors, arm split; or "arrays": none of them unless configured): chunks of `chunk` spectra
 // through submit/finish, one chunk in flight on an asynchronous (GPU) backend; Ctrl-C is honoured
 // between chunks. Returns (records, models, notes): models[spectrum][arm] when want_models (else
 // None), notes[spectrum] the fit's messages.
 pyb::tuple fit_arrays(Engine& e, const pyb::list& spectra, const std::string& format,
                       bool want_models, size_t chunk) {
+  if (format != "arrays") parse_format(format);  // ConfigError (ValueError) if unknown
   std::deque<std::string> names;
   const std::vector<ArraySpectrum> specs = views_of(spectra, names);
   const FitContext ctx = e.engine->context(format);

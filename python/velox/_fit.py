@@ -26,8 +26,9 @@ def _run(library, spectra, fmt, *, config, device, threads, resolution_matrix, r
     return as_output(records_to_rows(records), table), models
 
 
-def fit(wave, flux, ivar, *, library, mask=None, resolution=None, vacuum=True, device="auto",
-        threads=0, config=None, targetid=None, return_models=False, table=False, errors="raise"):
+def fit(wave, flux, ivar, *, library, mask=None, resolution=None, vacuum=True, format=None,
+        device="auto", threads=0, config=None, targetid=None, return_models=False, table=False,
+        errors="raise"):
     """Fit radial velocity and stellar labels of spectra held in arrays.
 
     The same fit as ``velox fit`` (masking, CCF, chi^2 grid, Levenberg-Marquardt with profiled
@@ -59,11 +60,16 @@ def fit(wave, flux, ivar, *, library, mask=None, resolution=None, vacuum=True, d
     resolution : None, float, array or dict
         Instrument resolution: a resolving power R = lambda / FWHM for every arm (LAMOST about
         1800); a DESI resolution matrix (desispec layout, ``(ndiag, n_pix)``, or
-        ``(n_spec, ndiag, n_pix)`` for a batch); or a dict per arm of these. None: the config's
-        ``default_R["arrays"]``, else R = 2000.
+        ``(n_spec, ndiag, n_pix)`` for a batch); or a dict per arm of these. None: the
+        format's ``default_R`` (config), else R = 2000.
     vacuum : bool
         True: wavelengths are in vacuum (LAMOST, SDSS, DESI). False: in air; converted with the
         IAU formula (Morton 2000). Must be a bool.
+    format : None or "lamost-dr8", "lamost-dr10", "sdss", "desi"
+        The survey the arrays come from: its configured defaults apply as for its files, i.e.
+        the systematic error floors added to the errors (``*_ERR`` vs ``*_ERR_STAT``,
+        docs/quality.md), the split of one-arm spectra for VRAD_B/VRAD_R and ``default_R``.
+        None: no floors, no split (the config's entries for "arrays" if it has any).
     device : "auto", "cpu" or "gpu"
         auto uses a CUDA device when one exists and the batch is large enough (docs/gpu.md).
     threads : int
@@ -98,15 +104,20 @@ def fit(wave, flux, ivar, *, library, mask=None, resolution=None, vacuum=True, d
     ValueError
         Shapes that do not match (naming the argument and its shape), wavelengths not in
         Angstrom, non-finite or non-increasing wavelengths, all pixels masked (errors="raise"),
-        ``vacuum`` not a bool, R not a resolving power, a bad config / device / threads.
+        ``vacuum`` not a bool, R not a resolving power, a bad format / config / device /
+        threads.
     TypeError
         ``library`` is not a Library or a path.
     """
     vacuum = check_vacuum(vacuum)
+    if format == "auto" or not isinstance(format, (str, type(None))):
+        raise ValueError("format=%r: expected None or a survey format: lamost-dr8, lamost-dr10, "
+                         "sdss, desi" % (format,))
     lib = as_library(library)
     specs, layout = arms_of(wave, flux, ivar, mask, resolution, vacuum)
     spectra = core_spectra(specs, errors=errors, targetid=targetid)
-    rows, models = _run(lib, spectra, "arrays", config=config, device=device, threads=threads,
+    rows, models = _run(lib, spectra, format or "arrays", config=config, device=device,
+                        threads=threads,
                         resolution_matrix=None, return_models=return_models, table=table)
     return (rows, models_like(models, layout)) if return_models else rows
 

@@ -117,6 +117,8 @@ class BadInputs(unittest.TestCase):
         self.raises(r"device='tpu'", device="tpu")
         self.raises(r"threads=-1", threads=-1)
         self.raises(r"errors='ignore'", errors="ignore")
+        self.raises(r"format='auto': expected None or a survey format", format="auto")
+        self.raises(r"unknown spectrum format 'lamost'", format="lamost")
         self.raises(r"targetid: expected 1 integers", targetid=[1, 2])
         self.raises(r"config='/nonexistent.yaml': no such file", config="/nonexistent.yaml")
         self.raises(r"config: fit.cont_deg must be 0..15", config={"cont_deg": 99})

@@ -1,7 +1,8 @@
 """velox.fit on arrays gives the rows `velox fit` writes for the same spectra in files.
 
 The acceptance test of the Python API (issue 10): the 25 LAMOST DR10 spectra read with astropy
-and fitted as one 2-D batch must give the CLI's rows bitwise: same engine, same prepare ->
+and fitted as one batch (format="lamost-dr10": the survey's error floors and arm split, as the
+CLI applies to its files) must give the CLI's rows bitwise: same engine, same prepare ->
 backend -> finish path, and the arrays carry exactly the values the C++ reader produces
 (float32 flux/ivar/wavelength widened to float64 wavelengths, ANDMASK nonzero = bad). No
 tolerance is needed, so none is allowed. SOURCE_FILE and ROW_IN_FILE identify the file for the
@@ -29,7 +30,7 @@ class LamostParity(unittest.TestCase):
 
     def test_batch_of_arrays_equals_cli_rows_bitwise(self):
         rows = velox.fit(self.wave, self.flux, self.ivar, mask=self.mask, library=library(),
-                         resolution=1800.0, targetid=self.ids)
+                         resolution=1800.0, targetid=self.ids, format="lamost-dr10")
         self.assertEqual(rows.dtype, velox.CATALOG_DTYPE)
         self.assertTrue(rows["SUCCESS"].all())
         assert_rows_equal(self, rows, self.cli, skip=("SOURCE_FILE", "ROW_IN_FILE"))
@@ -38,15 +39,17 @@ class LamostParity(unittest.TestCase):
     def test_two_dimensional_batch_equals_cli_rows_bitwise(self):
         pick = lambda c: np.stack([c[i] for i in self.full])
         rows = velox.fit(pick(self.wave), pick(self.flux), pick(self.ivar), mask=pick(self.mask),
-                         library=library(), resolution=1800.0, targetid=self.ids[self.full])
+                         library=library(), resolution=1800.0, targetid=self.ids[self.full],
+                         format="lamost-dr10")
         assert_rows_equal(self, rows, self.cli[self.full], skip=("SOURCE_FILE", "ROW_IN_FILE"))
 
     def test_one_spectrum_at_a_time_equals_the_batch(self):
         batch = velox.fit(self.wave, self.flux, self.ivar, mask=self.mask, library=library(),
-                          resolution=1800.0, targetid=self.ids, threads=1)
+                          resolution=1800.0, targetid=self.ids, threads=1, format="lamost-dr10")
         for i in (0, 7, 24):
             one = velox.fit(self.wave[i], self.flux[i], self.ivar[i], mask=self.mask[i],
-                            library=library(), resolution=1800.0, targetid=int(self.ids[i]))
+                            library=library(), resolution=1800.0, targetid=int(self.ids[i]),
+                            format="lamost-dr10")
             self.assertEqual(one.shape, (1,))
             assert_rows_equal(self, one, batch[i:i + 1], skip=("ROW_IN_FILE",))
 
@@ -99,7 +102,7 @@ class DesiParity(unittest.TestCase):
         get = lambda attr: {a: np.array([getattr(s.arm(a), attr) for s in spectra]) for a in arms}
         rows = velox.fit(get("wave"), get("flux"), get("ivar"), mask=get("mask"),
                          resolution=get("resolution"), library=library(),
-                         targetid=[s.targetid for s in spectra])
+                         targetid=[s.targetid for s in spectra], format="desi")
         fibermap = ("TARGET_RA", "TARGET_DEC", "REF_ID", "REF_CAT", "FIBER", "EXPID")
         assert_rows_equal(self, rows, cli, skip=("SOURCE_FILE", "ROW_IN_FILE") + fibermap)
         assert_rows_equal(self, velox.fit_spectra(spectra, library=library()), cli,
