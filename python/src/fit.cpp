@@ -106,10 +106,10 @@ std::vector<std::vector<double>> models_of(const EngineBatch& b, size_t i,
 }
 
 // Fit arrays in memory in the context of input format `format` (format_name(), whose defaults
-// apply: default_R, error floors, arm split; or "arrays": none of them unless configured): chunks of `chunk` spectra
-// through submit/finish, one chunk in flight on an asynchronous (GPU) backend; Ctrl-C is honoured
-// between chunks. Returns (records, models, notes): models[spectrum][arm] when want_models (else
-// None), notes[spectrum] the fit's messages.
+// apply: default_R, error floors, arm split; or "arrays": none of them unless configured).
+// Chunks of `chunk` spectra go through submit/finish, one chunk in flight on an asynchronous
+// (GPU) backend; Ctrl-C is honoured between chunks. Returns (records, models): models[spectrum]
+// [arm] when want_models, else None.
 pyb::tuple fit_arrays(Engine& e, const pyb::list& spectra, const std::string& format,
                       bool want_models, size_t chunk) {
   if (format != "arrays") parse_format(format);  // ConfigError (ValueError) if unknown
@@ -118,7 +118,6 @@ pyb::tuple fit_arrays(Engine& e, const pyb::list& spectra, const std::string& fo
   const FitContext ctx = e.engine->context(format);
   std::vector<CatalogRow> rows(specs.size());
   std::vector<std::vector<std::vector<double>>> models(want_models ? specs.size() : 0);
-  std::vector<std::vector<std::string>> notes(specs.size());
   chunk = std::max<size_t>(chunk, 1);
   {
     pyb::gil_scoped_release release;
@@ -131,7 +130,6 @@ pyb::tuple fit_arrays(Engine& e, const pyb::list& spectra, const std::string& fo
       fe.finish(b);
       for (size_t i = 0; i < b.jobs.size(); ++i) {
         rows[start + i] = std::move(b.prep[i].row);
-        notes[start + i] = std::move(b.prep[i].notes);
         if (want_models) models[start + i] = models_of(b, i, specs[start + i].arms);
       }
     };
@@ -163,7 +161,7 @@ pyb::tuple fit_arrays(Engine& e, const pyb::list& spectra, const std::string& fo
     }
     py_models = l;
   }
-  return pyb::make_tuple(rows_to_records(rows), py_models, notes);
+  return pyb::make_tuple(rows_to_records(rows), py_models);
 }
 
 // velox.fit_files: the CLI's fit of files (reading, selection, prepare, backend, finish) without

@@ -21,8 +21,8 @@ def _chunk(engine):
 def _run(library, spectra, fmt, *, config, device, threads, resolution_matrix, return_models,
          table):
     engine = library.engine(config, device, threads, resolution_matrix)
-    records, models, _notes = _core.fit_arrays(engine, spectra, fmt, bool(return_models),
-                                               _chunk(engine))
+    records, models = _core.fit_arrays(engine, spectra, fmt, bool(return_models),
+                                       _chunk(engine))
     return as_output(records_to_rows(records), table), models
 
 
