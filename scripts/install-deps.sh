@@ -8,6 +8,7 @@ PKGS=(
   catch2 libcli11-dev libyaml-cpp-dev libfftw3-dev
   libopenmpi-dev openmpi-bin
   python3 python3-numpy python3-h5py python3-astropy python3-matplotlib
+  python3-dev pybind11-dev python3-pybind11
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -85,17 +85,18 @@ CatalogRow bad_input_row(const std::string& path) {
   return row;
 }
 
-FitEngine::FitEngine(const FitOptions& opt, int threads)
+FitEngine::FitEngine(const FitOptions& opt, int threads, std::shared_ptr<const TemplateLibrary> lib)
     : cfg_(opt.config.empty() ? FitConfig{} : load_fit_config(opt.config)),
       fmt_(parse_format(opt.format)),
-      lib_(TemplateLibrary::load(opt.templates)),
-      cache_(std::make_unique<ArmModelCache>(lib_)),
+      lib_(lib ? std::move(lib)
+               : std::make_shared<const TemplateLibrary>(TemplateLibrary::load(opt.templates))),
+      cache_(std::make_unique<ArmModelCache>(*lib_)),
       outputs_(std::make_unique<FitOutputs>(opt)),
       threads_(threads > 0 ? threads : default_thread_count()),
       pool_(std::make_unique<ThreadPool>(threads_)) {
   if (opt.resolution_matrix >= 0) cfg_.resolution_matrix = opt.resolution_matrix != 0;
-  const kern::PipelineConfig pc = pipeline_config(cfg_, lib_);
-  cpu_ = std::make_unique<CpuBackend>(lib_, pc, *pool_);
+  const kern::PipelineConfig pc = pipeline_config(cfg_, *lib_);
+  cpu_ = std::make_unique<CpuBackend>(*lib_, pc, *pool_);
   // Backend choice (docs/gpu.md): gpu demands a device, auto takes one when present.
   if (opt.device != "auto" && opt.device != "cpu" && opt.device != "gpu")
     throw ConfigError("--device " + opt.device + ": expected auto, cpu or gpu");
@@ -107,7 +108,7 @@ FitEngine::FitEngine(const FitOptions& opt, int threads)
       // GPU as well, with auto it runs on the CPU.
       gpu_chunk_ = static_cast<size_t>(std::max(1, opt.gpu_min_batch));
       const size_t min_batch = opt.device == "gpu" ? 1 : gpu_chunk_;
-      gpu_ = make_cuda_backend(lib_, pc, dev, min_batch);
+      gpu_ = make_cuda_backend(*lib_, pc, dev, min_batch);
       spdlog::info("device {}: CUDA device {} of {}: {} (chunks of >= {} spectra{})", opt.device,
                    dev, g.device_count, gpu_->name(), gpu_chunk_,
                    min_batch > 1 ? "; smaller ones on the CPU" : "");
@@ -122,7 +123,9 @@ FitEngine::FitEngine(const FitOptions& opt, int threads)
 std::vector<PreparedSpectrum> FitEngine::prepare(const std::vector<FitJob>& jobs) {
   std::vector<PreparedSpectrum> prep(jobs.size());
   pool_->for_each(jobs.size(), [&](size_t i, int) {
-    prep[i] = prepare_spectrum(*jobs[i].spectrum, *jobs[i].ctx);
+    const FitJob& j = jobs[i];
+    prep[i] = j.arms ? prepare_spectrum(*j.spectrum, *j.arms, *j.ctx)
+                     : prepare_spectrum(*j.spectrum, *j.ctx);
   });
   return prep;
 }
@@ -136,6 +139,50 @@ Backend& FitEngine::route(const BatchRequest& r) {
   return *cpu_;
 }
 
+EngineBatch FitEngine::submit(std::vector<FitJob> jobs, bool want_models,
+                              const std::function<void(size_t)>& on_fitted) {
+  const auto t0 = std::chrono::steady_clock::now();
+  EngineBatch b;
+  b.jobs = std::move(jobs);
+  b.want_models = want_models;
+  b.prep = prepare(b.jobs);
+  std::vector<const PreparedSpectrum*> ready;
+  BatchRequest req;
+  req.models = want_models;
+  for (const auto& p : b.prep) {
+    b.fitted.push_back(p.ready ? ready.size() : EngineBatch::npos);
+    if (!p.ready) continue;
+    ready.push_back(&p);
+    for (const auto& f : p.packed.full_lnlam) req.matrices = req.matrices || !f.empty();
+  }
+  req.n_spectra = ready.size();
+  if (!ready.empty()) {
+    b.backend = &route(req);
+    b.backend->submit(std::move(ready), want_models, on_fitted);
+  }
+  b.seconds = seconds_since(t0);
+  seconds_fit_ += b.seconds;
+  return b;
+}
+
+void FitEngine::finish(EngineBatch& b, std::vector<FitDiagnostics>* diags) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (b.backend) b.out = b.backend->collect();
+  if (diags) diags->assign(b.want_models ? b.prep.size() : 0, {});
+  pool_->for_each(b.prep.size(), [&](size_t i, int) {
+    PreparedSpectrum& p = b.prep[i];
+    const size_t k = b.fitted[i];
+    if (k != EngineBatch::npos) {
+      if (diags && b.want_models) diagnostics_of(p, b.out.ivar[k], b.out.models[k], &(*diags)[i]);
+      finish_row(p, b.out.results[k], b.out.ivar[k], *b.jobs[i].ctx);
+    }
+    if (diags && b.want_models) (*diags)[i].messages = p.notes;
+  });
+  const double dt = seconds_since(t0);
+  b.seconds += dt;
+  seconds_fit_ += dt;
+}
+
 void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileResult&&)>& done,
                            size_t chunk_min_spectra, const std::function<void(size_t)>& on_fitted) {
   struct Pending {
@@ -144,85 +191,55 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
     std::string format;
     std::vector<char> selected;  // per spectrum: fitted (selection, fit/select.hpp)?
   };
-  // A chunk between prepare and done: its files, prepared spectra and the backend fitting them.
+  // A chunk between submit and finish: its files, their contexts and the engine's batch.
   struct Chunk {
     std::vector<Pending> files;
     std::vector<std::unique_ptr<FitContext>> ctxs;
-    std::vector<FitJob> jobs;
-    std::vector<PreparedSpectrum> prep;
-    Backend* backend = nullptr;
-    bool want_models = false;
-    double seconds = 0.0;  // caller's wall time spent on this chunk
+    EngineBatch batch;
   };
   std::vector<Pending> chunk;
   std::deque<Chunk> in_flight;  // submitted, oldest first
   size_t chunk_spectra = 0;
   const size_t chunk_min = std::max(chunk_min_spectra, gpu_ ? gpu_chunk_ : size_t{0});
 
-  // Collect the oldest chunk's fits, finish its rows and report its files.
+  // Finish the oldest chunk's rows and report its files.
   auto complete = [&] {
     Chunk c = std::move(in_flight.front());
     in_flight.pop_front();
-    const auto t0 = std::chrono::steady_clock::now();
-    BatchOutput out = c.backend->collect();
-    std::vector<FitDiagnostics> diags(c.want_models ? c.prep.size() : 0);
-    std::vector<size_t> ready;  // index in out of each prepared spectrum (-1: not fitted)
-    for (size_t i = 0, k = 0; i < c.prep.size(); ++i) ready.push_back(c.prep[i].ready ? k++ : ~size_t{0});
-    pool_->for_each(c.prep.size(), [&](size_t i, int) {
-      PreparedSpectrum& p = c.prep[i];
-      const size_t k = ready[i];
-      if (k != ~size_t{0}) {
-        if (c.want_models) diagnostics_of(p, out.ivar[k], out.models[k], &diags[i]);
-        finish_row(p, out.results[k], out.ivar[k], *c.jobs[i].ctx);
-      }
-      if (c.want_models) diags[i].messages = p.notes;
-    });
-    const double dt = c.seconds + seconds_since(t0);
-    seconds_fit_ += seconds_since(t0);
+    std::vector<FitDiagnostics> diags;
+    finish(c.batch, &diags);
+    const EngineBatch& b = c.batch;
     size_t k = 0;
     for (auto& p : c.files) {
       size_t n = 0;
       for (char ch : p.selected) n += ch != 0;
       std::vector<CatalogRow> fitted;
-      for (size_t i = k; i < k + n; ++i) fitted.push_back(std::move(c.prep[i].row));
+      for (size_t i = k; i < k + n; ++i) fitted.push_back(std::move(c.batch.prep[i].row));
       std::vector<FitDiagnostics> dg;
       if (!diags.empty()) dg.assign(diags.begin() + k, diags.begin() + k + n);
       k += n;
       std::vector<SpectrumFile> one;
       one.push_back(std::move(p.file));
       outputs_->collect(one, {p.selected}, std::move(fitted), dg, p.res.rows);
-      p.res.seconds += c.jobs.empty() ? 0.0 : dt * n / c.jobs.size();
+      p.res.seconds += b.jobs.empty() ? 0.0 : b.seconds * n / b.jobs.size();
       done(std::move(p.res));
     }
   };
   // Prepare the pending files' spectra and submit them; keep at most one chunk in flight on an
   // asynchronous backend while the next one is read.
   auto flush = [&] {
-    const auto t0 = std::chrono::steady_clock::now();
     Chunk c;
     c.files = std::move(chunk);
     chunk.clear();
     chunk_spectra = 0;
+    std::vector<FitJob> jobs;
     for (auto& p : c.files) {
       c.ctxs.push_back(std::make_unique<FitContext>(context(p.format)));
       for (size_t i = 0; i < p.file.spectra.size(); ++i)
-        if (p.selected[i]) c.jobs.push_back({&p.file.spectra[i], c.ctxs.back().get()});
+        if (p.selected[i]) jobs.push_back({&p.file.spectra[i], c.ctxs.back().get()});
     }
-    c.prep = prepare(c.jobs);
-    std::vector<const PreparedSpectrum*> ready;
-    BatchRequest req;
-    req.models = c.want_models = outputs_->want_diagnostics();
-    for (const auto& p : c.prep) {
-      if (!p.ready) continue;
-      ready.push_back(&p);
-      for (const auto& f : p.packed.full_lnlam) req.matrices = req.matrices || !f.empty();
-    }
-    req.n_spectra = ready.size();
-    c.backend = &route(req);
-    c.backend->submit(std::move(ready), c.want_models, on_fitted);
-    c.seconds = seconds_since(t0);
-    seconds_fit_ += c.seconds;
-    const bool async = c.backend != cpu_.get();
+    c.batch = submit(std::move(jobs), outputs_->want_diagnostics(), on_fitted);
+    const bool async = c.batch.backend && c.batch.backend != cpu_.get();
     in_flight.push_back(std::move(c));
     while (in_flight.size() > (async ? 1u : 0u)) complete();
   };
@@ -271,10 +288,10 @@ Provenance FitEngine::provenance(const FitOptions& opt) const {
   prov["command_line"] = opt.command_line;
   prov["config_yaml"] = dump_fit_config(cfg_);
   prov["templates_path"] = opt.templates;
-  prov["templates_checksum"] = lib_.checksum;
+  prov["templates_checksum"] = lib_->checksum;
   std::string labels;
-  for (size_t i = 0; i < lib_.label_names.size(); ++i)
-    labels += (i ? "," : "") + lib_.label_names[i];
+  for (size_t i = 0; i < lib_->label_names.size(); ++i)
+    labels += (i ? "," : "") + lib_->label_names[i];
   prov["templates_labels"] = labels;
   prov["created_utc"] = utc_now();
   prov["hostname"] = hostname();
@@ -282,10 +299,10 @@ Provenance FitEngine::provenance(const FitOptions& opt) const {
   return prov;
 }
 
-FitRunResult run_fit(const FitOptions& opt) {
+FitRunResult run_fit(const FitOptions& opt, std::shared_ptr<const TemplateLibrary> lib) {
   const auto files = collect_inputs(opt);
   if (files.empty()) throw ConfigError("no input files (give FILES, --input-list or --input-dir)");
-  FitEngine engine(opt, opt.threads);
+  FitEngine engine(opt, opt.threads, std::move(lib));
   FitRunResult res;
   size_t i = 0;
   engine.fit_stream(
@@ -297,6 +314,7 @@ FitRunResult run_fit(const FitOptions& opt) {
       },
       [&](FileResult&& r) {
         res.files_failed += !r.ok;
+        if (!r.ok) res.file_errors.push_back(r.error);
         // Spectra actually fitted (not unreadable files, not unselected fibres).
         for (const auto& row : r.rows)
           res.n_spectra += (row.RVS_WARN & (warn::kBadInput | warn::kNotFitted)) == 0;

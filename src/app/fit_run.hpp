@@ -72,12 +72,27 @@ struct FileResult {
   int rank = 0;                  // MPI rank that fitted it
 };
 
-// Fits files one chunk at a time. Not copyable: the model cache refers to the library.
+// One batch of spectra between FitEngine::submit and FitEngine::finish.
+struct EngineBatch {
+  std::vector<FitJob> jobs;
+  std::vector<PreparedSpectrum> prep;  // per job; after finish(), prep[i].row is its catalog row
+  Backend* backend = nullptr;          // null: nothing was ready to fit
+  bool want_models = false;
+  // After finish(): the backend's output and, per job, its index there (npos: not fitted).
+  BatchOutput out;
+  std::vector<size_t> fitted;
+  static constexpr size_t npos = ~size_t{0};
+  double seconds = 0.0;  // caller's wall time spent on this batch
+};
+
+// Fits files one chunk at a time, or spectra already in memory (submit/finish: the Python API).
+// Not copyable: the model cache refers to the library.
 class FitEngine {
  public:
-  // Loads the config and library. threads <= 0: default_thread_count(). Throws ConfigError /
-  // IoError.
-  FitEngine(const FitOptions& opt, int threads);
+  // Loads the config and, unless `lib` is given, the library opt.templates. threads <= 0:
+  // default_thread_count(). Throws ConfigError / IoError.
+  FitEngine(const FitOptions& opt, int threads,
+            std::shared_ptr<const TemplateLibrary> lib = nullptr);
   FitEngine(const FitEngine&) = delete;
   FitEngine& operator=(const FitEngine&) = delete;
 
@@ -92,8 +107,16 @@ class FitEngine {
   void fit_stream(const NextInput& next, const std::function<void(FileResult&&)>& done,
                   size_t chunk_min_spectra, const std::function<void(size_t)>& on_fitted = {});
 
+  // Prepare `jobs` on the engine's threads and submit the ready ones to the backend route()
+  // picks; `on_fitted` as in fit_stream. Batches are finished in the order they were submitted.
+  EngineBatch submit(std::vector<FitJob> jobs, bool want_models,
+                     const std::function<void(size_t)>& on_fitted = {});
+  // Wait for a submitted batch and finish its rows (in parallel); with want_models, `diags`
+  // (may be null) gets the diagnostics of every job.
+  void finish(EngineBatch& b, std::vector<FitDiagnostics>* diags = nullptr);
+
   // The context spectra of input format `format` (format_name()) are fitted in.
-  FitContext context(const std::string& format) { return FitContext{lib_, *cache_, cfg_, format}; }
+  FitContext context(const std::string& format) { return FitContext{*lib_, *cache_, cfg_, format}; }
   // prepare_spectrum for every job, in parallel on the engine's threads; input order.
   std::vector<PreparedSpectrum> prepare(const std::vector<FitJob>& jobs);
   // The backend a batch goes to: the GPU when there is one and it supports the request, else the
@@ -110,14 +133,14 @@ class FitEngine {
   // rows, in the order fit_stream reported them.
   FitOutputs& outputs() { return *outputs_; }
   bool uses_gpu() const { return gpu_ != nullptr; }
-  const TemplateLibrary& library() const { return lib_; }
+  const TemplateLibrary& library() const { return *lib_; }
   // Wall time the caller's thread spent preparing, waiting for backends and finishing rows.
   double seconds_fitting() const { return seconds_fit_; }
 
  private:
   FitConfig cfg_;
   SpectrumFormat fmt_;
-  TemplateLibrary lib_;
+  std::shared_ptr<const TemplateLibrary> lib_;
   std::unique_ptr<ArmModelCache> cache_;
   std::unique_ptr<FitOutputs> outputs_;
   int threads_;
@@ -135,12 +158,14 @@ CatalogRow bad_input_row(const std::string& path);
 struct FitRunResult {
   std::vector<CatalogRow> rows;
   int files_failed = 0;
+  std::vector<std::string> file_errors;  // why each failed file failed (names the file)
   size_t n_spectra = 0;
   double seconds_fit = 0.0;  // wall time spent in fitting (excludes library load and I/O)
 };
 
 // Fit every input in this process and keep the rows in input order, writing nothing (used by
-// `velox bench`). Throws ConfigError / IoError for fatal problems.
-FitRunResult run_fit(const FitOptions& opt);
+// `velox bench` and Python's velox.fit_files). `lib`: an already loaded library (null: load
+// opt.templates). Throws ConfigError / IoError for fatal problems.
+FitRunResult run_fit(const FitOptions& opt, std::shared_ptr<const TemplateLibrary> lib = nullptr);
 
 }  // namespace velox

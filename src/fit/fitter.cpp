@@ -24,10 +24,10 @@ double median(std::vector<double> v) {
   return v[m];
 }
 
-double arm_resolution(const ArmData& arm, const FitContext& ctx) {
+double arm_resolution(const ArmView& arm, const FitContext& ctx) {
   if (std::isfinite(arm.resolution_R) && arm.resolution_R > 0) return arm.resolution_R;
   if (arm.ndiag > 0) {
-    const double r = effective_resolution(arm.wave_vac_A, arm.resolution, arm.ndiag);
+    const double r = effective_resolution(arm.wave_vac_A, arm.n_pix, arm.resolution, arm.ndiag);
     if (std::isfinite(r) && r > 100) return r;
   }
   auto it = ctx.cfg.default_R.find(ctx.format);
@@ -108,6 +108,13 @@ kern::PipelineConfig pipeline_config(const FitConfig& cfg, const TemplateLibrary
 }
 
 PreparedSpectrum prepare_spectrum(const Spectrum& spec, const FitContext& ctx) {
+  std::vector<ArmView> arms;
+  for (const auto& arm : spec.arms) arms.push_back(arm.view());
+  return prepare_spectrum(spec, arms, ctx);
+}
+
+PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmView>& arms,
+                                  const FitContext& ctx) {
   PreparedSpectrum p;
   const auto& lib = ctx.lib;
   const auto& cfg = ctx.cfg;
@@ -132,17 +139,17 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const FitContext& ctx) {
   // ---- Masking and packing --------------------------------------------------------------
   const double lam_lo = lib.wave_vac_A(2) * std::exp(kern::ln_doppler(cfg.vmax_kms));
   const double lam_hi = lib.wave_vac_A(lib.n_tpix - 4) * std::exp(kern::ln_doppler(cfg.vmin_kms));
-  for (const auto& arm : spec.arms) {
+  for (size_t a_in = 0; a_in < arms.size(); ++a_in) {
+    const ArmView& arm = arms[a_in];
     if (all.n_arms >= kern::kMaxArms) break;
-    const size_t n = arm.size();
+    const size_t n = arm.n_pix;
     // Resolution-matrix forward model for this arm? Rows with the template LSF folded in; pixels
     // whose row is all zero or not finite are not fitted.
-    const bool use_rm = cfg.resolution_matrix && arm.ndiag > 0 &&
-                        arm.resolution.size() == n * static_cast<size_t>(arm.ndiag);
+    const bool use_rm = cfg.resolution_matrix && arm.ndiag > 0 && arm.resolution;
     std::vector<float> rows;
     std::vector<char> row_ok;
     if (use_rm)
-      fold_resolution_rows(arm.wave_vac_A, arm.resolution, arm.ndiag,
+      fold_resolution_rows(arm.wave_vac_A, n, arm.resolution, arm.ndiag,
                            std::isfinite(lib.fwhm_A) ? lib.fwhm_A : 0.0, &rows, &row_ok);
     std::vector<size_t> idx;
     size_t n_valid = 0;
@@ -150,7 +157,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const FitContext& ctx) {
       const double w = arm.wave_vac_A[j];
       const float f = arm.flux[j], iv = arm.ivar[j];
       const bool valid = std::isfinite(w) && std::isfinite(f) && std::isfinite(iv) && iv > 0 &&
-                         (arm.mask.empty() || arm.mask[j] == 0) && (!use_rm || row_ok[j]);
+                         (!arm.mask || arm.mask[j] == 0) && (!use_rm || row_ok[j]);
       if (!valid) continue;
       ++n_valid;
       if (w < lam_lo || w > lam_hi) continue;
@@ -182,6 +189,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const FitContext& ctx) {
       all.ivar.push_back(arm.ivar[j]);
       all.arm.push_back(all.n_arms);
       all.full_idx.push_back(use_rm ? static_cast<int>(j) : -1);
+      all.input_pixel.push_back(static_cast<int>(j));
     }
     if (use_rm) {
       std::vector<double> full(n);
@@ -197,7 +205,8 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const FitContext& ctx) {
     // With the matrix the basis stays at the templates' own resolution (R -> infinity: no
     // Gaussian), since the folded rows carry the instrument's remaining blur.
     all.models.push_back(ctx.cache.get(use_rm ? 1e9 : arm_resolution(arm, ctx)));
-    all.names.push_back(arm.name);
+    all.names.emplace_back(arm.name);
+    all.input_arm.push_back(static_cast<int>(a_in));
     all.arm_start[all.n_arms + 1] = static_cast<int>(all.flux.size());
     ++all.n_arms;
   }

@@ -32,6 +32,8 @@ struct Packed {
   int arm_start[kern::kMaxArms + 1] = {};
   std::vector<std::shared_ptr<const ArmModel>> models;  // per arm slot
   std::vector<std::string> names;
+  std::vector<int> input_arm;    // per arm slot: index of the arm in the input spectrum
+  std::vector<int> input_pixel;  // per used pixel: index in its input arm
   // Resolution-matrix arms (n_full[a] > 0): full-grid ln(lambda), folded rows, and for every used
   // pixel its index in its arm's full grid (-1 for Gaussian-LSF arms).
   std::vector<std::vector<double>> full_lnlam;  // per arm slot (empty: no matrix)
@@ -91,6 +93,10 @@ struct PreparedSpectrum {
 };
 
 // Masking (mask, ivar, non-finite, template coverage, bands), per-arm resolution, packing.
+// `spec` gives the identity (TARGETID, SOURCE_FILE, ROW_IN_FILE), the reader's problem and
+// OBJTYPE; the pixels are read from `arms` (the second form: spec.arms).
+PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmView>& arms,
+                                  const FitContext& ctx);
 PreparedSpectrum prepare_spectrum(const Spectrum& spec, const FitContext& ctx);
 
 // Turn the pipeline result into the catalog row (values, errors, RVS_WARN, SUCCESS).

@@ -5,12 +5,13 @@
 
 namespace velox {
 
-void fold_resolution_rows(const std::vector<double>& wave, const std::vector<float>& res,
-                          int ndiag, double template_fwhm_A, std::vector<float>* out,
+void fold_resolution_rows(const double* wave, size_t n_pix, const float* res, int ndiag,
+                          double template_fwhm_A, std::vector<float>* out,
                           std::vector<char>* row_ok) {
-  const int n = static_cast<int>(wave.size()), half = ndiag / 2;
-  out->assign(static_cast<size_t>(n) * ndiag, 0.0f);
-  row_ok->assign(n, 0);
+  const int n = static_cast<int>(n_pix), half = ndiag / 2;
+  out->assign(n_pix * static_cast<size_t>(std::max(ndiag, 0)), 0.0f);
+  row_ok->assign(n_pix, 0);
+  if (ndiag <= 0 || ndiag > kMaxResolutionDiagonals) return;
   const double fwhm_to_sigma = 1.0 / std::sqrt(8.0 * std::log(2.0));
   for (int i = 0; i < n; ++i) {
     // Row i: weight of model[i + o] is res[d * n + i + o] with o = half - d.
@@ -38,7 +39,7 @@ void fold_resolution_rows(const std::vector<double>& wave, const std::vector<flo
       // sigma 0.46, i.e. ~2 km/s on DESI pixels): move the centre until the sampled centroid is
       // the row's.
       const double sg = std::sqrt(var);
-      double c = mu, w[32], norm = 0;
+      double c = mu, w[kMaxResolutionDiagonals], norm = 0;
       for (int it = 0; it < 8; ++it) {
         norm = 0;
         double m1 = 0;

@@ -9,16 +9,27 @@
 // the centroid) are lost. rvspecfit instead convolves high-resolution templates with the full
 // matrix (docs/desi.md compares the two).
 #pragma once
+#include <cstddef>
 #include <vector>
 
 namespace velox {
+
+// The most diagonals a resolution matrix may have (DESI: 11). Wider matrices are not folded: every
+// row is reported unusable.
+constexpr int kMaxResolutionDiagonals = 32;
 
 // Rows for the kernels' apply_rmat: out[i * ndiag + k] multiplies model[i + k - ndiag/2].
 // wave_A[n] vacuum wavelengths of the arm, res[ndiag * n] the file's matrix, template_fwhm_A the
 // templates' Gaussian FWHM (0 = infinitely sharp). row_ok[i] = 0 for rows that are all zero or not
 // finite (those pixels must not be fitted).
-void fold_resolution_rows(const std::vector<double>& wave_A, const std::vector<float>& res,
-                          int ndiag, double template_fwhm_A, std::vector<float>* out,
+void fold_resolution_rows(const double* wave_A, size_t n, const float* res, int ndiag,
+                          double template_fwhm_A, std::vector<float>* out,
                           std::vector<char>* row_ok);
+inline void fold_resolution_rows(const std::vector<double>& wave_A, const std::vector<float>& res,
+                                 int ndiag, double template_fwhm_A, std::vector<float>* out,
+                                 std::vector<char>* row_ok) {
+  fold_resolution_rows(wave_A.data(), wave_A.size(), res.data(), ndiag, template_fwhm_A, out,
+                       row_ok);
+}
 
 }  // namespace velox

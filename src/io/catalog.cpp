@@ -141,7 +141,9 @@ void put_fixed_string(const std::string& s, unsigned char* dst, size_t n) {
   std::memcpy(dst, s.data(), len);
 }
 
-std::vector<unsigned char> pack(const std::vector<CatalogRow>& rows) {
+}  // namespace
+
+std::vector<unsigned char> pack_catalog_rows(const std::vector<CatalogRow>& rows) {
   const Layout& l = layout();
   std::vector<unsigned char> buf(rows.size() * l.record_size);
   for (size_t r = 0; r < rows.size(); ++r) {
@@ -160,6 +162,8 @@ std::vector<unsigned char> pack(const std::vector<CatalogRow>& rows) {
   }
   return buf;
 }
+
+namespace {
 
 std::vector<CatalogRow> unpack(const std::vector<unsigned char>& buf) {
   const Layout& l = layout();
@@ -240,7 +244,7 @@ void write_catalog(const std::string& path, const std::vector<CatalogRow>& rows,
   {
     h5::File f = h5::File::create(out.temp_path());
     const Layout& l = layout();
-    f.write_table(kDataset, l.members, l.record_size, pack(rows));
+    f.write_table(kDataset, l.members, l.record_size, pack_catalog_rows(rows));
     for (const auto& c : kColumns) {
       f.set_attr(kDataset, std::string(c.name) + "_UNIT", std::string(c.unit));
       f.set_attr(kDataset, std::string(c.name) + "_DESC", std::string(c.desc));
@@ -271,6 +275,13 @@ std::vector<CatalogRow> read_catalog(const std::string& path, Provenance* proven
 const std::vector<CatalogColumn>& catalog_columns() {
   static const std::vector<CatalogColumn> cols(std::begin(kColumns), std::end(kColumns));
   return cols;
+}
+
+std::vector<size_t> catalog_record_offsets() {
+  std::vector<size_t> offsets;
+  for (const auto& m : layout().members) offsets.push_back(m.offset);
+  offsets.push_back(layout().record_size);
+  return offsets;
 }
 
 }  // namespace velox

@@ -71,6 +71,13 @@ struct CatalogColumn {
 };
 const std::vector<CatalogColumn>& catalog_columns();
 
+// Packed records, the layout of /catalog: columns in catalog_columns() order without padding;
+// int32/int64/float64 native, bool one byte (0/1), strings fixed-length null-padded (at most
+// 127 bytes). catalog_record_offsets()[c] is column c's byte offset; the last element is the
+// record size. The Python module hands these records to NumPy as a structured array.
+std::vector<size_t> catalog_record_offsets();
+std::vector<unsigned char> pack_catalog_rows(const std::vector<CatalogRow>& rows);
+
 // Provenance stored as file attributes of the catalog (all strings).
 using Provenance = std::map<std::string, std::string>;
 

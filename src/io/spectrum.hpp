@@ -5,9 +5,26 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace velox {
+
+// A non-owning, read-only view of one arm's arrays: what the fit reads (fit/fitter.hpp). Made by
+// ArmData::view() for spectra read from files, and by the Python bindings over NumPy buffers
+// (python/src), so arrays in memory are fitted without a copy. Same units and conventions as
+// ArmData; the arrays must outlive the view.
+struct ArmView {
+  std::string_view name;
+  size_t n_pix = 0;
+  const double* wave_vac_A = nullptr;  // [n_pix] vacuum wavelength, Angstrom, increasing
+  const float* flux = nullptr;         // [n_pix]
+  const float* ivar = nullptr;         // [n_pix] 1/flux^2; <= 0 unusable
+  const int32_t* mask = nullptr;       // [n_pix] nonzero = bad pixel; null = no mask
+  double resolution_R = std::nan("");  // NaN: from the resolution matrix or the config default
+  int ndiag = 0;                       // resolution matrix diagonals; 0 = none
+  const float* resolution = nullptr;   // [ndiag][n_pix] desispec layout (see ArmData)
+};
 
 struct ArmData {
   std::string name;                // "B", "R", "Z" for DESI; "ALL" for single-arm formats
@@ -23,6 +40,22 @@ struct ArmData {
   int ndiag = 0;
   std::vector<float> resolution;
   size_t size() const { return wave_vac_A.size(); }
+  // The view the fit reads; a resolution matrix whose size is not ndiag x n_pix is left out.
+  ArmView view() const {
+    ArmView v;
+    v.name = name;
+    v.n_pix = size();
+    v.wave_vac_A = wave_vac_A.data();
+    v.flux = flux.data();
+    v.ivar = ivar.data();
+    v.mask = mask.empty() ? nullptr : mask.data();
+    v.resolution_R = resolution_R;
+    if (ndiag > 0 && resolution.size() == size() * static_cast<size_t>(ndiag)) {
+      v.ndiag = ndiag;
+      v.resolution = resolution.data();
+    }
+    return v;
+  }
 };
 
 struct Spectrum {

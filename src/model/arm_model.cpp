@@ -46,10 +46,8 @@ std::shared_ptr<const ArmModel> ArmModelCache::get(double R) {
   return m;
 }
 
-double effective_resolution(const std::vector<double>& wave, const std::vector<float>& res,
-                            int ndiag) {
-  const size_t n = wave.size();
-  if (ndiag <= 0 || res.size() != n * static_cast<size_t>(ndiag) || n < 10) return NAN;
+double effective_resolution(const double* wave, size_t n, const float* res, int ndiag) {
+  if (ndiag <= 0 || !res || n < 10) return NAN;
   std::vector<double> sig;
   const int half = ndiag / 2;
   for (size_t j = half; j + half < n; j += 7) {

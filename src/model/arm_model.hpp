@@ -3,6 +3,7 @@
 // LSF (FWHM = lambda / R) and the templates' own (never deconvolved). Convolution is linear, so
 // convolving the basis once per resolution gives the convolved model for every label set.
 #pragma once
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,7 +37,6 @@ ArmModel make_arm_model(const TemplateLibrary& lib, double resolution_R);
 
 // Effective resolving power of a DESI-style resolution matrix (res[d*n_pix + j], ndiag
 // diagonals): lambda_mid / FWHM, FWHM from the median second moment of the rows. NaN if unusable.
-double effective_resolution(const std::vector<double>& wave_A, const std::vector<float>& res,
-                            int ndiag);
+double effective_resolution(const double* wave_A, size_t n_pix, const float* res, int ndiag);
 
 }  // namespace velox

@@ -5,10 +5,12 @@
 
 namespace velox {
 
-// One spectrum to fit and the context (library, config, input format) it is fitted in.
+// One spectrum to fit and the context (library, config, input format) it is fitted in. `arms`
+// (null: spectrum->arms) are views of the pixels to fit, e.g. NumPy buffers (python/src).
 struct FitJob {
   const Spectrum* spectrum;
   const FitContext* ctx;
+  const std::vector<ArmView>* arms = nullptr;
 };
 
 int default_thread_count();  // cores available to this process (sched_getaffinity)
