@@ -19,16 +19,16 @@ kern::ClassData ClassSpectrum::view() const {
   return d;
 }
 
-ClassSpectrum rebin_for_classes(const Spectrum& spec,
+ClassSpectrum rebin_for_classes(const std::vector<ArmView>& arms,
                                 const std::vector<std::pair<double, double>>& mask_bands_A) {
   ClassSpectrum cs;
-  for (const auto& a : spec.arms) {
+  for (const auto& a : arms) {
     if (cs.n_arms >= kern::kClassMaxArms) break;
     std::map<long, std::pair<double, double>> bins;  // bin -> (sum ivar * flux, sum ivar)
-    for (size_t j = 0; j < a.size(); ++j) {
+    for (size_t j = 0; j < a.n_pix; ++j) {
       const double w = a.wave_vac_A[j], iv = a.ivar[j], f = a.flux[j];
       if (!(std::isfinite(w) && w > 0 && std::isfinite(f) && std::isfinite(iv) && iv > 0)) continue;
-      if (!a.mask.empty() && a.mask[j] != 0) continue;
+      if (a.mask && a.mask[j] != 0) continue;
       bool in_band = false;
       for (const auto& b : mask_bands_A) in_band = in_band || (w >= b.first && w <= b.second);
       if (in_band) continue;

@@ -27,7 +27,7 @@ struct ClassSpectrum {
 // Rebin the valid pixels of every arm (finite, ivar > 0, unmasked, outside `mask_bands_A`),
 // all of the arm's wavelength range (not only the fit's template coverage), onto kClassBinDlnlam
 // bins: ivar-weighted mean flux, summed ivar.
-ClassSpectrum rebin_for_classes(const Spectrum& spec,
+ClassSpectrum rebin_for_classes(const std::vector<ArmView>& arms,
                                 const std::vector<std::pair<double, double>>& mask_bands_A);
 
 struct ClassResult {

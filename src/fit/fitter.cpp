@@ -188,12 +188,27 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       all.flux.push_back(arm.flux[j]);
       all.ivar.push_back(arm.ivar[j]);
       all.arm.push_back(all.n_arms);
-      all.full_idx.push_back(use_rm ? static_cast<int>(j) : -1);
+      all.full_idx.push_back(use_rm ? static_cast<int>(j) + arm.ndiag / 2 : -1);
       all.input_pixel.push_back(static_cast<int>(j));
     }
     if (use_rm) {
-      std::vector<double> full(n);
-      for (size_t j = 0; j < n; ++j) full[j] = std::log(arm.wave_vac_A[j]);
+      // The model's full grid is the arm's pixels plus ndiag/2 pixels beyond each end (ln lambda
+      // extrapolated with the end spacing), so that every matrix row of an edge pixel finds the
+      // model where its weight lies (without the padding the first and last pixels lost up to
+      // ~40% of their row's weight). The padded pixels have no rows of their own.
+      const int h = arm.ndiag / 2;
+      const long nl = static_cast<long>(n);
+      std::vector<double> full(n + 2 * h);
+      const double d0 = std::log(arm.wave_vac_A[1] / arm.wave_vac_A[0]);
+      const double d1 = std::log(arm.wave_vac_A[n - 1] / arm.wave_vac_A[n - 2]);
+      for (long jj = 0; jj < nl + 2 * h; ++jj) {
+        const long j = jj - h;
+        full[jj] = j < 0     ? std::log(arm.wave_vac_A[0]) + j * d0
+                   : j >= nl ? std::log(arm.wave_vac_A[n - 1]) + (j - nl + 1) * d1
+                             : std::log(arm.wave_vac_A[j]);
+      }
+      rows.insert(rows.begin(), static_cast<size_t>(h) * arm.ndiag, 0.0f);
+      rows.insert(rows.end(), static_cast<size_t>(h) * arm.ndiag, 0.0f);
       all.full_lnlam.push_back(std::move(full));
       all.rmat.push_back(std::move(rows));
       all.ndiag.push_back(arm.ndiag);
@@ -212,7 +227,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
   }
   set_segments(ctx, all, &row.FIT_INFO);
   if (cfg.classify && !lib.classes.empty())
-    p.cls = rebin_for_classes(spec, cfg.mask_bands_A);
+    p.cls = rebin_for_classes(arms, cfg.mask_bands_A);
   else
     row.FIT_INFO |= info::kNoClassification;
   row.NPIX_TOT = static_cast<int32_t>(all.flux.size());

@@ -13,20 +13,33 @@ void fold_resolution_rows(const double* wave, size_t n_pix, const float* res, in
   row_ok->assign(n_pix, 0);
   if (ndiag <= 0 || ndiag > kMaxResolutionDiagonals) return;
   const double fwhm_to_sigma = 1.0 / std::sqrt(8.0 * std::log(2.0));
-  for (int i = 0; i < n; ++i) {
-    // Row i: weight of model[i + o] is res[d * n + i + o] with o = half - d.
-    double s0 = 0, s1 = 0, s2 = 0;
+  // Moments of row i (sum, sum o, sum o^2 of its weights over offsets o); false if not finite.
+  // Row i: weight of model[i + o] is res[d * n + i + o] with o = half - d.
+  auto moments = [&](int i, double* s0, double* s1, double* s2) {
+    *s0 = *s1 = *s2 = 0;
     bool finite = true;
     for (int k = 0; k < ndiag; ++k) {
       const int o = k - half, m = i + o, d = ndiag - 1 - k;
       if (m < 0 || m >= n) continue;
       const double r = res[static_cast<size_t>(d) * n + m];
       if (!std::isfinite(r)) finite = false;
-      s0 += r;
-      s1 += r * o;
-      s2 += r * o * o;
+      *s0 += r;
+      *s1 += r * o;
+      *s2 += r * o * o;
     }
-    if (!finite || !(s0 > 1e-6)) continue;
+    return finite;
+  };
+  for (int i = 0; i < n; ++i) {
+    double s0, s1, s2;
+    if (!moments(i, &s0, &s1, &s2) || !(s0 > 1e-6)) continue;
+    // The first and last `half` rows reach beyond the arm, where the matrix stores nothing: their
+    // stored weights lose part of the row and pull its centroid inward. They take the shape and
+    // weight of the nearest complete row (the LSF varies slowly along an arm).
+    const int ir = n > 2 * half ? std::clamp(i, half, n - 1 - half) : i;
+    if (ir != i) {
+      double r0, r1, r2;
+      if (moments(ir, &r0, &r1, &r2) && r0 > 1e-6) s0 = r0, s1 = r1, s2 = r2;
+    }
     const double mu = s1 / s0;
     const double var_row = std::max(0.0, s2 / s0 - mu * mu);
     const int i0 = std::max(0, i - 1), i1 = std::min(n - 1, i + 1);

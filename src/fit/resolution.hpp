@@ -21,7 +21,8 @@ constexpr int kMaxResolutionDiagonals = 32;
 // Rows for the kernels' apply_rmat: out[i * ndiag + k] multiplies model[i + k - ndiag/2].
 // wave_A[n] vacuum wavelengths of the arm, res[ndiag * n] the file's matrix, template_fwhm_A the
 // templates' Gaussian FWHM (0 = infinitely sharp). row_ok[i] = 0 for rows that are all zero or not
-// finite (those pixels must not be fitted).
+// finite (those pixels must not be fitted). The first and last ndiag/2 rows, which reach beyond
+// the arm where the matrix stores nothing, take the shape and weight of the nearest complete row.
 void fold_resolution_rows(const double* wave_A, size_t n, const float* res, int ndiag,
                           double template_fwhm_A, std::vector<float>* out,
                           std::vector<char>* row_ok);

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <vector>
 
+#include "fit/fitter.hpp"
 #include "fit/resolution.hpp"
 #include "kernels/fit_eval.hpp"
+#include "thin_library.hpp"
 
 using namespace velox;
 
@@ -68,4 +70,47 @@ TEST_CASE("all-zero or non-finite resolution rows mark their pixels unusable", "
   CHECK(ok[5]);
   CHECK_FALSE(ok[20]);
   CHECK_FALSE(ok[25]);
+}
+
+TEST_CASE("matrix rows of an arm's edge pixels keep their whole weight (padded model grid)",
+          "[resolution][fit]") {
+  const auto& lib = test::thin_library();
+  FitConfig cfg;
+  ArmModelCache cache(lib);
+  const FitContext ctx{lib, cache, cfg, "desi"};
+  // A DESI-like arm inside MILES (4200-4440 A, 0.8 A pixels) with a symmetric 11-diagonal
+  // Gaussian resolution matrix (sigma 1 px): every row sums to 1, its tails reach 5 pixels out.
+  const int n = 300, nd = 11;
+  Spectrum s;
+  ArmData a;
+  a.name = "B";
+  a.ndiag = nd;
+  a.resolution.assign(static_cast<size_t>(nd) * n, 0.0f);
+  for (int m = 0; m < n; ++m) {
+    a.wave_vac_A.push_back(4200.0 + 0.8 * m);
+    a.flux.push_back(1.0f);
+    a.ivar.push_back(100.0f);
+    a.mask.push_back(0);
+    double norm = 0;
+    for (int d = 0; d < nd; ++d) norm += std::exp(-0.5 * (d - 5) * (d - 5));
+    for (int d = 0; d < nd; ++d)
+      a.resolution[d * n + m] = static_cast<float>(std::exp(-0.5 * (d - 5) * (d - 5)) / norm);
+  }
+  s.arms.push_back(a);
+  const auto p = prepare_spectrum(s, ctx);
+  REQUIRE(p.ready);
+  REQUIRE(p.packed.full_lnlam.size() == 1);
+  // The model's grid extends nd/2 pixels beyond each end, at the arm's own spacing.
+  const auto& full = p.packed.full_lnlam[0];
+  REQUIRE(full.size() == static_cast<size_t>(n + nd - 1));
+  CHECK(full[5] == Approx(std::log(4200.0)).epsilon(1e-14));
+  CHECK(full[1] - full[0] == Approx(std::log(4200.8 / 4200.0)).epsilon(1e-9));
+  // A constant model through the rows: edge pixels get the interior's value (before the padding,
+  // the first pixel lost the half of its row that lies beyond the arm).
+  const std::vector<double> one(full.size(), 1.0);
+  kern::FitData d = p.packed.view();
+  const int first = 0, last = static_cast<int>(p.packed.flux.size()) - 1, mid = last / 2;
+  const double interior = kern::apply_rmat(d, 0, mid, one.data(), 1, 0);
+  CHECK(kern::apply_rmat(d, 0, first, one.data(), 1, 0) == Approx(interior).epsilon(1e-6));
+  CHECK(kern::apply_rmat(d, 0, last, one.data(), 1, 0) == Approx(interior).epsilon(1e-6));
 }
