@@ -365,15 +365,17 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
     const double v = res.v_seg[s];
     double e = NAN;
     add_floor(res.v_seg_err[s], "VRAD_ARM", &e);
-    const std::string& name = all.seg_names[s];
-    double* col = name == "B"   ? &row.VRAD_B
-                  : name == "R" ? &row.VRAD_R
-                  : name == "Z" ? &row.VRAD_Z
-                                : nullptr;
-    double* col_err = name == "B"   ? &row.VRAD_B_ERR
-                      : name == "R" ? &row.VRAD_R_ERR
-                      : name == "Z" ? &row.VRAD_Z_ERR
-                                    : nullptr;
+    // The catalog columns of the segment's arm name (B, R, Z; others have none).
+    static const struct {
+      const char* name;
+      double CatalogRow::*v;
+      double CatalogRow::*e;
+    } kArmColumns[] = {{"B", &CatalogRow::VRAD_B, &CatalogRow::VRAD_B_ERR},
+                       {"R", &CatalogRow::VRAD_R, &CatalogRow::VRAD_R_ERR},
+                       {"Z", &CatalogRow::VRAD_Z, &CatalogRow::VRAD_Z_ERR}};
+    double *col = nullptr, *col_err = nullptr;
+    for (const auto& c : kArmColumns)
+      if (all.seg_names[s] == c.name) col = &(row.*c.v), col_err = &(row.*c.e);
     if (!col || !std::isfinite(v) || !(e > 0)) continue;
     *col = v;
     *col_err = e;
