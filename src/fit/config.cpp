@@ -9,15 +9,16 @@
 namespace velox {
 
 namespace {
+// One `fit:` key; the list of these calls is the list of valid keys (YamlSection).
 template <class T>
-void get(const YAML::Node& n, const char* key, T& out, const std::string& path) {
-  yaml_get(n, "fit", key, out, path);
+void get(YamlSection& f, const char* key, T& out, const std::string&) {
+  f.get(key, out);
 }
 }  // namespace
 
 FitConfig load_fit_config(const std::string& path) {
   FitConfig c;
-  const YAML::Node f = yaml_section(path, "fit");
+  YamlSection f(path, "fit");
   if (!f) return c;
   get(f, "vmin_kms", c.vmin_kms, path);
   get(f, "vmax_kms", c.vmax_kms, path);
@@ -46,12 +47,28 @@ FitConfig load_fit_config(const std::string& path) {
       c.mask_bands_A.emplace_back(b[0], b[1]);
     }
   }
-  if (f["default_R"]) get(f, "default_R", c.default_R, path);
+  if (f["default_R"]) {
+    // Formats given override their default; the others keep theirs. The defaults name every
+    // input format.
+    std::map<std::string, double> given;
+    get(f, "default_R", given, path);
+    std::vector<std::string> formats;
+    for (const auto& kv : FitConfig{}.default_R) formats.push_back(kv.first);
+    for (const auto& [format, R] : given) {
+      if (!c.default_R.count(format))
+        throw ConfigError(path + ": fit.default_R." + format +
+                          ": unknown input format (did you "
+                          "mean " +
+                          nearest_name(format, formats) + "?)");
+      c.default_R[format] = R;
+    }
+  }
   if (c.cont_deg < 0 || c.cont_deg > 15) throw ConfigError(path + ": fit.cont_deg must be 0..15");
   if (c.ccf_cont_deg < 0 || c.ccf_cont_deg > 15)
     throw ConfigError(path + ": fit.ccf_cont_deg must be 0..15");
   if (!(c.vmin_kms < c.vmax_kms)) throw ConfigError(path + ": fit.vmin_kms must be < vmax_kms");
   if (c.n_starts < 1) throw ConfigError(path + ": fit.n_starts must be >= 1");
+  f.check_unknown();
   return c;
 }
 

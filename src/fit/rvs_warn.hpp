@@ -24,4 +24,13 @@ enum : int64_t {
 
 constexpr int64_t kFatal = kNoPixels | kHessianSingular | kBadInput | kNotFitted | kFitFailed;
 
+// The bits' names, in bit order (docs/data-model.md). Every catalog carries them as the /catalog
+// attribute RVS_WARN_BITS ("0:CHISQ_NOT_BETTER,1:RV_EDGE,..."), which `velox info` and
+// scripts/plot_fit.py decode with.
+inline constexpr const char* kBitNames[] = {"CHISQ_NOT_BETTER", "RV_EDGE",       "RV_ERR_LARGE",
+                                            "LABEL_EDGE",       "VSINI_LARGE",   "NO_PIXELS",
+                                            "HESSIAN_SINGULAR", "NOT_CONVERGED", "BAD_INPUT",
+                                            "ARM_EXCLUDED",     "NOT_FITTED",    "FIT_FAILED"};
+inline constexpr int kNumBits = sizeof(kBitNames) / sizeof(kBitNames[0]);
+
 }  // namespace velox::warn
