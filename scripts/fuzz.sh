@@ -64,7 +64,7 @@ for t in "${TARGETS[@]}"; do
   # -malloc_limit_mb 4096: CFITSIO sizes its buffer for a .gz file by the gzip trailer (at most
   # 4 GiB by the format) before inflating; a corrupt trailer makes that one large, untouched
   # allocation, which is not a velox bug.
-  "$bin" "$corpus" "$SEEDS/$t" "${dict[@]}" -max_total_time="$BUDGET" -timeout=20 \
+  "$bin" "$corpus" "$SEEDS/$t" "${dict[@]}" -max_total_time="$BUDGET" -timeout=60 \
     -rss_limit_mb="${FUZZ_RSS_MB:-2048}" -malloc_limit_mb=4096 -max_len=262144 \
     -print_final_stats=1 -artifact_prefix="$crashes/" >"$log" 2>&1 || rc=$?
   after=$(find "$crashes" -type f | wc -l)

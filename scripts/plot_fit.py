@@ -31,8 +31,8 @@ from astropy.io import fits  # noqa: E402
 
 # Flux units when the file's header has no BUNIT (the surveys' data models).
 DEFAULT_FLUX_UNIT = {
-    "lamost-dr8": "relative flux",
-    "lamost-dr10": "relative flux",
+    "lamost-dr8": "relative, uncalibrated",
+    "lamost-dr10": "relative, uncalibrated",
     "sdss": "1e-17 erg s^-1 cm^-2 Å^-1",
     "desi": "1e-17 erg s^-1 cm^-2 Å^-1",
 }

@@ -5,18 +5,17 @@
 //  - TTYPEn whose value is not a quoted string: CFITSIO's ffgtbp strcpy's the raw value (up to
 //    70 characters plus the terminator) into the 70-byte tcolumn.ttype, a heap overflow that
 //    glibc's fortify check aborts on.
-//  - A .gz file with a corrupt gzip trailer: CFITSIO allocates the inflated size the trailer
-//    claims (up to 4 GiB) before inflating. zlib checks every member's length and CRC.
+//  - A .gz file with a corrupt gzip trailer, or garbage after the gzip data: CFITSIO allocates
+//    the inflated size the file's last 4 bytes claim (up to 4 GiB) before inflating. zlib checks
+//    every member's length and CRC, and the claim may not exceed what the data inflate to.
 #pragma once
 #include <string>
 
 namespace velox::fits {
 
-// Walks the header of every HDU of `path` (gzip-compressed or not, through zlib) and throws
-// IoError "PATH: HDU N: <card>: <why>" for a card that would crash CFITSIO; for a .gz file, also
-// IoError for corrupt gzip data (zlib's CRC and length checks). Headers it cannot follow (no END
-// card, odd sizes) are left to CFITSIO, which reports them. Plain files: reads the headers only,
-// seeking over the data; .gz files are inflated once (CFITSIO inflates them again).
+// Reads `path` once (gzip-compressed or not, through zlib) and throws IoError "PATH: byte N:
+// <keyword>: <why>" for a card that would crash CFITSIO, or for corrupt gzip data (zlib's CRC
+// and length checks). Everything else is left to CFITSIO, which reports it.
 void check_headers_for_cfitsio(const std::string& path);
 
 }  // namespace velox::fits
