@@ -12,9 +12,10 @@ cd "$VELOX_REPO"
 
 BUILD="$VELOX_REPO/build-sanitize"
 velox_build_sanitize "$BUILD"
-# The MILES library of the Release tests (scripts/test.sh) if there is one: building it again
-# under ASan costs minutes and the unit tests build their own small libraries under ASan anyway.
-if [[ -s build/miles.h5 && ! -s "$BUILD/miles.h5" ]]; then cp build/miles.h5 "$BUILD/miles.h5"; fi
+# The MILES library of the Release tests (scripts/test.sh, same sources) if there is one: building
+# it again under ASan costs minutes, and the unit tests build their own small libraries under ASan
+# anyway. The copy is newer than the ASan binary, so velox_ensure_library keeps it.
+if [[ -s build/miles.h5 ]]; then cp build/miles.h5 "$BUILD/miles.h5"; fi
 velox_ensure_library "$BUILD/velox" "$BUILD/miles.h5"
 
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
