@@ -71,6 +71,7 @@ std::vector<JobInput> plan_inputs(const FitOptions& opt) {
 }
 
 int merge_existing(const FitOptions& opt) {
+  check_output_file("--merge", opt.merge, "catalog", opt.overwrite);  // before reading them all
   const auto files = catalogs_in(opt.output_dir, opt.merge);
   if (files.empty()) throw ConfigError(opt.output_dir + ": no *.velox.h5 catalogs to merge");
   std::vector<CatalogRow> rows;

@@ -119,4 +119,6 @@ t = Table.read(one, path="catalog")  # astropy still reads units and provenance
 assert len(t) == 1 and str(t["VRAD"].unit) == "km / s" and "command_line" in t.meta
 print("provenance OK:", cmd)
 PY
+# Merging an output directory alone checks its target first, too.
+refused merge_only "folder nodir does not exist" "$VELOX" fit --output-dir cats --merge nodir/m.h5
 echo "PASS"

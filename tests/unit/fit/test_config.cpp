@@ -30,8 +30,7 @@ TEST_CASE("the nearest valid name is the one fewest edits away", "[config]") {
   CHECK(nearest_name("selection", config_sections()) == "select");
 }
 
-TEST_CASE("a misspelt key or section exits with its name and the nearest valid one",
-          "[config]") {
+TEST_CASE("a misspelt key or section exits with its name and the nearest valid one", "[config]") {
   CHECK_THROWS_WITH(load_fit_config(write_yaml("key", "fit:\n  cont_degg: 3\n")),
                     Contains("fit.cont_degg: unknown key (did you mean fit.cont_deg?)"));
   CHECK_THROWS_WITH(load_fit_config(write_yaml("section", "fitt:\n  cont_deg: 3\n")),
