@@ -29,7 +29,7 @@ void setup_job_logging(const FitOptions& opt, const RankInfo& where) {
   if (where.rank != 0) console->set_level(std::max(level, spdlog::level::warn));
   std::vector<spdlog::sink_ptr> sinks{console};
   if (!opt.log_dir.empty()) {
-    fs::create_directories(opt.log_dir);
+    check_output_folder("--log-dir", opt.log_dir);  // ConfigError: one plain line, exit 2
     const auto path = fs::path(opt.log_dir) / fmt::format("rank-{}.log", where.rank);
     sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(path.string(), false));
   }

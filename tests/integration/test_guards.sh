@@ -29,6 +29,10 @@ ln -s input.fits link.h5
 echo "my notes" >notes.h5
 mkdir out.h5
 refused nodir "folder nodir does not exist" fit --output nodir/cat.h5 "$F"
+# /proc takes no new files, even from root (permission bits would not tell).
+refused unwritable "cannot write in folder /proc" fit --output /proc/cat.h5 "$F"
+refused log_dir "--log-dir /proc/velox: cannot create the folder" \
+  fit --output cat.h5 --log-dir /proc/velox "$F"
 refused library "is the template library" fit --output "$LIB" "$F"
 refused library_overwrite "not even with --overwrite" fit --output "$LIB" --overwrite "$F"
 refused input "is input 1 of 1" fit --output link.h5 input.fits
