@@ -6,8 +6,10 @@
 //    70 characters plus the terminator) into the 70-byte tcolumn.ttype, a heap overflow that
 //    glibc's fortify check aborts on.
 //  - A .gz file with a corrupt gzip trailer, or garbage after the gzip data: CFITSIO allocates
-//    the inflated size the file's last 4 bytes claim (up to 4 GiB) before inflating. zlib checks
-//    every member's length and CRC, and the claim may not exceed what the data inflate to.
+//    the inflated size the file's last 4 bytes claim, plus 4 GiB when that is less than the
+//    compressed size, before inflating. zlib checks every member's length and CRC, and
+//    CFITSIO's estimate may not exceed what the data inflate to.
+//  - A zip archive ("PK"): CFITSIO allocates the size its bytes 22-25 claim.
 #pragma once
 #include <string>
 

@@ -5,6 +5,7 @@
 // in the sanitizer build, a sanitizer report fails the test. Inputs without survey data can also
 // be dropped into tests/fuzz/regressions/<target>/: the last test replays them.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -152,6 +153,12 @@ TEST_CASE("an unquoted 70-character TTYPE value is refused before CFITSIO overfl
                       Contains(name + 1) && Contains("TTYPE2") && Contains("not a quoted string"));
   }
   run("lamost-dr10", bytes);
+  // CFITSIO takes a value even without the blank after '=' (found by fuzzing, sdss and desi).
+  std::string no_blank = slurp(dir + "/ok.fits");
+  no_blank.replace(no_blank.find("TTYPE2  = ") + 9, 71, std::string(71, '&'));
+  spit(dir + "/ttype_no_blank.fits", no_blank);
+  CHECK_THROWS_WITH(read_spectra(dir + "/ttype_no_blank.fits"), Contains("not a quoted string"));
+  run("lamost-dr10", no_blank);
   // A quoted value of the longest legal length still reads.
   std::string quoted = slurp(dir + "/ok.fits");
   quoted.replace(quoted.find("TTYPE2  = ") + 10, 70, "'" + std::string(68, 'B') + "'");
@@ -180,6 +187,21 @@ TEST_CASE("a corrupt gzip trailer is refused before CFITSIO allocates the size i
   CHECK_THROWS_WITH(read_spectra(dir + "/tail.fits.gz"),
                     Contains("tail.fits.gz") && Contains("corrupt"));
   run("lamost-dr8", slurp(dir + "/tail.fits.gz"));
+  // A file over 10000 bytes whose last 4 bytes are below its size: CFITSIO adds 4 GiB to them.
+  std::vector<double> noise(4000);
+  for (size_t i = 0; i < noise.size(); ++i) noise[i] = std::sin(1e3 * static_cast<double>(i));
+  write_dr10(dir + "/big.fits", noise);
+  REQUIRE(std::system(("gzip -kf " + dir + "/big.fits").c_str()) == 0);
+  const std::string big_gz = slurp(dir + "/big.fits.gz");
+  REQUIRE(big_gz.size() > 10000);
+  spit(dir + "/wrap.fits.gz", big_gz + std::string(4, '\0'));
+  CHECK_THROWS_WITH(read_spectra(dir + "/wrap.fits.gz"),
+                    Contains("wrap.fits.gz") && Contains("corrupt .gz"));
+  run("lamost-dr8", slurp(dir + "/wrap.fits.gz"));
+  // A zip archive: CFITSIO would allocate the size at its bytes 22-25.
+  spit(dir + "/zip.fits", "PK\3\4" + std::string(40, '\xff'));
+  CHECK_THROWS_WITH(read_spectra(dir + "/zip.fits"), Contains("zip archive"));
+  run("lamost-dr8", slurp(dir + "/zip.fits"));
   std::string broken = slurp(dir + "/spec.fits.gz");
   broken[broken.size() / 2] = static_cast<char>(broken[broken.size() / 2] ^ 0xff);
   spit(dir + "/broken.fits.gz", broken);
