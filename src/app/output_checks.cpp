@@ -170,16 +170,19 @@ void check_fit_outputs(const FitOptions& opt, const std::vector<JobInput>& input
   guard("--merge", opt.merge);
   if (!opt.output_dir.empty()) {
     guard("--output-dir: status file", (fs::path(opt.output_dir) / "status.tsv").string());
+    // --merge inside the output dir must not take a per-input catalog's name.
+    std::error_code ec;
+    const bool merge_in_dir =
+        !opt.merge.empty() &&
+        fs::weakly_canonical(folder_of(opt.merge), ec) == fs::weakly_canonical(opt.output_dir, ec);
+    const auto merge_name = fs::path(opt.merge).filename();
     for (const auto& in : inputs) {
       if (in.catalog.empty()) continue;
       guard("--output-dir: per-input catalog", in.catalog);
-      std::error_code ec;
-      if (!opt.merge.empty() && fs::exists(opt.merge, ec) && fs::exists(in.catalog, ec) &&
-          fs::equivalent(opt.merge, in.catalog, ec))
-        throw ConfigError(
-            fmt::format("--merge {}: this is the per-input catalog of {}; give the "
-                        "merged catalog another name",
-                        opt.merge, in.path));
+      if (merge_in_dir && fs::path(in.catalog).filename() == merge_name)
+        throw ConfigError(fmt::format(
+            "--merge {}: this is the per-input catalog of {}; give the merged catalog another name",
+            opt.merge, in.path));
     }
   }
 

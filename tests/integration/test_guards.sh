@@ -37,6 +37,8 @@ refused library "is the template library" fit --output "$LIB" "$F"
 refused library_overwrite "not even with --overwrite" fit --output "$LIB" --overwrite "$F"
 refused input "is input 1 of 1" fit --output link.h5 input.fits
 refused merge_input "is input 1 of 1" fit --output-dir dir --merge link.h5 input.fits
+refused merge_catalog "is the per-input catalog of input.fits" \
+  fit --output-dir dir --merge dir/input.velox.h5 input.fits
 refused not_catalog "not a velox catalog" fit --output notes.h5 "$F"
 refused folder "is a folder" fit --output out.h5 "$F"
 refused fits_name "name it cat.h5, or add --output-format fits" fit --output cat.fits "$F"
