@@ -11,6 +11,7 @@
 
 #include "app/job.hpp"
 #include "common/error.hpp"
+#include "common/stop.hpp"
 #include "mpi/wire.hpp"
 
 namespace velox::mpi {
@@ -29,9 +30,10 @@ int run_root(const FitOptions& opt, Comm& comm, int threads) {
   bool stop = false, local_done = false;
   std::deque<FileResult> inbox;
   std::exception_ptr local_error;
+  // After a stop request (SIGTERM/SIGINT here or on a worker) nothing more is handed out.
   auto pop = [&](size_t& index, std::string& path) {
     std::lock_guard<std::mutex> lock(mu);
-    if (stop) return false;
+    if (stop || stop_requested()) return false;
     return job.next_input(index, path);
   };
   std::thread local([&] {
@@ -65,9 +67,27 @@ int run_root(const FitOptions& opt, Comm& comm, int threads) {
     }
   } joiner{local, mu, stop};
 
+  // Until every input handed out (to this rank's thread or a worker) is back, the local thread
+  // has drained, and every worker has been told to stop. Normally that is when the queue is
+  // empty; after a stop request, when the chunks in flight are done.
   size_t n_done = 0;
   int n_stopped = 0;
-  while (n_done < job.n_todo() || n_stopped < comm.size() - 1) {
+  bool stopping = false;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (local_error) std::rethrow_exception(local_error);
+      if (local_done && inbox.empty() && n_done == job.n_handed() && n_stopped == comm.size() - 1)
+        break;
+    }
+    if (!stopping && stop_requested()) {
+      stopping = true;
+      std::lock_guard<std::mutex> lock(mu);
+      spdlog::warn(
+          "{}: stopping: no new inputs handed out; finishing the {} in flight, then "
+          "exit code {} (rerun the same command to resume)",
+          stop_reason(), job.n_handed() - n_done, int(kExitInterrupted));
+    }
     int source = 0, tag = 0;
     size_t bytes = 0;
     bool busy = false;
@@ -75,6 +95,7 @@ int run_root(const FitOptions& opt, Comm& comm, int threads) {
       busy = true;
       auto msg = comm.recv(source, tag, bytes);
       if (tag == kTagRequest) {
+        if (!msg.empty()) request_stop();  // the worker was signalled: the whole job stops
         size_t index = 0;
         std::string path;
         if (pop(index, path)) {
@@ -91,7 +112,7 @@ int run_root(const FitOptions& opt, Comm& comm, int threads) {
     std::deque<FileResult> mine;
     {
       std::unique_lock<std::mutex> lock(mu);
-      if (!busy && inbox.empty() && !local_done)
+      if (!busy && inbox.empty())
         cv.wait_for(lock, std::chrono::milliseconds(comm.size() > 1 ? 1 : 200));
       mine.swap(inbox);
       if (local_error) std::rethrow_exception(local_error);
@@ -103,7 +124,7 @@ int run_root(const FitOptions& opt, Comm& comm, int threads) {
     job.maybe_log_progress();
   }
 
-  const int code = job.finish();
+  const int code = job.finish(stop_requested() ? stop_reason() : "");
   // Every rank returns the job's exit code, so mpirun/srun report it as is.
   for (int r = 1; r < comm.size(); ++r)
     comm.send(r, kTagExit,
@@ -116,8 +137,13 @@ int run_root(const FitOptions& opt, Comm& comm, int threads) {
 int run_worker(const FitOptions& opt, Comm& comm, int threads) {
   if (merge_only(opt)) return kExitOk;
   FitEngine engine(opt, threads);
+  // A signalled worker asks no more work; its last request carries one byte that tells rank 0
+  // to stop the whole job. It then finishes its chunk in flight and sends the results.
   auto next = [&](size_t& index, std::string& path) {
-    comm.send(0, kTagRequest, {});
+    const bool stopping = stop_requested();
+    if (stopping)
+      spdlog::warn("{}: rank {} stops after its chunk in flight", stop_reason(), comm.rank());
+    comm.send(0, kTagRequest, stopping ? std::vector<char>{1} : std::vector<char>{});
     const auto msg = comm.wait_recv(0, kTagWork);
     if (msg.empty()) return false;
     unpack_work(msg, index, path);
@@ -140,6 +166,7 @@ int run_worker(const FitOptions& opt, Comm& comm, int threads) {
 }  // namespace
 
 int run_fit_job(const FitOptions& opt, Comm& comm) {
+  install_stop_handlers();
   try {
     const RankInfo where{comm.rank(), comm.size(), comm.local_rank(), comm.local_size()};
     setup_job_logging(opt, where);

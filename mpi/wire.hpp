@@ -12,7 +12,8 @@ namespace velox::mpi {
 
 // Message tags of the driver protocol (mpi/driver.cpp).
 enum Tag : int {
-  kTagRequest = 1,  // worker -> rank 0: empty, "give me an input"
+  kTagRequest = 1,  // worker -> rank 0: empty, "give me an input"; one byte: "I was
+                    // signalled: stop the job" (rank 0 answers stop)
   kTagWork = 2,     // rank 0 -> worker: pack_work(); an empty message means "stop"
   kTagResult = 3,   // worker -> rank 0: pack_result()
   kTagExit = 4,     // rank 0 -> worker, at the very end: the job's exit code (int32)

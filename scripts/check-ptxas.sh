@@ -5,12 +5,13 @@
 # Usage: scripts/check-ptxas.sh REPORT [STACK_BUDGET_BYTES=2048] [ARCHS="sm_80 sm_90"]
 #        [SPILL_BUDGET_BYTES=0]
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # VELOX_PYTHON
 report=${1:?usage: check-ptxas.sh REPORT [STACK_BUDGET_BYTES] [ARCHS]}
 budget=${2:-2048}
 archs=${3:-"sm_80 sm_90"}
 [ -s "$report" ] || { echo "check-ptxas: no report at $report (build the CUDA backend first)"; exit 1; }
 spill_budget=${4:-0}
-/usr/bin/env python3 - "$report" "$budget" "$archs" "$spill_budget" <<'PY'
+"$VELOX_PYTHON" - "$report" "$budget" "$archs" "$spill_budget" <<'PY'
 import re, sys
 report, budget, archs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 spill_budget = int(sys.argv[4])

@@ -4,11 +4,12 @@
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build ccache pkg-config
-  libcfitsio-dev libhdf5-dev libeigen3-dev libspdlog-dev libfmt-dev
+  libcfitsio-dev libhdf5-dev libeigen3-dev libspdlog-dev libfmt-dev zlib1g-dev
   catch2 libcli11-dev libyaml-cpp-dev libfftw3-dev
   libopenmpi-dev openmpi-bin
   python3 python3-numpy python3-h5py python3-astropy python3-matplotlib
   python3-dev pybind11-dev python3-pybind11
+  clang libclang-rt-14-dev  # sanitizer CI and fuzzing (scripts/test-sanitize.sh, scripts/fuzz.sh)
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,10 +1,18 @@
 # Shared helpers for scripts/*.sh, .ci/run and tests/integration/common.sh. Source it; do not run it.
-# Defines VELOX_REPO (repository root) and VELOX_DATA_DIR (default: <repo>/../shared/data).
+# Defines VELOX_REPO (repository root), VELOX_DATA_DIR (default: <repo>/../shared/data) and
+# VELOX_PYTHON.
 
 VELOX_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VELOX_DATA_DIR="${VELOX_DATA_DIR:-$VELOX_REPO/../shared/data}"
 VELOX_DATA_DIR="$(cd "$VELOX_DATA_DIR" 2>/dev/null && pwd || echo "$VELOX_DATA_DIR")"
 export VELOX_DATA_DIR
+
+# The one interpreter of every velox Python script: Debian's /usr/bin/python3, which has numpy,
+# h5py, astropy and matplotlib (scripts/install-deps.sh). Python scripts start with
+# `#!/usr/bin/python3`; shell scripts run them as "$VELOX_PYTHON" FILE, never a bare `python3`
+# (the first one on PATH may lack h5py). Override VELOX_PYTHON only for another distribution.
+VELOX_PYTHON="${VELOX_PYTHON:-/usr/bin/python3}"
+export VELOX_PYTHON
 
 # velox_build BUILD_DIR: configure (Release; Ninja if available on a fresh build dir; ccache is
 # picked up by CMakeLists.txt when installed) and build everything, tests included.
@@ -13,6 +21,18 @@ velox_build() {
   if [[ ! -f "$build_dir/CMakeCache.txt" ]] && command -v ninja >/dev/null; then gen=(-G Ninja); fi
   cmake -S "$VELOX_REPO" -B "$build_dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DVELOX_DATA_DIR="$VELOX_DATA_DIR"
+  cmake --build "$build_dir" --parallel "$(nproc)"
+}
+
+# velox_build_sanitize BUILD_DIR: the sanitizer build (clang, ASan+UBSan, RelWithDebInfo, CUDA
+# off) with the libFuzzer harnesses (-DVELOX_FUZZ=ON): velox, the unit tests and
+# BUILD_DIR/fuzz/velox_fuzz_<target>. Used by scripts/test-sanitize.sh and scripts/fuzz.sh.
+velox_build_sanitize() {
+  local build_dir="$1" gen=()
+  if [[ ! -f "$build_dir/CMakeCache.txt" ]] && command -v ninja >/dev/null; then gen=(-G Ninja); fi
+  CC=clang CXX=clang++ cmake -S "$VELOX_REPO" -B "$build_dir" "${gen[@]}" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVELOX_CUDA=OFF -DVELOX_SANITIZE=address,undefined \
+    -DVELOX_FUZZ=ON -DVELOX_DATA_DIR="$VELOX_DATA_DIR"
   cmake --build "$build_dir" --parallel "$(nproc)"
 }
 
@@ -41,3 +61,36 @@ velox_lamost_inputs() {
 
 # velox_boss_star: the BOSS G1V star with a reference velocity (scripts/compare_reference.py).
 velox_boss_star() { echo "$VELOX_DATA_DIR/spectra/sdss/spec-3586-55181-0500.fits"; }
+
+# velox_run_forwarding CMD...: run CMD as a child and forward the SIGTERM/SIGINT this shell gets
+# to it as SIGTERM (Slurm's --signal=B:TERM@N signals only the batch shell; srun passes SIGTERM
+# on to every task), then return CMD's exit code once it has really exited. velox stops cleanly
+# on SIGTERM with exit code 4 (docs/running.md "Stopping and requeueing").
+velox_run_forwarding() {
+  local pid rc=0
+  "$@" &
+  pid=$!
+  # shellcheck disable=SC2064  # expand $pid now
+  trap "echo 'velox: signal received: asking velox to stop cleanly' >&2; kill -TERM $pid 2>/dev/null" TERM INT
+  wait "$pid" || rc=$?
+  # A trapped signal interrupts `wait` (status 128+N) while CMD still runs: wait for its own code.
+  while kill -0 "$pid" 2>/dev/null; do
+    rc=0
+    wait "$pid" || rc=$?
+  done
+  trap - TERM INT
+  return "$rc"
+}
+
+# velox_requeue_if_interrupted RC: after velox's exit code 4 (interrupted), requeue the Slurm job
+# this runs in (SLURM_JOB_ID; the templates ask for --requeue) so that it resumes; outside Slurm,
+# say how to resume.
+velox_requeue_if_interrupted() {
+  [ "$1" = 4 ] || return 0
+  if [ -n "${SLURM_JOB_ID:-}" ]; then
+    echo "velox: interrupted (exit 4): requeueing job $SLURM_JOB_ID to resume" >&2
+    scontrol requeue "$SLURM_JOB_ID"
+  else
+    echo "velox: interrupted (exit 4): rerun the same command to resume" >&2
+  fi
+}

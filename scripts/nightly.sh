@@ -11,12 +11,15 @@
 #    success that already have a catalog were updated upstream: their stale catalog is removed.
 # 2. Fit the manifest: LAUNCHER velox fit --input-list OUT/manifest.pending --output-dir OUT
 #    (finished inputs are skipped, so a rerun resumes).
+#    SIGTERM/SIGINT to this script are passed on to velox, which stops cleanly with exit 4
+#    (interrupted): the manifest stays pending and the next run resumes it.
 # 3. If velox completed (exit 0, or 3 = some inputs failed; see OUT/status.tsv): merge every
 #    catalog of OUT into MERGED (default OUT/merged.h5), set OUT/.last-success to the time this
 #    night started, and move the manifest (and a copy of status.tsv) to OUT/manifests/.
 #    Exit with velox's code. Inputs that failed have no catalog, so the next night retries them.
 # --dry-run prints the manifest and the commands, and changes nothing.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # velox_run_forwarding
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
 INPUT_DIR= OUTPUT_DIR= TEMPLATES= GLOB='*.fits*' LAUNCHER= THREADS= MERGED= DRY_RUN=
@@ -86,7 +89,11 @@ if [ -s "$manifest" ]; then
        --log-dir "$OUTPUT_DIR/logs/$(date -u -d "@$started" +%Y%m%dT%H%M%SZ)")
   [ -n "$THREADS" ] && fit+=(--threads "$THREADS")
   # shellcheck disable=SC2086  # LAUNCHER is a command line, split on purpose
-  run $LAUNCHER "${fit[@]}" || rc=$?
+  run velox_run_forwarding $LAUNCHER "${fit[@]}" || rc=$?
+fi
+if [ "$rc" = 4 ]; then
+  log "velox was interrupted (exit 4): the manifest stays pending; rerun to resume"
+  exit "$rc"
 fi
 if [ "$rc" != 0 ] && [ "$rc" != 3 ]; then
   log "velox failed (exit $rc): the manifest stays pending; rerun to resume"

@@ -5,6 +5,7 @@
 # Env: VELOX_DATA_DIR (default ../shared/data beside the checkout), BUILD_DIR (default build).
 # Takes ~10 library builds of ~40 s each plus ~940 fits; folds run concurrently on the threads.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # VELOX_PYTHON
 
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$src"
@@ -28,7 +29,7 @@ mkdir -p "$out"
 "$build/velox" templates validate --input "$miles" --folds "$folds" --seed "$seed" \
   --output "$out/miles_cv.csv" --summary "$out/miles_cv_summary.csv" "$@" | tee "$out/miles_cv.txt"
 
-/usr/bin/python3 - "$out/miles_cv.csv" "$out/miles_cv_summary.csv" "$commit" "$folds" "$seed" \
+"$VELOX_PYTHON" - "$out/miles_cv.csv" "$out/miles_cv_summary.csv" "$commit" "$folds" "$seed" \
   "$("$build/velox" --version)" > docs/validation.md.tmp <<'PY'
 import csv, datetime, math, statistics, sys
 

@@ -7,10 +7,16 @@
 #   DRY_RUN=1    print the srun command instead of running it
 # velox_srun SRUN_ARGS...: srun one velox rank per task, --threads = --cpus-per-task. Reruns
 # with the same environment resume (finished inputs are skipped). Exits with velox's code:
-# 0 ok, 3 completed with failures (see status.tsv), 1/2 fatal or usage error.
+# 0 ok, 3 completed with failures (see status.tsv), 4 interrupted (resumable), 1/2 fatal or
+# usage error.
+# Time limit: the templates ask Slurm for SIGTERM to the batch shell 120 s before the limit
+# (#SBATCH --signal=B:TERM@120). The shell forwards it to srun (velox_run_forwarding), srun to
+# every rank; velox hands out no more inputs, finishes the ones in flight and exits with 4, and
+# the job is requeued (#SBATCH --requeue; scontrol requeue): the next run resumes.
 : "${TEMPLATES:?set TEMPLATES}" "${INPUT_LIST:?set INPUT_LIST}" "${OUTPUT_DIR:?set OUTPUT_DIR}"
 VELOX=${VELOX:-$VELOX_HOME/build/velox}
 MERGED=${MERGED:-$OUTPUT_DIR/merged.h5}
+source "$VELOX_HOME/scripts/lib.sh"
 
 velox_srun() {
   local cmd=(srun "$@"
@@ -23,7 +29,8 @@ velox_srun() {
     return 0
   fi
   local rc=0
-  "${cmd[@]}" || rc=$?
+  velox_run_forwarding "${cmd[@]}" || rc=$?
   if [ "$rc" = 3 ]; then echo "velox: some inputs failed, see $OUTPUT_DIR/status.tsv" >&2; fi
+  velox_requeue_if_interrupted "$rc"
   return "$rc"
 }

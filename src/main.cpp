@@ -11,11 +11,13 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "app/cmd_validate.hpp"
 #include "app/fit_run.hpp"
 #include "app/job_plan.hpp"
+#include "app/output_checks.hpp"
 #include "common/error.hpp"
 #include "common/version.hpp"
 #include "emulator/build.hpp"
@@ -29,29 +31,68 @@ using namespace velox;
 
 namespace {
 
-std::string join_argv(int argc, char** argv) {
+// A lower bound for a numeric option, with a plain error ("--threads: must be a number >= 0,
+// not -3") and no tag in --help (whose text says the range).
+template <class T>
+CLI::Validator at_least(T min) {
+  return CLI::Validator(
+      [min](std::string& s) -> std::string {
+        T v{};
+        if (CLI::detail::lexical_cast(s, v) && v >= min) return "";
+        return "must be a number >= " + CLI::detail::to_string(min) + ", not " + s;
+      },
+      "");
+}
+
+// The command line for provenance, with the input files named on it (often a long shell glob)
+// replaced by their count: the list itself is stored as the dataset /provenance/inputs.
+std::string command_line(int argc, char** argv, const std::vector<std::string>& inputs) {
+  std::multiset<std::string> positional(inputs.begin(), inputs.end());
   std::string s;
-  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+  size_t n_dropped = 0;
+  for (int i = 0; i < argc; ++i) {
+    const auto it = positional.find(argv[i]);
+    if (i > 0 && it != positional.end()) {
+      positional.erase(it);
+      if (n_dropped++ == 0) s += " <" + std::to_string(inputs.size()) + " input files>";
+      continue;
+    }
+    s += (i ? " " : "") + std::string(argv[i]);
+  }
   return s;
 }
 
-void add_fit_options(CLI::App* c, FitOptions& o) {
-  c->add_option("--templates", o.templates, "Template library (HDF5, from `velox templates build`)");
-  c->add_option("--threads", o.threads, "CPU threads per rank (default: cores given to the rank)");
-  c->add_option("--config", o.config, "YAML configuration file (section fit:)");
-  c->add_option("--format", o.format, "Input format: auto|lamost-dr8|lamost-dr10|sdss|desi");
+// Options common to `fit` and `bench`: the library, the inputs and how they are fitted.
+void add_input_options(CLI::App* c, FitOptions& o) {
+  c->add_option("--templates", o.templates,
+                "Template library (HDF5, from `velox templates build`)");
+  c->add_option("--threads", o.threads, "CPU threads per rank; 0 = the cores given to the rank")
+      ->check(at_least(0))
+      ->capture_default_str();
+  c->add_option("--config", o.config, "YAML configuration file (sections fit: and select:)");
+  c->add_option("--format", o.format, "Input format")
+      ->check(CLI::IsMember({"auto", "lamost-dr8", "lamost-dr10", "sdss", "desi"}))
+      ->capture_default_str();
   c->add_option("--input-list", o.input_list, "File with one input path per line");
   c->add_option("--input-dir", o.input_dir, "Directory of inputs (matched with --glob)");
-  c->add_option("--glob", o.glob, "Pattern for file names in --input-dir")
-      ->capture_default_str();
+  c->add_option("--glob", o.glob, "Pattern for file names in --input-dir")->capture_default_str();
   c->add_option("inputs", o.inputs, "Input spectrum files (FITS)");
-  c->add_flag_function(
-      "--resolution-matrix,!--no-resolution-matrix",
-      [&o](int64_t n) { o.resolution_matrix = n > 0 ? 1 : 0; },
-      "DESI: forward-model with each fibre's resolution matrix (default; config "
-      "fit.resolution_matrix) or with one Gaussian LSF per arm");
+  auto* rm = c->add_flag_callback(
+      "--resolution-matrix", [&o] { o.resolution_matrix = 1; },
+      "DESI: forward-model with each fibre's resolution matrix (default, unless the config "
+      "says fit.resolution_matrix: false)");
+  auto* no_rm = c->add_flag_callback(
+      "--no-resolution-matrix", [&o] { o.resolution_matrix = 0; },
+      "DESI: forward-model with one Gaussian LSF per arm instead");
+  rm->excludes(no_rm);
   c->add_option("--device", o.device,
-                "auto|cpu|gpu: auto uses a CUDA device when one exists (bench: a list, cpu,gpu)");
+                "auto|cpu|gpu: auto uses a CUDA device when one exists (bench: a list, cpu,gpu)")
+      ->capture_default_str();
+}
+
+// Options of `fit` only: DESI target selection and the outputs.
+void add_fit_options(CLI::App* c, FitOptions& o) {
+  add_input_options(c, o);
   // DESI production mode: target selection and outputs (docs/desi.md).
   c->add_option("--objtypes", o.objtypes, "Fit only targets with one of these DESI target bits "
                 "(names, globs, COLUMN:BIT; comma-separated)")
@@ -66,7 +107,10 @@ void add_fit_options(CLI::App* c, FitOptions& o) {
               "Rows (RVS_WARN NOT_FITTED) for fibres that are not selected");
   c->add_flag("--save-models", o.save_models, "Store best-fit models in /models/<arm>");
   c->add_option("--output-format", o.output_format,
-                "h5 (default) or fits (also the rvspecfit layout next to the HDF5 file)");
+                "h5, or fits: also an rvspecfit-layout table NAME.fits beside the catalog "
+                "NAME.h5")
+      ->check(CLI::IsMember({"h5", "fits"}))
+      ->capture_default_str();
 }
 
 // One device's benchmark, medians over `repeat` runs of three rates (spectra/s): host prepare
@@ -174,25 +218,35 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string(version()) + " (" + git_commit() + ")");
   app.require_subcommand(1);
   std::string log_level = "info";
-  app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
+  app.add_option("--log-level", log_level, "Log level")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
 
   auto* tmpl = app.add_subcommand("templates", "Template library tools");
   tmpl->require_subcommand(1);
   auto* build = tmpl->add_subcommand("build", "Build an emulator library from labelled templates");
   std::string t_input, t_output, t_config, t_classes;
+  bool t_overwrite = false;
   build->add_option("--input", t_input, "Template directory (MILES or PHOENIX layout)")->required();
   build->add_option("--classes", t_classes,
                     "Directory of DESI redrock templates (rrtemplate-*.fits) stored in the library "
                     "to classify fits (star/WD/CV/QSO, docs/quality.md)");
   build->add_option("--output", t_output, "Output library (HDF5)")->required();
   build->add_option("--config", t_config, "YAML configuration file (section templates:)");
+  build->add_flag("--overwrite", t_overwrite,
+                  "Replace --output even if it is not a velox template library");
   ValidateOptions val_opt;
   auto* val = tmpl->add_subcommand("validate", "Label recovery by k-fold cross-validation");
   val->add_option("--input", val_opt.input, "Template directory (MILES or PHOENIX layout)")
       ->required();
-  val->add_option("--folds", val_opt.folds, "Number of folds (default 10)");
-  val->add_option("--seed", val_opt.seed, "Seed of the fold split and injected velocities");
-  val->add_option("--threads", val_opt.threads, "CPU threads (default: cores available)");
+  val->add_option("--folds", val_opt.folds, "Number of folds")
+      ->check(at_least(2))
+      ->capture_default_str();
+  val->add_option("--seed", val_opt.seed, "Seed of the fold split and injected velocities")
+      ->capture_default_str();
+  val->add_option("--threads", val_opt.threads, "CPU threads; 0 = the cores available")
+      ->check(at_least(0))
+      ->capture_default_str();
   val->add_option("--config", val_opt.config, "YAML configuration file (templates: and fit:)");
   val->add_option("--output", val_opt.output, "Per-star table (CSV)");
   val->add_option("--summary", val_opt.summary, "Summary table (CSV)");
@@ -206,10 +260,13 @@ int main(int argc, char** argv) {
                   "inputs whose catalog exists");
   fit->add_option("--merge", fit_opt.merge,
                   "With --output-dir: also write one merged catalog (alone: merge the dir)");
-  fit->add_flag("--overwrite", fit_opt.overwrite, "Refit inputs whose catalog exists");
+  fit->add_flag("--overwrite", fit_opt.overwrite,
+                "Refit inputs whose catalog exists; replace an --output/--merge file that is "
+                "not a velox catalog (inputs and the library are never overwritten)");
   fit->add_option("--log-dir", fit_opt.log_dir, "Write DIR/rank-<N>.log for every MPI rank");
   fit->add_option("--progress-interval", fit_opt.progress_interval_s,
                   "Seconds between progress lines")
+      ->check(at_least(0.0))
       ->capture_default_str();
 
   std::string info_file;
@@ -220,11 +277,15 @@ int main(int argc, char** argv) {
   int repeat = 5;
   size_t replicate = 0;
   auto* bench = app.add_subcommand("bench", "Throughput benchmark of the fit (no output)");
-  add_fit_options(bench, bench_opt);
-  bench->add_option("--repeat", repeat, "Number of timed runs (median reported)");
-  bench->add_option("--replicate", replicate,
-                    "Backend rate on N spectra: the inputs' prepared spectra repeated in memory "
-                    "(default: the inputs once)");
+  add_input_options(bench, bench_opt);
+  bench->add_option("--repeat", repeat, "Number of timed runs (median reported)")
+      ->check(at_least(1))
+      ->capture_default_str();
+  bench
+      ->add_option("--replicate", replicate,
+                   "Backend rate on N spectra: the inputs' prepared spectra repeated in memory; "
+                   "0 = the inputs once")
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -234,9 +295,10 @@ int main(int argc, char** argv) {
   // Logs go to stderr, so stdout carries only results (`velox info`, `velox bench`).
   spdlog::set_default_logger(spdlog::stderr_color_mt("velox"));
   spdlog::set_level(spdlog::level::from_str(log_level));
-  const std::string cmdline = join_argv(argc, argv);
   try {
     if (build->parsed()) {
+      const std::string cmdline = command_line(argc, argv, {});
+      check_output_file("--output", t_output, "template-library", t_overwrite);
       const BuildConfig bc = t_config.empty() ? BuildConfig{} : load_build_config(t_config);
       auto set = read_templates(t_input);
       for (const auto& s : set.skipped) spdlog::debug("templates: skipped {}", s);
@@ -253,9 +315,14 @@ int main(int argc, char** argv) {
       spdlog::info("templates: wrote {}", t_output);
       return kExitOk;
     }
-    if (val->parsed()) return run_validate(val_opt);
+    if (val->parsed()) {
+      // CSV outputs: only the folder is checked (an existing table is replaced).
+      check_output_file("--output", val_opt.output, "", true);
+      check_output_file("--summary", val_opt.summary, "", true);
+      return run_validate(val_opt);
+    }
     if (fit->parsed()) {
-      fit_opt.command_line = cmdline;
+      fit_opt.command_line = command_line(argc, argv, fit_opt.inputs);
       validate_job_options(fit_opt);
       mpi::Comm comm(&argc, &argv);  // MPI only when started by mpirun/srun
       return mpi::run_fit_job(fit_opt, comm);
@@ -265,9 +332,9 @@ int main(int argc, char** argv) {
       return kExitOk;
     }
     if (bench->parsed()) {
-      bench_opt.command_line = cmdline;
+      bench_opt.command_line = command_line(argc, argv, bench_opt.inputs);
       if (bench_opt.templates.empty()) throw ConfigError("--templates is required");
-      return cmd_bench(bench_opt, std::max(1, repeat), replicate);
+      return cmd_bench(bench_opt, repeat, replicate);
     }
   } catch (const ConfigError& e) {
     spdlog::error("{}", e.what());

@@ -121,8 +121,9 @@ std::vector<char> FitOutputs::on_file(const std::string& path, const SpectrumFil
   }
   std::string r;
   for (const auto& [why, n] : reasons) r += fmt::format("{}{} x {}", r.empty() ? "" : ", ", n, why);
-  spdlog::info("{}: {} of {} targets selected{}{}", fs::path(path).filename().string(), n_keep,
-               sf.spectra.size(), r.empty() ? "" : "; not selected: ", r);
+  // Per-file detail: debug level (a run over thousands of files would bury its summary).
+  spdlog::debug("{}: {} of {} targets selected{}{}", fs::path(path).filename().string(), n_keep,
+                sf.spectra.size(), r.empty() ? "" : "; not selected: ", r);
   return keep;
 }
 

@@ -115,7 +115,10 @@ FitEngine::FitEngine(const FitOptions& opt, int threads, std::shared_ptr<const T
     } else if (opt.device == "gpu") {
       throw ConfigError("--device gpu: no usable GPU: " + g.message);
     } else {
-      spdlog::info("device auto: CPU backend, {} threads ({})", threads_, g.message);
+      // One neutral line; why there is no device (driver versions, error codes) is debug detail.
+      spdlog::info("{}: CPU backend, {} threads",
+                   g.compiled ? "no CUDA device" : "built without CUDA", threads_);
+      spdlog::debug("GPU query: {}", g.message);
     }
   }
 }

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "app/output_checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/gpu.hpp"
 #include "common/error.hpp"
@@ -28,7 +29,7 @@ void setup_job_logging(const FitOptions& opt, const RankInfo& where) {
   if (where.rank != 0) console->set_level(std::max(level, spdlog::level::warn));
   std::vector<spdlog::sink_ptr> sinks{console};
   if (!opt.log_dir.empty()) {
-    fs::create_directories(opt.log_dir);
+    check_output_folder("--log-dir", opt.log_dir);  // ConfigError: one plain line, exit 2
     const auto path = fs::path(opt.log_dir) / fmt::format("rank-{}.log", where.rank);
     sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(path.string(), false));
   }
@@ -65,10 +66,12 @@ RankSetup place_rank(const FitOptions& opt, const RankInfo& where) {
   const GpuInfo g = query_gpus();
   const int n_gpu = g.compiled ? g.device_count : visible_gpu_count();
   s.opt.gpu_device = std::max(0, device_for_local_rank(where.local_rank, n_gpu));
-  spdlog::info("rank {}/{}: node-local rank {}/{}, {} GPUs ({}) -> device {}, {} threads",
-               where.rank, where.size, where.local_rank, where.local_size, n_gpu,
-               g.compiled ? "CUDA backend built" : "built without CUDA",
-               device_for_local_rank(where.local_rank, n_gpu), s.threads);
+  // Placement matters under MPI; a single process says only which backend it uses (fit_run.cpp).
+  spdlog::log(where.size > 1 ? spdlog::level::info : spdlog::level::debug,
+              "rank {}/{}: node-local rank {}/{}, {} GPUs ({}) -> device {}, {} threads",
+              where.rank, where.size, where.local_rank, where.local_size, n_gpu,
+              g.compiled ? "CUDA backend built" : "built without CUDA",
+              device_for_local_rank(where.local_rank, n_gpu), s.threads);
   return s;
 }
 
@@ -112,8 +115,8 @@ RootJob::RootJob(const FitOptions& opt, int world_size, int threads)
   status_.resize(n);
   kept_.resize(n);
   want_merged_ = !opt_.output.empty() || !opt_.merge.empty();
+  check_fit_outputs(opt_, inputs_);  // creates --output-dir and --log-dir
   if (!opt_.output_dir.empty()) {
-    fs::create_directories(opt_.output_dir);
     if (size_t k = remove_stale_temps(opt_.output_dir))
       spdlog::info("removed {} partial catalogs (*.velox.h5.tmp) left by an interrupted run", k);
     status_file_ = std::make_unique<StatusFile>(opt_.output_dir);
@@ -186,37 +189,72 @@ void RootJob::handle(FileResult&& r) {
 
 void RootJob::maybe_log_progress() { progress_->maybe_log(); }
 
-int RootJob::finish() {
+int RootJob::finish(const std::string& interrupted_by) {
   const size_t n = inputs_.size();
   const double seconds = progress_->elapsed();
+  size_t n_unfinished = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!status_[i].status.empty()) continue;  // ok, failed or skipped
+    status_[i] = {inputs_[i].path,
+                  "interrupted",
+                  0,
+                  0.0,
+                  -1,
+                  "not fitted: the job was stopped by " + interrupted_by +
+                      "; rerun the same command to resume"};
+    ++n_unfinished;
+  }
   if (status_file_) status_file_->finish(status_);
   prov_["n_input_files"] = std::to_string(n);
   prov_["n_files_failed"] = std::to_string(files_failed_);
+  if (n_unfinished) {
+    prov_["interrupted"] = "true";
+    prov_["n_inputs_unfinished"] = std::to_string(n_unfinished);
+  }
   std::vector<CatalogRow> merged;
   for (auto& rows : kept_) merged.insert(merged.end(), rows.begin(), rows.end());
+  std::vector<std::string> input_paths;
+  for (const auto& in : inputs_) input_paths.push_back(in.path);
   for (const auto& out : {opt_.output, opt_.merge}) {
     if (out.empty()) continue;
-    if (side_outputs_ && out == opt_.output) {
-      write_catalog(out, merged, prov_, [&](h5::File& f) { engine_->outputs().write_h5(f); });
-      engine_->outputs().write_fits(out, merged);
-    } else {
-      write_catalog(out, merged, prov_);
+    if (n_unfinished && out == opt_.merge) {
+      spdlog::warn(
+          "fit: merged catalog {} not written: {} inputs unfinished (the per-input "
+          "catalogs hold every result; the rerun writes it)",
+          out, n_unfinished);
+      continue;
     }
+    const bool side = side_outputs_ && out == opt_.output;
+    write_catalog(out, merged, prov_, [&](h5::File& f) {
+      write_input_list(f, input_paths);
+      if (side) engine_->outputs().write_h5(f);
+    });
+    if (side) engine_->outputs().write_fits(out, merged);
   }
   size_t n_ok = 0;
   for (const auto& r : merged) n_ok += r.SUCCESS;
   spdlog::info(
-      "fit: {} inputs fitted ({} failed, {} skipped), {} targets in {:.2f} s = {:.2f} "
+      "fit: {} inputs fitted ({} failed, {} skipped{}), {} targets in {:.2f} s = {:.2f} "
       "spectra/s on {} ranks",
-      todo_.size(), files_failed_, n - todo_.size(), progress_->targets(), seconds,
-      progress_->targets() / std::max(seconds, 1e-9), world_size_);
-  if (want_merged_)
-    spdlog::info("fit: merged catalog {} with {} rows ({} SUCCESS)",
-                 opt_.output.empty() ? opt_.merge : opt_.output, merged.size(), n_ok);
+      todo_.size() - n_unfinished, files_failed_, n - todo_.size(),
+      n_unfinished ? fmt::format(", {} unfinished", n_unfinished) : "", progress_->targets(),
+      seconds, progress_->targets() / std::max(seconds, 1e-9), world_size_);
+  if (want_merged_ && !(n_unfinished && opt_.output.empty()))
+    spdlog::info("fit: merged catalog {} with {} rows ({} SUCCESS){}",
+                 opt_.output.empty() ? opt_.merge : opt_.output, merged.size(), n_ok,
+                 n_unfinished ? ", incomplete (attribute interrupted)" : "");
   if (files_failed_)
-    spdlog::warn("fit: {} input files failed{}; exit code {} (completed with failures)",
-                 files_failed_, status_file_ ? " (see status.tsv)" : "",
-                 int(kExitCompletedWithFailures));
+    spdlog::warn("fit: {} input files failed{}{}", files_failed_,
+                 status_file_ ? " (see status.tsv)" : "",
+                 n_unfinished ? "" : "; exit code 3 (completed with failures)");
+  if (n_unfinished) {
+    spdlog::warn(
+        "fit: interrupted by {}: {} of {} inputs unfinished{}; exit code {}: rerun the "
+        "same command to {}",
+        interrupted_by, n_unfinished, n, status_file_ ? " (status.tsv: interrupted)" : "",
+        int(kExitInterrupted), opt_.output_dir.empty() ? "fit them all again" : "resume");
+    return kExitInterrupted;
+  }
   return files_failed_ > 0 ? kExitCompletedWithFailures : kExitOk;
 }
 

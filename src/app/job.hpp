@@ -22,7 +22,7 @@ struct RankInfo {
 
 // The "velox" default logger: stderr (ranks other than 0 at warn and above) plus, with
 // --log-dir, DIR/rank-<rank>.log; lines carry "[rank N]" when size > 1. Level from --log-level.
-// Throws on an unwritable --log-dir.
+// Throws ConfigError on an unwritable --log-dir.
 void setup_job_logging(const FitOptions& opt, const RankInfo& where);
 
 // Node-local GPU choice: local_rank modulo the device count; -1 when there is no device.
@@ -45,11 +45,12 @@ RankSetup place_rank(const FitOptions& opt, const RankInfo& where);
 class Progress;
 
 // Rank 0 of a fitting job (not merge-only). The constructor plans the inputs (plan_inputs),
-// prepares --output-dir (removes stale *.tmp, opens status.tsv), skips inputs whose per-input
-// catalog exists (unless --overwrite), orders the rest largest file first (input order when the
-// single-process side outputs are written), and loads the engine. The message loop then hands
-// out next_input() and passes every FileResult, from any rank, to handle(); finish() writes the
-// merged catalog(s) and status.tsv and returns the exit code (3 when an input failed).
+// checks every output path (check_fit_outputs: before any work), prepares --output-dir
+// (removes stale *.tmp, opens status.tsv), skips inputs whose per-input catalog exists (unless
+// --overwrite), orders the rest largest file first (input order when the single-process side
+// outputs are written), and loads the engine. The message loop then hands out next_input() and
+// passes every FileResult, from any rank, to handle(); finish() writes the merged catalog(s)
+// and status.tsv and returns the exit code (3 when an input failed, 4 when interrupted).
 // Not thread-safe: the caller serialises next_input() against its own fitting thread.
 // Throws ConfigError (inputs) and IoError (outputs).
 class RootJob {
@@ -59,6 +60,7 @@ class RootJob {
 
   FitEngine& engine() { return *engine_; }
   size_t n_todo() const { return todo_.size(); }
+  size_t n_handed() const { return next_; }  // inputs handed out so far
 
   // The next input to fit (index into the planned inputs, path); false when all are handed out.
   bool next_input(size_t& index, std::string& path);
@@ -66,8 +68,12 @@ class RootJob {
   void handle(FileResult&& r);
   // A progress line every --progress-interval seconds (not with --quiet).
   void maybe_log_progress();
-  // After every input is handled: status.tsv, merged/--output catalogs, summary; the exit code.
-  int finish();
+  // After every input handed out is handled: status.tsv, merged/--output catalogs, summary;
+  // the exit code. `interrupted_by` (e.g. "SIGTERM"; empty: not interrupted) means the inputs
+  // never handed out stay unfinished: status.tsv lists them as `interrupted`, --merge is not
+  // written (the rerun that finishes the job writes it), --output is written with what was
+  // fitted and the attributes interrupted = "true" and n_inputs_unfinished; exit code 4.
+  int finish(const std::string& interrupted_by = "");
 
  private:
   FitOptions opt_;

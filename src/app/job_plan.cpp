@@ -6,14 +6,16 @@
 #include <filesystem>
 #include <map>
 
+#include "app/fit_outputs.hpp"
 #include "app/job_outputs.hpp"
+#include "app/output_checks.hpp"
 #include "common/error.hpp"
 
 namespace velox {
 
 namespace fs = std::filesystem;
 
-void validate_job_options(const FitOptions& opt) {
+void validate_job_options(FitOptions& opt) {
   const bool any_input = !opt.inputs.empty() || !opt.input_list.empty() || !opt.input_dir.empty();
   if (!opt.merge.empty() && opt.output_dir.empty())
     throw ConfigError("--merge needs --output-dir (the per-input catalogs it merges)");
@@ -26,6 +28,10 @@ void validate_job_options(const FitOptions& opt) {
   if (!any_input && opt.merge.empty())
     throw ConfigError("no input files (give FILES, --input-list or --input-dir/--glob)");
   if (any_input && opt.templates.empty()) throw ConfigError("--templates is required to fit");
+  if (!opt.config.empty()) (void)load_fit_config(opt.config);
+  FitOutputs check(opt);  // select: section, --objtypes, --targetid-file, --output-format
+  opt.output = catalog_path_for("--output", opt.output, opt.output_format);
+  opt.merge = catalog_path_for("--merge", opt.merge, "h5");
 }
 
 bool merge_only(const FitOptions& o) {
@@ -45,6 +51,11 @@ std::vector<JobInput> plan_inputs(const FitOptions& opt) {
   for (const auto& p : paths) {
     JobInput in{p, 0, ""};
     std::error_code ec;
+    if (fs::is_directory(p, ec))
+      throw ConfigError(
+          fmt::format("{}: is a directory: use --input-dir {} (with --glob) to fit "
+                      "the files in it",
+                      p, p));
     in.bytes = fs::file_size(p, ec);
     if (ec) in.bytes = 0;  // unreadable: the reader reports it as a failed input
     if (!opt.output_dir.empty()) {
@@ -60,20 +71,23 @@ std::vector<JobInput> plan_inputs(const FitOptions& opt) {
 }
 
 int merge_existing(const FitOptions& opt) {
+  check_output_file("--merge", opt.merge, "catalog", opt.overwrite);  // before reading them all
   const auto files = catalogs_in(opt.output_dir, opt.merge);
   if (files.empty()) throw ConfigError(opt.output_dir + ": no *.velox.h5 catalogs to merge");
   std::vector<CatalogRow> rows;
+  std::vector<std::string> inputs;  // each catalog's input, for /provenance/inputs
   Provenance prov;
   for (const auto& f : files) {
     Provenance p;
     auto part = read_catalog(f, &p);
     if (prov.empty()) prov = p;
+    inputs.push_back(p.count("input_path") ? p["input_path"] : f);
     rows.insert(rows.end(), part.begin(), part.end());
   }
   for (const char* k : {"input_path", "mpi_rank"}) prov.erase(k);
   prov["merge_command_line"] = opt.command_line;
   prov["n_input_files"] = std::to_string(files.size());
-  write_catalog(opt.merge, rows, prov);
+  write_catalog(opt.merge, rows, prov, [&](h5::File& h) { write_input_list(h, inputs); });
   spdlog::info("merge: {} rows from {} catalogs in {} -> {}", rows.size(), files.size(),
                opt.output_dir, opt.merge);
   return kExitOk;

@@ -11,8 +11,11 @@
 
 namespace velox {
 
-// Check the option combination (the same on every rank). Throws ConfigError.
-void validate_job_options(const FitOptions& opt);
+// Check the options (the same on every rank, before MPI starts): their combination, the file
+// names of --output/--merge (output_checks.hpp catalog_path_for; --output NAME.fits with
+// --output-format fits becomes NAME.h5 here), and the --config file (every key known),
+// selection and output format. Nothing is written. Throws ConfigError.
+void validate_job_options(FitOptions& opt);
 
 // --merge with --output-dir and no inputs: merge the existing per-input catalogs, fit nothing.
 bool merge_only(const FitOptions& opt);
@@ -29,7 +32,8 @@ struct JobInput {
 };
 
 // The inputs of `opt` (FILES, --input-list, --input-dir/--glob). Throws ConfigError when there
-// are none, or when two inputs would write the same per-input catalog.
+// are none, when one is a directory, or when two inputs would write the same per-input catalog.
+// A missing file is not an error here: it becomes a failed input ("no such file").
 std::vector<JobInput> plan_inputs(const FitOptions& opt);
 
 // Merge-only mode: every DIR/*.velox.h5 (except the target) into the --merge catalog, with the

@@ -8,9 +8,9 @@ namespace velox {
 
 BuildConfig load_build_config(const std::string& path) {
   BuildConfig c;
-  const YAML::Node t = yaml_section(path, "templates");
+  YamlSection t(path, "templates");
   if (!t) return c;
-  auto get = [&](const char* key, auto& out) { yaml_get(t, "templates", key, out, path); };
+  auto get = [&](const char* key, auto& out) { t.get(key, out); };  // the valid keys
   get("dlnlam", c.dlnlam);
   get("wave_min_A", c.wave_min_A);
   get("wave_max_A", c.wave_max_A);
@@ -24,7 +24,9 @@ BuildConfig load_build_config(const std::string& path) {
   get("template_R", c.template_R);
   if (c.n_components < 1 || c.n_components + 1 > 96)
     throw ConfigError(path + ": templates.n_components must be 1..95");
-  if (!(c.dlnlam > 0 && c.dlnlam < 1e-3)) throw ConfigError(path + ": templates.dlnlam out of range");
+  if (!(c.dlnlam > 0 && c.dlnlam < 1e-3))
+    throw ConfigError(path + ": templates.dlnlam out of range");
+  t.check_unknown();
   return c;
 }
 

@@ -82,7 +82,7 @@ std::string TemplateLibrary::compute_checksum() const {
 void TemplateLibrary::save(const std::string& path) const {
   h5::AtomicOutput out(path);
   {
-    auto f = h5::File::create(out.temp_path());
+    auto f = h5::File::create(out.temp_path(), /*seal_block=*/true);
     f.set_attr("/", "velox_kind", std::string("template-library"));
     f.set_attr("/", "velox_version", std::string(version()));
     f.set_attr("/", "git_commit", std::string(git_commit()));
@@ -134,7 +134,9 @@ void TemplateLibrary::save(const std::string& path) const {
 }
 
 TemplateLibrary TemplateLibrary::load(const std::string& path) {
-  auto f = h5::File::open_read(path);
+  auto f = h5::File::open_read(path,
+                               "no integrity seal: not a template library from this velox "
+                               "(rebuild it with `velox templates build`)");
   if (!f.has_attr("/", "velox_kind") || f.attr_string("/", "velox_kind") != "template-library")
     throw IoError(path + ": not a velox template library (velox_kind attribute missing)");
   TemplateLibrary lib;

@@ -11,9 +11,10 @@
 namespace velox {
 
 namespace {
+// One `fit:` key; the list of these calls is the list of valid keys (YamlSection).
 template <class T>
-void get(const YAML::Node& n, const char* key, T& out, const std::string& path) {
-  yaml_get(n, "fit", key, out, path);
+void get(YamlSection& f, const char* key, T& out, const std::string&) {
+  f.get(key, out);
 }
 }  // namespace
 
@@ -40,8 +41,17 @@ std::map<std::string, std::map<std::string, double>> default_error_floors() {
 }
 
 FitConfig load_fit_config(const std::string& path) {
+  // Keys of the per-format maps must name an input format (the formats of default_R).
+  auto check_format = [&](const char* key, const std::string& format) {
+    std::vector<std::string> formats;
+    for (const auto& kv : FitConfig{}.default_R) formats.push_back(kv.first);
+    if (!FitConfig{}.default_R.count(format))
+      throw ConfigError(path + ": fit." + key + "." + format +
+                        ": unknown input format (did you mean " + nearest_name(format, formats) +
+                        "?)");
+  };
   FitConfig c;
-  const YAML::Node f = yaml_section(path, "fit");
+  YamlSection f(path, "fit");
   if (!f) return c;
   get(f, "vmin_kms", c.vmin_kms, path);
   get(f, "vmax_kms", c.vmax_kms, path);
@@ -65,7 +75,6 @@ FitConfig load_fit_config(const std::string& path) {
   get(f, "class_dchi2_min", c.class_dchi2_min, path);
   get(f, "seg_max_iter", c.seg_max_iter, path);
   get(f, "arm_rv_pvalue_min", c.arm_rv_pvalue_min, path);
-  if (f["arm_split_A"]) get(f, "arm_split_A", c.arm_split_A, path);
   if (f["error_floor"]) {
     // Per format: the keys given replace the shipped ones; others keep their defaults.
     std::map<std::string, std::map<std::string, double>> floors;
@@ -73,6 +82,7 @@ FitConfig load_fit_config(const std::string& path) {
     static const char* const kFloorKeys[] = {"VRAD", "TEFF", "LOGG", "FEH", "ALPHAFE", "VRAD_ARM"};
     for (const auto& [format, m] : floors)
       for (const auto& [key, value] : m) {
+        check_format("error_floor", format);
         if (std::find(std::begin(kFloorKeys), std::end(kFloorKeys), key) == std::end(kFloorKeys))
           throw ConfigError(path + ": fit.error_floor." + format + "." + key +
                             ": unknown column (VRAD, TEFF, LOGG, FEH, ALPHAFE, VRAD_ARM)");
@@ -91,12 +101,23 @@ FitConfig load_fit_config(const std::string& path) {
       c.mask_bands_A.emplace_back(b[0], b[1]);
     }
   }
-  if (f["default_R"]) get(f, "default_R", c.default_R, path);
+  // Per-format maps: the formats given override their value, the others keep theirs.
+  for (auto* m : {&c.default_R, &c.arm_split_A}) {
+    const char* key = m == &c.default_R ? "default_R" : "arm_split_A";
+    if (!f[key]) continue;
+    std::map<std::string, double> given;
+    get(f, key, given, path);
+    for (const auto& [format, value] : given) {
+      check_format(key, format);
+      (*m)[format] = value;
+    }
+  }
   if (c.cont_deg < 0 || c.cont_deg > 15) throw ConfigError(path + ": fit.cont_deg must be 0..15");
   if (c.ccf_cont_deg < 0 || c.ccf_cont_deg > 15)
     throw ConfigError(path + ": fit.ccf_cont_deg must be 0..15");
   if (!(c.vmin_kms < c.vmax_kms)) throw ConfigError(path + ": fit.vmin_kms must be < vmax_kms");
   if (c.n_starts < 1) throw ConfigError(path + ": fit.n_starts must be >= 1");
+  f.check_unknown();
   return c;
 }
 

@@ -37,6 +37,15 @@ constexpr int64_t kReject = kChisqNotBetter | kRvEdge | kRvErrLarge | kLabelEdge
 // Rows that were never fitted or whose fit broke down (no values at all).
 constexpr int64_t kFatal = kNoPixels | kHessianSingular | kBadInput | kNotFitted | kFitFailed;
 
+// The bits' names, in bit order (docs/data-model.md). Every catalog carries them as the /catalog
+// attribute RVS_WARN_BITS ("0:CHISQ_NOT_BETTER,1:RV_EDGE,..."), which `velox info` and
+// scripts/plot_fit.py decode with.
+inline constexpr const char* kBitNames[] = {
+    "CHISQ_NOT_BETTER", "RV_EDGE",          "RV_ERR_LARGE",   "LABEL_EDGE", "VSINI_LARGE",
+    "NO_PIXELS",        "HESSIAN_SINGULAR", "NOT_CONVERGED",  "BAD_INPUT",  "RETIRED_9",
+    "NOT_FITTED",       "FIT_FAILED",       "MODEL_MISMATCH", "NOT_STAR",   "ARM_RV_DISAGREE"};
+inline constexpr int kNumBits = sizeof(kBitNames) / sizeof(kBitNames[0]);
+
 }  // namespace velox::warn
 
 namespace velox::info {
@@ -48,5 +57,10 @@ enum : int64_t {
   kArmSplit = 1LL << 2,          // a one-arm spectrum was split into blue/red halves for VRAD_B/R
   kNoClassification = 1LL << 3,  // the template library has no redrock classes: SPECTYPE empty
 };
+
+// The bits' names, in bit order: the /catalog attribute FIT_INFO_BITS ("0:ARM_EXCLUDED,...").
+inline constexpr const char* kBitNames[] = {"ARM_EXCLUDED", "CLIPPED", "ARM_SPLIT",
+                                            "NO_CLASSIFICATION"};
+inline constexpr int kNumBits = sizeof(kBitNames) / sizeof(kBitNames[0]);
 
 }  // namespace velox::info

@@ -35,15 +35,16 @@ double median_inplace(std::vector<double>& v) {
   return 0.5 * (lo + hi);
 }
 
+// One `select:` key; the list of these calls is the list of valid keys (YamlSection).
 template <class T>
-void get(const YAML::Node& n, const char* key, T& out, const std::string& path) {
-  yaml_get(n, "select", key, out, path);
+void get(YamlSection& s, const char* key, T& out, const std::string&) {
+  s.get(key, out);
 }
 
 }  // namespace
 
 void load_select_config(const std::string& path, SelectConfig& cfg) {
-  const YAML::Node s = yaml_section(path, "select");
+  YamlSection s(path, "select");
   if (!s) return;
   get(s, "objtype", cfg.objtype_allowed, path);
   get(s, "fiberstatus_allowed_bits", cfg.fiberstatus_allowed_bits, path);
@@ -53,6 +54,7 @@ void load_select_config(const std::string& path, SelectConfig& cfg) {
     if (b < 0 || b > 62)
       throw ConfigError(path + ": select.fiberstatus_allowed_bits: bit " + std::to_string(b) +
                         " outside 0..62");
+  s.check_unknown();
 }
 
 void resolve_objtypes(SelectConfig& cfg) {

@@ -15,6 +15,7 @@
 #include <variant>
 
 #include "common/error.hpp"
+#include "fit/rvs_warn.hpp"
 #include "io/h5.hpp"
 
 namespace velox {
@@ -249,6 +250,13 @@ void write_catalog(const std::string& path, const std::vector<CatalogRow>& rows,
       f.set_attr(kDataset, std::string(c.name) + "_UNIT", std::string(c.unit));
       f.set_attr(kDataset, std::string(c.name) + "_DESC", std::string(c.desc));
     }
+    auto bit_list = [](const char* const* names, int n) {
+      std::string bits;
+      for (int b = 0; b < n; ++b) bits += fmt::format("{}{}:{}", b ? "," : "", b, names[b]);
+      return bits;
+    };
+    f.set_attr(kDataset, "RVS_WARN_BITS", bit_list(warn::kBitNames, warn::kNumBits));
+    f.set_attr(kDataset, "FIT_INFO_BITS", bit_list(info::kBitNames, info::kNumBits));
     f.write_strings(std::string(kDataset) + kMetaSuffix, astropy_header(provenance));
     for (const auto& [k, v] : provenance) f.set_attr("/", k, v);
     f.set_attr("/", kKindAttr, std::string("catalog"));
@@ -256,6 +264,12 @@ void write_catalog(const std::string& path, const std::vector<CatalogRow>& rows,
     f.close();
   }
   out.commit();
+}
+
+void write_input_list(h5::File& f, const std::vector<std::string>& inputs) {
+  f.write_strings("/provenance/inputs", inputs);
+  f.set_attr("/provenance/inputs", "description",
+             std::string("Input files of the job, in input order"));
 }
 
 std::vector<CatalogRow> read_catalog(const std::string& path, Provenance* provenance) {

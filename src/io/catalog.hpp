@@ -89,6 +89,11 @@ using Provenance = std::map<std::string, std::string>;
 void write_catalog(const std::string& path, const std::vector<CatalogRow>& rows,
                    const Provenance& provenance, const std::function<void(h5::File&)>& extra = {});
 
+// The job's input files, in input order, as the 1-D string dataset /provenance/inputs of a
+// merged catalog: the command_line attribute gives only their number (a shell glob can name
+// thousands). Throws IoError.
+void write_input_list(h5::File& f, const std::vector<std::string>& inputs);
+
 // Read /catalog back (for `velox info`, merges and tests). Throws IoError.
 std::vector<CatalogRow> read_catalog(const std::string& path, Provenance* provenance = nullptr);
 

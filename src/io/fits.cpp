@@ -4,11 +4,15 @@
 #include <fitsio.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <limits>
 #include <memory>
 #include <utility>
 
 #include "common/error.hpp"
+#include "io/fits_guard.hpp"
 
 namespace velox::fits {
 namespace {
@@ -56,6 +60,12 @@ std::vector<int32_t> to_int32_bits(const std::vector<int64_t>& v) {
 }  // namespace
 
 File File::open_read(const std::string& path) {
+  // Plain words for the two commonest mistakes (CFITSIO would say "status 104" / "status 108").
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw IoError(path + ": is a folder, not a FITS file");
+  if (!std::filesystem::exists(path, ec)) throw IoError(path + ": no such file");
+  check_headers_for_cfitsio(path);  // what would crash CFITSIO instead of failing
   fitsfile* f = nullptr;
   int status = 0;
   // The disk-file variant skips CFITSIO's extended filename syntax ("[1]", "+2"), so any path
@@ -223,12 +233,42 @@ std::vector<int64_t> File::image_shape() const {
   return std::vector<int64_t>(naxes.rbegin(), naxes.rend());
 }
 
+void File::check_data_in_file(uint64_t n_elements, const std::string& what) const {
+  int status = 0;
+  LONGLONG head = 0, data = 0, end = 0;
+  check(fits_get_hduaddrll(ff(fptr_), &head, &data, &end, &status), what);
+  const LONGLONG size = ff(fptr_)->Fptr->logfilesize;  // bytes (decompressed for .gz)
+  if (end > size)
+    fail(what + ": the header declares " + std::to_string(end - data) +
+         " bytes of data, the file holds " + std::to_string(std::max<LONGLONG>(0, size - data)) +
+         " (truncated or corrupt)");
+  // A tile-compressed image is smaller than its pixels; allow generous compression ratios (DESI
+  // masks hold about 43 pixels per compressed byte; gzip of zeros at most ~260 int32 per byte)
+  // but not a header's fantasy (a fuzzed ZNAXIS made CFITSIO and velox fill gigabytes).
+  status = 0;
+  const uint64_t compressed = static_cast<uint64_t>(end - data);
+  if (fits_is_compressed_image(ff(fptr_), &status) &&
+      n_elements > std::max<uint64_t>(uint64_t{1} << 20, 1024 * compressed))
+    fail(what + ": " + std::to_string(n_elements) + " elements from " + std::to_string(compressed) +
+         " compressed bytes (corrupt header)");
+}
+
+namespace {
+// The number of elements of `shape` (0 for none); false if the product overflows.
+bool element_count(const std::vector<int64_t>& shape, uint64_t& n) {
+  n = shape.empty() ? 0 : 1;
+  for (int64_t s : shape)
+    if (s < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(s), &n)) return false;
+  return true;
+}
+}  // namespace
+
 template <typename T>
 std::vector<T> File::read_image_as(int datatype) const {
   if (!is_image()) fail("expected an image, found a table");
-  const auto shape = image_shape();
-  int64_t n = shape.empty() ? 0 : 1;
-  for (int64_t s : shape) n *= s;
+  uint64_t n = 0;
+  if (!element_count(image_shape(), n)) fail("image size overflows (corrupt header)");
+  check_data_in_file(n, "image");
   std::vector<T> out(n);
   int status = 0, anynul = 0;
   if (n > 0) {
@@ -243,9 +283,16 @@ std::vector<float> File::read_image_float() const { return read_image_as<float>(
 std::vector<int32_t> File::read_image_int32() const {
   // Read through double: CFITSIO cannot convert tile-compressed integer images to TLONGLONG
   // (status 410, seen on DESI spectra-*.fits masks), and doubles hold every 32-bit value exactly.
+  // A corrupt or floating-point image may hold NaN or values beyond int64 (converting them would
+  // be undefined): NaN becomes -1 (every bit set: a bad pixel), others saturate.
   const auto d = read_image_as<double>(TDOUBLE);
   std::vector<int64_t> v(d.size());
-  std::transform(d.begin(), d.end(), v.begin(), [](double x) { return static_cast<int64_t>(x); });
+  std::transform(d.begin(), d.end(), v.begin(), [](double x) {
+    if (std::isnan(x)) return int64_t{-1};
+    if (x >= 9.2233720368547758e18) return std::numeric_limits<int64_t>::max();
+    if (x <= -9.2233720368547758e18) return std::numeric_limits<int64_t>::min();
+    return static_cast<int64_t>(x);
+  });
   return to_int32_bits(v);
 }
 
@@ -330,7 +377,10 @@ int64_t File::column_width(const std::string& name) const { return column_info(n
 template <typename T>
 std::vector<T> File::read_column_as(const std::string& name, int datatype) const {
   const auto info = column_info(name);
-  const int64_t n = num_rows() * (info.type == TSTRING ? 1 : info.repeat);
+  uint64_t n = 0;
+  if (!element_count({num_rows(), info.type == TSTRING ? 1 : info.repeat}, n))
+    fail("column " + name + ": size overflows (corrupt header)");
+  check_data_in_file(n, "column " + name);
   std::vector<T> out(n);
   int status = 0, anynul = 0;
   if (n > 0) {
@@ -361,6 +411,7 @@ std::vector<std::string> File::read_column_string(const std::string& name) const
   int status = 0;
   if (info.type != TSTRING) fail("column " + name + ": not a string column");
   const int64_t n = num_rows();
+  check_data_in_file(static_cast<uint64_t>(n), "column " + name);
   std::vector<std::vector<char>> buffers(n, std::vector<char>(width + 1, '\0'));
   std::vector<char*> ptrs(n);
   for (int64_t i = 0; i < n; ++i) ptrs[i] = buffers[i].data();

@@ -101,6 +101,10 @@ class File {
   template <typename T>
   std::vector<T> read_column_as(const std::string& name, int datatype) const;
   void check(int status, const std::string& what) const;
+  // Throws IoError if the current HDU's data (as its header declares it) extends past the end
+  // of the file, or if a tile-compressed image claims implausibly many elements: checked before
+  // velox allocates `n_elements` for a read, so a corrupt header cannot demand terabytes.
+  void check_data_in_file(uint64_t n_elements, const std::string& what) const;
 
   void* fptr_ = nullptr;  // fitsfile*, kept opaque so fitsio.h stays out of this header
   std::string path_;

@@ -14,6 +14,7 @@
 
 #include "common/error.hpp"
 #include "io/h5_detail.hpp"
+#include "io/h5_seal.hpp"
 
 namespace velox::h5 {
 
@@ -181,19 +182,26 @@ Handle::~Handle() {
 }
 
 // ---------------------------------------------------------------------------------------------
-File File::create(const std::string& path) {
+File File::create(const std::string& path, bool seal_block) {
   silence_hdf5();
   File f;
   f.path_ = path;
-  f.h_ = own(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), path, "",
+  // The user block holds the integrity seal (h5_seal.hpp), written by AtomicOutput::commit.
+  Handle fcpl(H5Pcreate(H5P_FILE_CREATE));
+  if (seal_block) H5Pset_userblock(fcpl.get(), seal::kBlockBytes);
+  f.h_ = own(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), H5P_DEFAULT), path, "",
              "cannot create file");
   return f;
 }
 
-File File::open_read(const std::string& path) {
+File File::open_read(const std::string& path, const char* unsealed_error) {
   silence_hdf5();
   std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail(path, "", "cannot open", "is a folder");
   if (!std::filesystem::is_regular_file(path, ec)) fail(path, "", "cannot open", "no such file");
+  // The seal first: libhdf5 must never parse a damaged velox file (it can crash on one).
+  const bool sealed = seal::check(path);
+  if (!sealed && unsealed_error) throw IoError(path + ": " + unsealed_error);
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     fail(path, "", "cannot open", "not an HDF5 file");
@@ -201,6 +209,7 @@ File File::open_read(const std::string& path) {
   File f;
   f.path_ = path;
   f.h_ = own(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), path, "", "cannot open");
+  f.sealed_ = sealed;
   return f;
 }
 
@@ -433,6 +442,7 @@ AtomicOutput::~AtomicOutput() {
 }
 
 void AtomicOutput::commit() {
+  seal::write(tmp_);
   std::error_code ec;
   std::filesystem::rename(tmp_, final_, ec);
   if (ec) fail(final_, "", "cannot rename " + tmp_ + " onto it", ec.message());

@@ -30,9 +30,17 @@ class Handle {
 // An HDF5 file. `path` is kept for error messages.
 class File {
  public:
-  static File create(const std::string& path);     // truncates
-  static File open_read(const std::string& path);  // throws IoError if not HDF5 / unreadable
+  // Truncates. `seal_block`: reserve the 512-byte user block for an integrity seal (h5_seal.hpp;
+  // the template library). Catalogs have none: astropy recognises HDF5 by the signature at
+  // byte 0 only, and `Table.read("catalog.h5")` must keep working.
+  static File create(const std::string& path, bool seal_block = false);
+  // Throws IoError if missing, a folder, not HDF5, unreadable, or its integrity seal does not
+  // match (checked before libhdf5 parses anything). With `unsealed_error`, a file without a
+  // seal is refused too, with IoError "PATH: <unsealed_error>".
+  static File open_read(const std::string& path, const char* unsealed_error = nullptr);
   const std::string& path() const { return path_; }
+  // open_read found a matching integrity seal (false: the file has none).
+  bool sealed() const { return sealed_; }
   hid id() const { return h_.get(); }
   // Flush and close now, throwing IoError on failure (the destructor closes silently).
   void close();
@@ -65,7 +73,8 @@ class File {
   std::string attr_text(const std::string& obj, const std::string& attr) const;
 
   // 1-D dataset of fixed-length, null-padded byte strings (numpy 'S<longest>'), as astropy
-  // writes its table metadata. read_strings accepts fixed- and variable-length strings.
+  // writes its table metadata; chunked and gzip-compressed. read_strings accepts fixed- and
+  // variable-length strings.
   void write_strings(const std::string& name, const std::vector<std::string>& lines);
   std::vector<std::string> read_strings(const std::string& name) const;
 
@@ -97,9 +106,11 @@ class File {
  private:
   std::string path_;
   Handle h_;
+  bool sealed_ = false;
 };
 
-// Writes to `final_path`.tmp; commit() renames the temp onto final_path (close the File first).
+// Writes to `final_path`.tmp; commit() seals the temp (h5_seal.hpp) and renames it onto
+// final_path (close the File first).
 // Destruction without commit() removes the temp file, so a crash or exception never leaves a
 // partial final file.
 class AtomicOutput {

@@ -37,7 +37,15 @@ void File::write_strings(const std::string& name, const std::vector<std::string>
   Handle type = fixed_string_type(longest);
   hsize_t n = lines.size();
   Handle space(H5Screate_simple(1, &n, nullptr));
-  Handle ds = create_dataset(*this, name, type.get(), space.get());
+  // Every line is padded to the longest: gzip keeps the padding from costing bytes (astropy's
+  // table header repeats one long provenance value's width on every line). Chunks of ~1 MB.
+  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  if (n > 0) {
+    const hsize_t chunk = std::clamp<hsize_t>((1u << 20) / longest, 1, n);
+    H5Pset_chunk(dcpl.get(), 1, &chunk);
+    H5Pset_deflate(dcpl.get(), 4);
+  }
+  Handle ds = create_dataset(*this, name, type.get(), space.get(), dcpl.get());
   if (n > 0)
     check(H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), path_, name,
           "cannot write");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "fit/rvs_warn.hpp"
 #include "io/catalog.hpp"
 #include "io/h5.hpp"
 
@@ -72,7 +73,8 @@ std::string describe_catalog(const std::string& path) {
     auto n = std::count_if(rows.begin(), rows.end(), [bit](const CatalogRow& r) {
       return (static_cast<uint64_t>(r.RVS_WARN) >> bit) & 1u;
     });
-    if (n > 0) out += fmt::format("{} bit {}: {}", any ? "," : "", bit, n);
+    const std::string name = bit < warn::kNumBits ? warn::kBitNames[bit] : "";
+    if (n > 0) out += fmt::format("{} bit {} {}: {}", any ? "," : "", bit, name, n);
     any = any || n > 0;
   }
   out += any ? "\n" : " none\n";

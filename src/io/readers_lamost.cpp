@@ -25,11 +25,13 @@ Spectrum lamost_spectrum(fits::File& f) {
   return s;
 }
 
-// LAMOST masks are stored as floats; any nonzero value is a bad pixel.
+// LAMOST masks are stored as floats; any nonzero value is a bad pixel. Values that are not
+// finite or do not fit an int32 (a corrupt file: converting them would be undefined) become 1.
 std::vector<int32_t> float_mask(const std::vector<float>& m) {
   std::vector<int32_t> out(m.size());
   for (size_t i = 0; i < m.size(); ++i) {
-    out[i] = std::isfinite(m[i]) ? static_cast<int32_t>(m[i]) : 1;
+    const bool fits_int = std::isfinite(m[i]) && std::fabs(m[i]) < 2147483520.0f;
+    out[i] = fits_int ? static_cast<int32_t>(m[i]) : 1;
     if (out[i] == 0 && m[i] != 0.0f) out[i] = 1;
   }
   return out;

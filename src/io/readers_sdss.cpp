@@ -14,9 +14,15 @@ namespace {
 constexpr double kSdssR = 2000.0;
 
 // Packs (plate, mjd, fiber) into one id when the file carries no SPECOBJID:
-// plate << 42 | mjd << 24 | fiber (documented in docs/data-model.md).
-int64_t pack_plate_mjd_fiber(int64_t plate, int64_t mjd, int64_t fiber) {
-  return (plate << 42) | (mjd << 24) | fiber;
+// plate << 42 | mjd << 24 | fiber (documented in docs/data-model.md). The fields must fit their
+// bits (plate < 2^21, mjd < 2^18, fiber < 2^24); false otherwise (a corrupt header: shifting
+// such values would overflow, found by fuzzing).
+bool pack_plate_mjd_fiber(int64_t plate, int64_t mjd, int64_t fiber, int64_t& id) {
+  if (plate < 0 || plate >= (1 << 21) || mjd < 0 || mjd >= (1 << 18) || fiber < 0 ||
+      fiber >= (1 << 24))
+    return false;
+  id = (plate << 42) | (mjd << 24) | fiber;
+  return true;
 }
 
 }  // namespace
@@ -50,12 +56,9 @@ void read_sdss_spec(fits::File& f, SpectrumFile& out) {
     }
     break;
   }
-  if (s.targetid < 0) {
-    if (plate >= 0 && mjd >= 0 && fiber >= 0) {
-      s.targetid = pack_plate_mjd_fiber(plate, mjd, fiber);
-    } else {
-      s.problem = "no SPECOBJID and no PLATEID/MJD/FIBERID to build a TARGETID";
-    }
+  if (s.targetid < 0 && !pack_plate_mjd_fiber(plate, mjd, fiber, s.targetid)) {
+    s.targetid = -1;
+    s.problem = "no SPECOBJID, and no PLATEID/MJD/FIBERID in range to build a TARGETID";
   }
   s.meta["PLATE"] = std::to_string(plate);
   s.meta["MJD"] = std::to_string(mjd);

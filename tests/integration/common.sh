@@ -4,13 +4,13 @@
 #                      $LIB = $VELOX_BUILD_DIR/miles.h5, built (once, under a lock) if needed
 #   fail MSG           print "FAIL: MSG" and exit 1
 #   run_rc VAR CMD...  run CMD, store its exit code in VAR (set -e does not stop on it)
-#   $PY                /usr/bin/python3 (h5py, numpy, astropy)
+#   $PY                $VELOX_PYTHON (scripts/lib.sh: /usr/bin/python3, with h5py, numpy, astropy)
 : "${VELOX:?VELOX (path of the velox binary) must be set}"
 : "${VELOX_DATA_DIR:?VELOX_DATA_DIR must be set}"
 : "${VELOX_BUILD_DIR:?VELOX_BUILD_DIR must be set}"
 : "${VELOX_SOURCE_DIR:?VELOX_SOURCE_DIR must be set}"
 source "$VELOX_SOURCE_DIR/scripts/lib.sh"
-PY=/usr/bin/python3
+PY=$VELOX_PYTHON
 
 fail() {
   echo "FAIL: $*" >&2

@@ -2,7 +2,8 @@
 # Environment (from ctest): VELOX, VELOX_DATA_DIR, VELOX_BUILD_DIR, VELOX_SOURCE_DIR.
 set -euo pipefail
 : "${VELOX:?}" "${VELOX_DATA_DIR:?}" "${VELOX_BUILD_DIR:?}" "${VELOX_SOURCE_DIR:?}"
-PY=/usr/bin/python3
+source "$VELOX_SOURCE_DIR/scripts/lib.sh"
+PY=$VELOX_PYTHON  # the one interpreter rule (scripts/lib.sh)
 
 if ! command -v mpirun >/dev/null; then
   echo "SKIP: mpirun not found"

@@ -29,6 +29,9 @@ grep -qF "+ srun --cpu-bind=cores" <<<"$out" && [ ! -e "$W/dry" ]
 echo "== nightly.sh"
 files=("$VELOX_DATA_DIR"/spectra/lamost_dr10_pylasp/fits/*.fits)
 for f in "${files[@]:0:3}"; do ln -s "$f" "$W/in/"; done
+# The links must predate the first night by a whole second: nightly.sh stamps .last-success with
+# the second the night started, so links made within that second would count as updated.
+touch -h -d "@$(($(date +%s) - 10))" "$W"/in/*
 nightly() {
   "$S/scripts/nightly.sh" --input-dir "$W/in" --glob '*.fits' --output-dir "$W/out" \
     --templates "$TEMPLATES" --threads 1 --velox "$VELOX" \

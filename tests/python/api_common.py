@@ -1,3 +1,4 @@
+#!/usr/bin/python3
 """Shared set-up of the Python API tests (tests/python/test_*.py, run by run_test.sh).
 
 Environment (set by ctest and run_test.sh): VELOX (the CLI), VELOX_DATA_DIR, VELOX_LIBRARY

@@ -1,3 +1,4 @@
+#!/usr/bin/python3
 """Bad input to the Python API raises ValueError naming the argument and the shape, and never
 takes the interpreter down (every case runs in this one process, then a good fit still works).
 """

@@ -1,3 +1,4 @@
+#!/usr/bin/python3
 """Properties of the Python API beyond CLI parity: the GIL is released during fits, NumPy inputs
 are read in place, results do not depend on threads or on air/vacuum input, the library object
 describes the file, and velox.model is the fit's template.

@@ -1,3 +1,4 @@
+#!/usr/bin/python3
 """velox.fit on arrays gives the rows `velox fit` writes for the same spectra in files.
 
 The acceptance test of the Python API (issue 10): the 25 LAMOST DR10 spectra read with astropy

@@ -1,3 +1,4 @@
+#!/usr/bin/python3
 """The walk-through in docs/python.md runs as written (its ```python blocks, in order, through
 scripts/run_python_doc.py) and its results agree with the reference answers.
 

@@ -115,7 +115,8 @@ TEST_CASE("describe_file summarises a catalog and rejects non-velox files", "[io
   write_catalog(dir + "/cat.h5", sample_rows(), kProv);
   auto text = describe_file(dir + "/cat.h5");
   CHECK_THAT(text, Catch::Contains("rows: 3") && Catch::Contains("SUCCESS: 2") &&
-                       Catch::Contains("bit 0: 1") && Catch::Contains("bit 3: 2") &&
+                       Catch::Contains("bit 0 CHISQ_NOT_BETTER: 1") &&
+                       Catch::Contains("bit 3 LABEL_EDGE: 2") &&
                        Catch::Contains("velox_version = 0.1.0"));
   CHECK_THAT(text, Catch::Contains("VRAD  -8.8 [") && Catch::Contains("(N=2)"));
 

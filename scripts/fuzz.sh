@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Fuzz every reader (LAMOST DR8/DR10, SDSS, DESI, MILES, PHOENIX) and the template-library loader
+# with libFuzzer under ASan+UBSan (tests/fuzz/; docs/testing.md).
+#
+#   scripts/fuzz.sh [--budget SECONDS] [--build DIR] [TARGET...]
+#
+# Builds DIR (default build-sanitize: clang, -DVELOX_SANITIZE=address,undefined -DVELOX_FUZZ=ON,
+# CUDA off), makes the seed corpora from the shared data (scripts/fuzz-seeds.py, plus a small
+# template library built from MILES), then runs each TARGET (default: all) for SECONDS of wall
+# time (default 60), one after the other. The corpora grow across runs in DIR/fuzz-corpus/<target>;
+# a crash, leak, timeout or sanitizer report is saved to DIR/fuzz-crashes/<target>/. A fixed
+# finding becomes a test in tests/unit/io/test_fuzz_regressions.cpp, rebuilt from synthetic data
+# (crash inputs are mutated survey files, which stay out of git); an input holding no survey data
+# may go to tests/fuzz/regressions/<target>/ as it is (replayed by the same tests).
+# Prints one line per target (executions, corpus, crashes); exits 1 if any target found a crash.
+# Env: VELOX_DATA_DIR, FUZZ_RSS_MB (memory limit per input, default 2048).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$VELOX_REPO"
+
+BUDGET=60 BUILD=$VELOX_REPO/build-sanitize TARGETS=()
+while (($#)); do
+  case $1 in
+    --budget) BUDGET=$2; shift 2 ;;
+    --build) BUILD=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
+    *) TARGETS+=("$1"); shift ;;
+  esac
+done
+((${#TARGETS[@]})) || TARGETS=(lamost-dr8 lamost-dr10 sdss desi miles phoenix library)
+
+velox_build_sanitize "$BUILD"
+SEEDS=$BUILD/fuzz-seeds
+if [[ ! -d "$SEEDS/library" ]]; then
+  # The loader's seed: a small library (219 MILES stars, 5000-5300 A, 4 components).
+  printf 'templates:\n  wave_min_A: 5000\n  wave_max_A: 5300\n  n_components: 4\n  n_ccf_templates: 4\n' \
+    >"$BUILD/fuzz-library.yaml"
+  ASAN_OPTIONS=detect_leaks=0 "$BUILD/velox" --log-level warn templates build \
+    --input "$VELOX_DATA_DIR/templates/miles/miles_thin" --config "$BUILD/fuzz-library.yaml" \
+    --output "$BUILD/fuzz-library.h5"
+  rm -rf "$SEEDS.tmp"
+  "$VELOX_PYTHON" scripts/fuzz-seeds.py "$SEEDS.tmp" --data-dir "$VELOX_DATA_DIR" \
+    --library "$BUILD/fuzz-library.h5"
+  mv "$SEEDS.tmp" "$SEEDS"
+fi
+
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export VELOX_FUZZ_LIBRARY=$SEEDS/library/seed-0.h5  # survey targets also prepare the fit
+# allocator_may_return_null: an absurd allocation returns NULL, as malloc does outside ASan, so
+# CFITSIO's own checks (status 113, memory allocation) run instead of ASan aborting; velox's own
+# code never sees NULL (operator new throws, which the harness reports).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
+status=0
+for t in "${TARGETS[@]}"; do
+  bin=$BUILD/fuzz/velox_fuzz_${t//-/_}
+  [[ -x "$bin" ]] || { echo "fuzz.sh: unknown target $t (no $bin)" >&2; exit 2; }
+  corpus=$BUILD/fuzz-corpus/$t crashes=$BUILD/fuzz-crashes/$t log=$BUILD/fuzz-logs/$t.log
+  mkdir -p "$corpus" "$crashes" "$(dirname "$log")"
+  dict=()
+  [[ $t == library ]] || dict=(-dict=tests/fuzz/fits.dict)
+  before=$(find "$crashes" -type f | wc -l)
+  rc=0
+  # -malloc_limit_mb 4096: CFITSIO sizes its buffer for a .gz file by the gzip trailer (at most
+  # 4 GiB by the format) before inflating; a corrupt trailer makes that one large, untouched
+  # allocation, which is not a velox bug.
+  "$bin" "$corpus" "$SEEDS/$t" "${dict[@]}" -max_total_time="$BUDGET" -timeout=60 \
+    -rss_limit_mb="${FUZZ_RSS_MB:-2048}" -malloc_limit_mb=4096 -max_len=262144 \
+    -print_final_stats=1 -artifact_prefix="$crashes/" >"$log" 2>&1 || rc=$?
+  after=$(find "$crashes" -type f | wc -l)
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  echo "fuzz $t: ${BUDGET} s, ${execs:-?} executions, corpus $(find "$corpus" -type f | wc -l) files," \
+    "$((after - before)) new crashes (exit $rc; log $log)"
+  if ((rc != 0 || after > before)); then
+    status=1
+    grep -m5 -E "ERROR|runtime error|unexpected|Test unit written" "$log" >&2 || tail -20 "$log" >&2
+  fi
+done
+exit $status

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The sanitizer tests of CI (.ci/run; docs/testing.md): build velox, the unit tests and the fuzz
+# harnesses with clang under AddressSanitizer + UndefinedBehaviorSanitizer (CUDA off;
+# velox_build_sanitize in scripts/lib.sh) into build-sanitize/, then run every unit test and one
+# real-data integration test (integration.test_bad_inputs: good and broken LAMOST files through
+# the readers, the fit and the catalog writer). UBSAN_OPTIONS=halt_on_error=1 makes any report
+# fail its test. Exits nonzero if anything fails.
+# Env: VELOX_DATA_DIR, CTEST_PARALLEL (default 2).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$VELOX_REPO"
+
+BUILD="$VELOX_REPO/build-sanitize"
+velox_build_sanitize "$BUILD"
+# The MILES library of the Release tests (scripts/test.sh, same sources) if there is one: building
+# it again under ASan costs minutes, and the unit tests build their own small libraries under ASan
+# anyway. The copy is newer than the ASan binary, so velox_ensure_library keeps it.
+if [[ -s build/miles.h5 ]]; then cp build/miles.h5 "$BUILD/miles.h5"; fi
+velox_ensure_library "$BUILD/velox" "$BUILD/miles.h5"
+
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+# Leak checks stay on; Open MPI is not initialised by a plain `velox fit` (mpi/comm.hpp).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+ctest --test-dir "$BUILD" --output-on-failure -j"${CTEST_PARALLEL:-2}" -LE integration
+ctest --test-dir "$BUILD" --output-on-failure -R '^integration\.test_bad_inputs$'

@@ -1,0 +1,201 @@
+#include "app/output_checks.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "app/fit_outputs.hpp"
+#include "common/error.hpp"
+#include "io/fits.hpp"
+#include "io/h5.hpp"
+
+namespace velox {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() > suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Can a new file be created in `dir`? Tried for real (a probe file, removed at once): the
+// permission bits do not tell for root, read-only mounts or full quotas.
+bool can_create_in(const fs::path& dir, std::string& why) {
+  const fs::path probe = dir / fmt::format(".velox-write-test.{}", getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) {
+    why = std::strerror(errno);
+    return false;
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return true;
+}
+
+fs::path folder_of(const std::string& path) {
+  const fs::path dir = fs::path(path).parent_path();
+  return dir.empty() ? fs::path(".") : dir;
+}
+
+// The root attribute velox_kind of an HDF5 file; empty if it is not a velox HDF5 file.
+std::string velox_kind_of(const std::string& path) {
+  try {
+    const auto f = h5::File::open_read(path);
+    return f.has_attr("/", "velox_kind") ? f.attr_string("/", "velox_kind") : "";
+  } catch (const IoError&) {
+    return "";
+  }
+}
+
+// A FITS file velox wrote with --output-format fits (it has an RVTAB table).
+bool is_rvtab_fits(const std::string& path) {
+  try {
+    return fits::File::open_read(path).has_hdu("RVTAB");
+  } catch (const IoError&) {
+    return false;
+  }
+}
+
+using FileId = std::pair<dev_t, ino_t>;
+std::optional<FileId> file_id(const std::string& path) {
+  struct stat st;
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileId{st.st_dev, st.st_ino};
+}
+
+const char* describe_kind(const std::string& velox_kind) {
+  return velox_kind == "catalog"            ? "velox catalog"
+         : velox_kind == "template-library" ? "velox template library"
+                                            : "velox file";
+}
+
+}  // namespace
+
+void check_output_file(const std::string& option, const std::string& path,
+                       const std::string& velox_kind, bool overwrite) {
+  if (path.empty()) return;
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw ConfigError(fmt::format("{} {}: is a folder; give a file name (e.g. {}/{})", option, path,
+                                  path,
+                                  velox_kind == "catalog" ? "catalog.h5"
+                                  : velox_kind.empty()    ? "table.csv"
+                                                          : "lib.h5"));
+  const fs::path dir = folder_of(path);
+  if (!fs::is_directory(dir, ec))
+    throw ConfigError(fmt::format("{} {}: folder {} does not exist (create it first)", option, path,
+                                  dir.string()));
+  std::string why;
+  if (!can_create_in(dir, why))
+    throw ConfigError(
+        fmt::format("{} {}: cannot write in folder {}: {}", option, path, dir.string(), why));
+  if (!overwrite && fs::exists(path, ec)) {
+    const std::string kind = velox_kind_of(path);
+    if (kind != velox_kind)
+      throw ConfigError(fmt::format(
+          "{} {}: the file exists and is not a {} ({}); velox replaces only its own outputs: "
+          "choose another name, or add --overwrite to replace it",
+          option, path, describe_kind(velox_kind),
+          kind.empty() ? "not a velox HDF5 file" : "velox_kind " + kind));
+  }
+}
+
+void check_output_folder(const std::string& option, const std::string& dir) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw ConfigError(fmt::format("{} {}: exists and is not a folder", option, dir));
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw ConfigError(
+        fmt::format("{} {}: cannot create the folder: {}", option, dir, ec.message()));
+  std::string why;
+  if (!can_create_in(dir, why))
+    throw ConfigError(fmt::format("{} {}: cannot write in the folder: {}", option, dir, why));
+}
+
+std::string catalog_path_for(const std::string& option, const std::string& path,
+                             const std::string& output_format) {
+  if (path.empty() || ends_with(path, ".h5") || ends_with(path, ".hdf5")) return path;
+  if (output_format == "fits" && ends_with(path, ".fits"))
+    return path.substr(0, path.size() - 5) + ".h5";
+  const fs::path stem = fs::path(path).replace_extension("");
+  if (ends_with(path, ".fits") || ends_with(path, ".fit"))
+    throw ConfigError(fmt::format(
+        "{} {}: the catalog is an HDF5 file: name it {}.h5, or add --output-format fits to "
+        "write an rvspecfit-layout FITS table ({}.fits) beside it",
+        option, path, stem.string(), stem.string()));
+  throw ConfigError(
+      fmt::format("{} {}: the catalog is an HDF5 file: name it NAME.h5 (or .hdf5){}", option, path,
+                  option == "--output" ? "; with --output-format fits, NAME.fits" : ""));
+}
+
+void check_fit_outputs(const FitOptions& opt, const std::vector<JobInput>& inputs) {
+  const std::string fits_table =
+      !opt.output.empty() && opt.output_format == "fits" ? FitOutputs::fits_path(opt.output) : "";
+
+  // What the job reads, by file identity, with a name for the message.
+  std::map<FileId, std::string> reads;
+  auto add = [&](const std::string& path, const std::string& what) {
+    if (const auto id = file_id(path)) reads.emplace(*id, what);
+  };
+  add(opt.templates, "the template library (--templates)");
+  add(opt.config, "the --config file");
+  add(opt.input_list, "the --input-list file");
+  add(opt.targetid_file, "the --targetid-file");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    add(inputs[i].path, fmt::format("input {} of {} ({})", i + 1, inputs.size(), inputs[i].path));
+  auto guard = [&](const std::string& option, const std::string& path) {
+    const auto id = file_id(path);
+    if (!id) return;
+    const auto it = reads.find(*id);
+    if (it != reads.end())
+      throw ConfigError(
+          fmt::format("{} {}: this file is {}; velox never overwrites what it reads "
+                      "(not even with --overwrite): choose another output name",
+                      option, path, it->second));
+  };
+  guard("--output", opt.output);
+  guard("--output-format fits: table", fits_table);
+  guard("--merge", opt.merge);
+  if (!opt.output_dir.empty()) {
+    guard("--output-dir: status file", (fs::path(opt.output_dir) / "status.tsv").string());
+    // --merge inside the output dir must not take a per-input catalog's name.
+    std::error_code ec;
+    const bool merge_in_dir =
+        !opt.merge.empty() &&
+        fs::weakly_canonical(folder_of(opt.merge), ec) == fs::weakly_canonical(opt.output_dir, ec);
+    const auto merge_name = fs::path(opt.merge).filename();
+    for (const auto& in : inputs) {
+      if (in.catalog.empty()) continue;
+      guard("--output-dir: per-input catalog", in.catalog);
+      if (merge_in_dir && fs::path(in.catalog).filename() == merge_name)
+        throw ConfigError(fmt::format(
+            "--merge {}: this is the per-input catalog of {}; give the merged catalog another name",
+            opt.merge, in.path));
+    }
+  }
+
+  // Folders exist and are writable; existing files are velox outputs (or --overwrite).
+  check_output_file("--output", opt.output, "catalog", opt.overwrite);
+  if (!fits_table.empty() && !opt.overwrite && fs::exists(fits_table) && !is_rvtab_fits(fits_table))
+    throw ConfigError(fmt::format(
+        "--output-format fits: {} exists and is not a velox rvspecfit-layout table (no RVTAB "
+        "HDU); choose another --output name, or add --overwrite to replace it",
+        fits_table));
+  check_output_folder("--output-dir", opt.output_dir);
+  check_output_file("--merge", opt.merge, "catalog", opt.overwrite);
+  check_output_folder("--log-dir", opt.log_dir);
+}
+
+}  // namespace velox

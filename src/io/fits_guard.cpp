@@ -1,0 +1,104 @@
+#include "io/fits_guard.hpp"
+
+#include <zlib.h>
+
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "common/error.hpp"
+
+namespace velox::fits {
+
+namespace {
+
+constexpr int kCard = 80, kBuffer = 2880 * 64;
+
+struct GzCloser {
+  void operator()(gzFile g) const { gzclose(g); }
+};
+
+// CFITSIO (ffgtbp) strcpy's the value of a card "TTYPE<n>=<value>" into a 70-byte buffer; an
+// unquoted value can be up to 71 characters plus the terminator (CFITSIO does not insist on the
+// blank after '='). FITS requires a quoted string: a TTYPE card whose value, after the '=' and
+// any blanks, does not start with a quote is refused (a superset of what overflows). Letters
+// are compared without case.
+bool unquoted_ttype(const char* card) {
+  static const char kKey[] = "TTYPE";
+  for (int i = 0; i < 5; ++i)
+    if (std::toupper(static_cast<unsigned char>(card[i])) != kKey[i]) return false;
+  int v = 5;
+  while (v < kCard && card[v] != '=') ++v;
+  if (v == kCard) return false;  // no value: CFITSIO ignores the card
+  ++v;
+  while (v < kCard && card[v] == ' ') ++v;
+  return v < kCard && card[v] != '\'' && card[v] != '/';
+}
+
+// The last 4 bytes of a file, little-endian: for a gzip file, CFITSIO takes them for the
+// inflated size (gzip ISIZE, mod 2^32) and allocates that much before inflating.
+bool last_four_bytes(const std::string& path, uint64_t& v) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), std::fclose);
+  unsigned char b[4];
+  if (!f || std::fseek(f.get(), -4, SEEK_END) != 0 || std::fread(b, 1, 4, f.get()) != 4)
+    return false;
+  v = b[0] | (uint64_t{b[1]} << 8) | (uint64_t{b[2]} << 16) | (uint64_t{b[3]} << 24);
+  return true;
+}
+
+}  // namespace
+
+void check_headers_for_cfitsio(const std::string& path) {
+  // A zip archive: CFITSIO would allocate the size at its bytes 22-25 (up to 4 GiB) to unzip it.
+  // No survey delivers zipped FITS; refuse it.
+  {
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), std::fclose);
+    char magic[2] = {};
+    if (f && std::fread(magic, 1, 2, f.get()) == 2 && magic[0] == 'P' && magic[1] == 'K')
+      throw IoError(path + ": a zip archive, not a FITS file (unzip it first)");
+  }
+  std::unique_ptr<gzFile_s, GzCloser> g(gzopen(path.c_str(), "rb"));
+  if (!g) return;  // CFITSIO reports unreadable files
+  // Every card CFITSIO can parse starts at a multiple of 80 bytes (HDUs start at multiples of
+  // 2880): check them all, whatever the HDU structure (a corrupt NAXIS can make CFITSIO look for
+  // headers where a careful reader would not). Data that happen to look like such a card are
+  // astronomically unlikely.
+  std::unique_ptr<char[]> buf(new char[kBuffer]);
+  long long offset = 0;
+  int n = 0;
+  while ((n = gzread(g.get(), buf.get(), kBuffer)) > 0) {
+    for (int c = 0; c + kCard <= n; c += kCard)
+      if (unquoted_ttype(buf.get() + c))
+        throw IoError(path + ": byte " + std::to_string(offset + c) + ": " +
+                      std::string(buf.get() + c, 8) +
+                      ": value is not a quoted string (malformed FITS header)");
+    offset += n;
+    if (n % kCard) break;  // a short read: the end of a file that is not whole cards
+  }
+  if (gzdirect(g.get())) return;
+  // CFITSIO allocates a .gz file's inflated size, as the file's last 4 bytes state, before
+  // inflating: a corrupt trailer, or garbage after the gzip data, made it allocate up to 4 GiB
+  // (found by fuzzing). Having inflated to the end here, zlib has checked every member's CRC and
+  // length; the last 4 bytes must not claim more than the data hold.
+  int err = Z_OK;
+  const char* why = gzerror(g.get(), &err);
+  if (n < 0 || (err != Z_OK && err != Z_BUF_ERROR))
+    throw IoError(path + ": corrupt gzip data (" + (why ? why : "inflate error") + ")");
+  // CFITSIO's estimate (drvrmem.c mem_compress_open): the last 4 bytes, plus 2^32 until it
+  // reaches the compressed size when the file exceeds 10000 bytes.
+  const uint64_t inflated = static_cast<uint64_t>(offset);
+  uint64_t claimed = 0;
+  std::error_code ec;
+  const uint64_t file_bytes = std::filesystem::file_size(path, ec);
+  if (ec || !last_four_bytes(path, claimed)) return;
+  if (file_bytes > 10000)
+    while (claimed < file_bytes) claimed += uint64_t{1} << 32;
+  if (claimed > inflated)
+    throw IoError(path + ": corrupt .gz: CFITSIO would take it for " + std::to_string(claimed) +
+                  " bytes (from its last 4 bytes), the data inflate to " +
+                  std::to_string(inflated));
+}
+
+}  // namespace velox::fits

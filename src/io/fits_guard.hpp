@@ -1,0 +1,23 @@
+// A pre-scan of FITS headers for the malformations that crash CFITSIO itself (4.2.0, Debian 12)
+// instead of making it return an error. fits::File::open_read runs it before CFITSIO parses a
+// file, so such a file becomes one IoError like any other unreadable input. Found by fuzzing
+// the readers (scripts/fuzz.sh; tests/unit/io/test_fuzz_regressions.cpp):
+//  - TTYPEn whose value is not a quoted string: CFITSIO's ffgtbp strcpy's the raw value (up to
+//    70 characters plus the terminator) into the 70-byte tcolumn.ttype, a heap overflow that
+//    glibc's fortify check aborts on.
+//  - A .gz file with a corrupt gzip trailer, or garbage after the gzip data: CFITSIO allocates
+//    the inflated size the file's last 4 bytes claim, plus 4 GiB when that is less than the
+//    compressed size, before inflating. zlib checks every member's length and CRC, and
+//    CFITSIO's estimate may not exceed what the data inflate to.
+//  - A zip archive ("PK"): CFITSIO allocates the size its bytes 22-25 claim.
+#pragma once
+#include <string>
+
+namespace velox::fits {
+
+// Reads `path` once (gzip-compressed or not, through zlib) and throws IoError "PATH: byte N:
+// <keyword>: <why>" for a card that would crash CFITSIO, or for corrupt gzip data (zlib's CRC
+// and length checks). Everything else is left to CFITSIO, which reports it.
+void check_headers_for_cfitsio(const std::string& path);
+
+}  // namespace velox::fits

@@ -1,0 +1,81 @@
+// Strict configuration (fit/yaml_get.hpp YamlSection): a typo in a key or section is an error
+// naming the nearest valid one, and every key the loaders know is accepted.
+#include <catch2/catch.hpp>
+#include <fstream>
+
+#include "common/error.hpp"
+#include "emulator/build.hpp"
+#include "fit/config.hpp"
+#include "fit/select.hpp"
+#include "fit/yaml_get.hpp"
+#include "test_util.hpp"
+
+using namespace velox;
+using Catch::Contains;
+
+namespace {
+std::string write_yaml(const std::string& name, const std::string& text) {
+  const std::string path = test::tmp_dir("config_" + name) + "/c.yaml";
+  std::ofstream(path) << text;
+  return path;
+}
+}  // namespace
+
+TEST_CASE("the nearest valid name is the one fewest edits away", "[config]") {
+  const std::vector<std::string> keys = {"cont_deg", "ccf_cont_deg", "n_starts", "max_iter"};
+  CHECK(nearest_name("cont_degg", keys) == "cont_deg");
+  CHECK(nearest_name("ccf_cont_dg", keys) == "ccf_cont_deg");
+  CHECK(nearest_name("maxiter", keys) == "max_iter");
+  CHECK(nearest_name("fitt", config_sections()) == "fit");
+  CHECK(nearest_name("selection", config_sections()) == "select");
+}
+
+TEST_CASE("a misspelt key or section exits with its name and the nearest valid one", "[config]") {
+  CHECK_THROWS_WITH(load_fit_config(write_yaml("key", "fit:\n  cont_degg: 3\n")),
+                    Contains("fit.cont_degg: unknown key (did you mean fit.cont_deg?)"));
+  CHECK_THROWS_WITH(load_fit_config(write_yaml("section", "fitt:\n  cont_deg: 3\n")),
+                    Contains("unknown section 'fitt:' (did you mean 'fit:'?)"));
+  SelectConfig sel;
+  CHECK_THROWS_WITH(load_select_config(write_yaml("sel", "select:\n  objtype_: [TGT]\n"), sel),
+                    Contains("select.objtype_: unknown key (did you mean select.objtype?)"));
+  CHECK_THROWS_WITH(load_build_config(write_yaml("tpl", "templates:\n  dlnlamm: 5e-5\n")),
+                    Contains("templates.dlnlamm: unknown key (did you mean templates.dlnlam?)"));
+  CHECK_THROWS_AS(load_fit_config(write_yaml("notmap", "fit: 3\n")), ConfigError);
+  CHECK_THROWS_AS(load_fit_config(write_yaml("list", "- fit\n")), ConfigError);
+}
+
+TEST_CASE("every key the fit configuration writes is a key it reads", "[config]") {
+  // The provenance dump (config_yaml) lists every fit: key; loading it back must pass the strict
+  // check and give the same configuration.
+  FitConfig c;
+  c.cont_deg = 5;
+  c.default_R["sdss"] = 2200;
+  c.mask_bands_A = {{7590, 7700}};
+  const FitConfig back = load_fit_config(write_yaml("dump", dump_fit_config(c)));
+  CHECK(back.cont_deg == 5);
+  CHECK(back.default_R.at("sdss") == 2200);
+  CHECK(back.mask_bands_A == c.mask_bands_A);
+  CHECK(dump_fit_config(back) == dump_fit_config(c));
+}
+
+TEST_CASE("one file may hold every section, and each command reads its own", "[config]") {
+  const auto path = write_yaml("all",
+                               "fit:\n  vmin_kms: -600\n  vmax_kms: 600\n"
+                               "select:\n  min_sn: 2.0\n"
+                               "templates:\n  n_components: 30\n");
+  CHECK(load_fit_config(path).vmin_kms == -600);
+  SelectConfig sel;
+  load_select_config(path, sel);
+  CHECK(sel.min_sn == 2.0);
+  CHECK(load_build_config(path).n_components == 30);
+  CHECK_NOTHROW(load_fit_config(write_yaml("empty", "")));
+}
+
+TEST_CASE("default_R entries override their format's default and keep the others", "[config]") {
+  const FitConfig c = load_fit_config(write_yaml("R", "fit:\n  default_R: {sdss: 2200}\n"));
+  CHECK(c.default_R.at("sdss") == 2200);
+  CHECK(c.default_R.at("desi") == FitConfig{}.default_R.at("desi"));  // not dropped
+  CHECK_THROWS_WITH(load_fit_config(write_yaml("Rbad", "fit:\n  default_R: {lamost_dr8: 1}\n")),
+                    Contains("fit.default_R.lamost_dr8: unknown input format (did you mean "
+                             "lamost-dr8?)"));
+}
