@@ -7,7 +7,8 @@ set -euo pipefail
 source "$VELOX_SOURCE_DIR/tests/integration/common.sh"
 itest_setup plot_fit
 S=$VELOX_DATA_DIR/spectra
-dr8=$(ls "$S"/lamost_dr8/fits/*.fits.gz | head -n 1)
+dr8s=("$S"/lamost_dr8/fits/*.fits.gz)  # (not `ls | head`: SIGPIPE under pipefail)
+dr8=${dr8s[0]}
 dr10=$S/lamost_dr10_pylasp/fits/3703110.fits
 boss=$(velox_boss_star)
 desi=$S/desi_lamost/coadd-lamost-dr10.fits
