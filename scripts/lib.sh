@@ -25,14 +25,15 @@ velox_build() {
 }
 
 # velox_build_sanitize BUILD_DIR: the sanitizer build (clang, ASan+UBSan, RelWithDebInfo, CUDA
-# off) with the libFuzzer harnesses (-DVELOX_FUZZ=ON): velox, the unit tests and
+# off, no Python module: a sanitized extension cannot load into an uninstrumented interpreter)
+# with the libFuzzer harnesses (-DVELOX_FUZZ=ON): velox, the unit tests and
 # BUILD_DIR/fuzz/velox_fuzz_<target>. Used by scripts/test-sanitize.sh and scripts/fuzz.sh.
 velox_build_sanitize() {
   local build_dir="$1" gen=()
   if [[ ! -f "$build_dir/CMakeCache.txt" ]] && command -v ninja >/dev/null; then gen=(-G Ninja); fi
   CC=clang CXX=clang++ cmake -S "$VELOX_REPO" -B "$build_dir" "${gen[@]}" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVELOX_CUDA=OFF -DVELOX_SANITIZE=address,undefined \
-    -DVELOX_FUZZ=ON -DVELOX_DATA_DIR="$VELOX_DATA_DIR"
+    -DVELOX_FUZZ=ON -DVELOX_PYTHON=OFF -DVELOX_DATA_DIR="$VELOX_DATA_DIR"
   cmake --build "$build_dir" --parallel "$(nproc)"
 }
 
