@@ -226,10 +226,6 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     ++all.n_arms;
   }
   set_segments(ctx, all, &row.FIT_INFO);
-  if (cfg.classify && !lib.classes.empty())
-    p.cls = rebin_for_classes(arms, cfg.mask_bands_A);
-  else
-    row.FIT_INFO |= info::kNoClassification;
   row.NPIX_TOT = static_cast<int32_t>(all.flux.size());
   if (row.NPIX_TOT < cfg.min_pixels || all.n_arms == 0) {
     note(fmt::format("only {} usable pixels (need {})", row.NPIX_TOT, cfg.min_pixels));
@@ -241,6 +237,11 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     for (size_t i = 0; i < sn.size(); ++i) sn[i] = all.flux[i] * std::sqrt(all.ivar[i]);
     row.SN = median(sn);
   }
+  // Rebinned for the classification only when the spectrum will be fitted.
+  if (cfg.classify && !lib.classes.empty())
+    p.cls = rebin_for_classes(arms, cfg.mask_bands_A);
+  else
+    row.FIT_INFO |= info::kNoClassification;
   p.ready = true;
   return p;
 }
