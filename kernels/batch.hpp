@@ -28,6 +28,7 @@ struct BatchSpectrum {
   int n_seg = 0;             // velocity segments (FitData::seg_*)
   int seg_start[kMaxSeg + 1] = {};
   int seg_arm[kMaxSeg] = {};
+  int fit_vsini = 0;  // FitData::fit_vsini
 };
 
 struct BatchView {
@@ -36,7 +37,7 @@ struct BatchView {
   PipelineConfig cfg;
   int n_ccf = 0;                           // coarse CCF templates per model
   const double* ccf_labels = nullptr;      // [n_ccf][L]
-  int np = 0;                              // 1 + L
+  int np = 0;                              // n_fit_params(L, 1) = 2 + L (VSINI column)
   int n_out = 0;                           // max(ccf_lags(cfg, grid), 7)
   const float* const* basis = nullptr;     // [n_models] -> [n_tpix][K+1]
   const float* const* ccf_tmpl = nullptr;  // [n_models] -> [n_ccf][n_tpix]
@@ -62,6 +63,8 @@ struct BatchView {
   int* t0 = nullptr;                 // [n_slots][slot_pix]
   double* Tf = nullptr;              // [n_slots][slot_full]
   double* dTf = nullptr;             // [n_slots][slot_full][np]
+  long long slot_grid = 0;           // template-grid rows per slot (0: no rotated model)
+  double* Tg = nullptr;              // [n_slots][slot_grid][np] rotated model's grid scratch
   double* ccf = nullptr;             // [n_slots][n_out]
   double* acc = nullptr;             // [n_slots][8 * n_out]
   double* emu = nullptr;             // [n_slots][emulator_scratch_size(em)]
@@ -80,6 +83,7 @@ VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d
   d->n_seg = bs.n_seg;
   for (int k = 0; k <= kMaxSeg; ++k) d->seg_start[k] = bs.seg_start[k];
   for (int k = 0; k < kMaxSeg; ++k) d->seg_arm[k] = bs.seg_arm[k];
+  d->fit_vsini = bs.fit_vsini;
   d->lnlam = b.lnlam + o;
   d->xleg = b.xleg + o;
   d->xleg_scale = 1.0;
@@ -105,6 +109,7 @@ VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d
   const long long p = (long long)slot * b.slot_pix, f = (long long)slot * b.slot_full;
   d->Tf = b.Tf ? b.Tf + f : nullptr;
   d->dTf = b.dTf ? b.dTf + f * b.np : nullptr;
+  d->Tg = b.Tg && b.slot_grid > 0 ? b.Tg + (long long)slot * b.slot_grid * b.np : nullptr;
   sc->T = b.T + p;
   sc->dT = b.dT + p * b.np;
   sc->fn = b.fn + p;

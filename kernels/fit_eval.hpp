@@ -5,11 +5,18 @@
 // For fixed (v, labels) the continuum a is the weighted least-squares solution. The gradient of
 // the profiled chi^2 is J^T W r (A^T W r = 0 at the optimum a) and its Gauss-Newton Hessian is the
 // Schur complement H = J^T W J - C^T G^-1 C, with A_ij = Leg_j T_i, G = A^T W A, C = A^T W J.
-// Its inverse is the covariance of (v, labels) marginalised over the continuum.
-// Parameters theta = [VRAD km/s, label_0 .. label_{L-1}]. Pixels are the good ones only.
+// Its inverse is the covariance of (v, labels[, vsini]) marginalised over the continuum.
+// Parameters theta = [VRAD km/s, label_0 .. label_{L-1}, VSINI km/s] (src/fit/params.hpp is the
+// table): VSINI sits at index 1 + L and is fitted (a Jacobian column) only when w->fit_vsini;
+// otherwise it is held at theta[1 + L]. Rotation: T(u) is replaced by its convolution with the
+// Gray rotation kernel on the template grid (convolve.hpp rotation_weights). Both the rotation
+// and the arm's Gaussian LSF (folded into the basis) are convolutions in ln lambda, so applying
+// the rotation to the LSF-convolved basis equals applying it before the LSF; with a resolution
+// matrix it is applied on the template grid before the matrix. Pixels are the good ones only.
 #pragma once
 #include <cmath>
 
+#include "kernels/convolve.hpp"
 #include "kernels/emulator_eval.hpp"
 #include "kernels/hd.hpp"
 #include "kernels/linalg.hpp"
@@ -21,7 +28,13 @@ namespace velox::kern {
 constexpr int kMaxArms = 4;
 constexpr int kMaxSeg = kMaxArms;  // velocity segments (per-arm VRAD): one per arm, or B/R halves
 constexpr int kMaxCont = 16;       // continuum coefficients per arm (degree <= 15)
-constexpr int kMaxParams = 1 + kMaxLabels;
+constexpr int kMaxParams = 2 + kMaxLabels;  // VRAD, labels, VSINI
+constexpr int kMaxRotHalf = 40;            // rotation kernel half-width, template pixels
+constexpr int kMaxRotTaps = 2 * kMaxRotHalf + 1;
+
+// Index of VSINI in theta for L labels, and the number of fitted parameters.
+VX_HD VX_INLINE int vsini_index(int n_label) { return 1 + n_label; }
+VX_HD VX_INLINE int n_fit_params(int n_label, int fit_vsini) { return 1 + n_label + (fit_vsini ? 1 : 0); }
 
 // The template grid: uniform in ln(lambda_vac / A).
 struct GridView {
@@ -56,11 +69,16 @@ struct FitData {
   const int* full_idx = nullptr;  // [n_pix] index of each used pixel in its arm's grid
   double* Tf = nullptr;           // scratch [sum n_full] template on the full grids
   double* dTf = nullptr;          // scratch [sum n_full][np]
+  // Scratch [n_tpix][np] for the rotated model: the template (and its label derivatives) on the
+  // grid rows an arm spans, computed once per evaluation. nullptr: per-pixel sums instead.
+  double* Tg = nullptr;
   // Velocity segments (per-arm VRAD with the labels fixed): segment s owns the used pixels
   // [seg_start[s], seg_start[s+1]), all inside arm seg_arm[s]. n_seg == 0: none.
   int n_seg = 0;
   int seg_start[kMaxSeg + 1] = {};
   int seg_arm[kMaxSeg] = {};
+  // 1: the instrument resolves rotation here, VSINI is fitted (with PipelineConfig::fit_vsini).
+  int fit_vsini = 0;
 };
 
 // The pixels of segment s as a one-arm FitData (pointers into d; the continuum is profiled over
@@ -89,6 +107,8 @@ VX_HD VX_INLINE FitData segment_view(const FitData& d, int s) {
   v.full_idx = d.full_idx ? d.full_idx + i0 : nullptr;
   v.Tf = d.Tf;
   v.dTf = d.dTf;
+  v.Tg = d.Tg;
+  v.fit_vsini = d.fit_vsini;
   return v;
 }
 
@@ -114,6 +134,14 @@ struct EvalWork {
   double cont[kMaxArms][kMaxCont];              // profiled continuum coefficients per arm
   double red[kMaxCont * kMaxCont + kMaxCont];   // reduction buffer
   double* emu;  // emulator scratch (emulator_scratch_size doubles); nullptr: serial coefficients
+  // The model's rotation: fit_vsini = 1 adds the VSINI Jacobian column; limb_eps is the linear
+  // limb-darkening coefficient of the Gray profile. rot/drot: the kernel at the last evaluation's
+  // VSINI (rot_half = M taps each side, 0 = identity) and its derivative per km/s.
+  int fit_vsini = 0;
+  double limb_eps = 0.6;
+  int rot_half = 0;
+  double rot[kMaxRotTaps];
+  double drot[kMaxRotTaps];
   double chi2;
   double chi2_arm[kMaxArms];  // chi^2 per arm
   double grad[kMaxParams];
@@ -174,15 +202,16 @@ VX_HD void emulator_coeffs_into(const Team& team, const EmulatorView& em, const 
   }
 }
 
-// Template value and derivatives at every pixel: T[n_pix], dT[n_pix][np] (np = 1 + L),
-// dT[.][0] = dT/dv, dT[.][1+l] = dT/dlabel_l. With em == nullptr, T = 1 (continuum-only model).
+// Template value and derivatives at every pixel: T[n_pix], dT[n_pix][np] with
+// np = n_fit_params(L, w->fit_vsini): dT[.][0] = dT/dv, dT[.][1+l] = dT/dlabel_l and, when VSINI
+// is fitted, dT[.][1+L] = dT/dvsini. With em == nullptr, T = 1 (continuum-only model).
 // VOnly: the velocity column alone (np = 1), for fits of v with the labels fixed: the emulator
 // coefficients are not recomputed, w->c must hold those of theta's labels (emulator_coeffs_into).
 template <bool VOnly = false, class Team>
 VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const GridView& g,
                               const FitData& d, const double* theta, bool need_jac, EvalWork* w,
                               double* T, double* dT) {
-  const int np = em && !VOnly ? 1 + em->n_label : 1;
+  const int np = em && !VOnly ? n_fit_params(em->n_label, w->fit_vsini) : 1;
   if (!em) {
     team.for_each(d.n_pix, [&](int i) {
       T[i] = 1.0;
@@ -193,6 +222,13 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
   }
   if (!VOnly) emulator_coeffs_into(team, *em, theta + 1, w);
   const int K1 = em->n_comp, L = em->n_label;
+  const bool jac_vsini = !VOnly && w->fit_vsini;
+  team.single([&] {
+    w->rot_half = rotation_weights(theta[vsini_index(L)], w->limb_eps, g.dlnlam, kMaxRotHalf,
+                                   w->rot, w->drot);
+  });
+  team.sync();
+  const int M = w->rot_half;
   const double lnd = ln_doppler(theta[0]);
   const double du_dv = -dln_doppler_dv(theta[0]) / g.dlnlam;
   // Template (and derivatives) at one ln(lambda): t and dt[np].
@@ -222,7 +258,62 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
       dt_out[0] = dtu * du_dv;
       if (!VOnly)
         for (int l = 0; l < L; ++l) dt_out[1 + l] = dl[l];
+      if (jac_vsini) dt_out[1 + L] = 0.0;  // the identity kernel does not change with vsini
     }
+  };
+  // The same with the rotation kernel: the cubic stencil convolved with the M-tap kernel spans
+  // the 2M + 4 grid rows t0 - 1 - M .. t0 + 2 + M (clamped at the grid's ends). fetch(row, &bc,
+  // bdc) gives a row's template B_r.c and label derivatives B_r.dc_l, which are weighted by the
+  // combined weights sum_tap wt[tap] rot[r - tap] (value), dwt (velocity) and drot (vsini).
+  auto model_at_rot = [&](double lnlam, double* t_out, double* dt_out, auto fetch) {
+    int t0;
+    double f;
+    grid_stencil(g, lnlam, lnd, &t0, &f);
+    double wt[4], dwt[4];
+    cubic_weights(f, wt, dwt);
+    double t = 0.0, dtu = 0.0, dvs = 0.0, dl[kMaxLabels] = {0.0, 0.0, 0.0, 0.0};
+    const int R = 2 * M + 4;
+    for (int r = 0; r < R; ++r) {
+      double cw = 0.0, cdw = 0.0, cvw = 0.0;
+      for (int tap = 0; tap < 4; ++tap) {
+        const int m = r - tap;  // kernel index (0 .. 2M)
+        if (m < 0 || m > 2 * M) continue;
+        cw += wt[tap] * w->rot[m];
+        cdw += dwt[tap] * w->rot[m];
+        cvw += wt[tap] * w->drot[m];
+      }
+      int row = t0 - 1 - M + r;
+      row = row < 0 ? 0 : (row > g.n_tpix - 1 ? g.n_tpix - 1 : row);
+      double bc, bdc[kMaxLabels];
+      fetch(row, &bc, bdc);
+      t += cw * bc;
+      if (need_jac) {
+        dtu += cdw * bc;
+        dvs += cvw * bc;
+        if (!VOnly)
+          for (int l = 0; l < L; ++l) dl[l] += cw * bdc[l];
+      }
+    }
+    *t_out = t;
+    if (need_jac) {
+      dt_out[0] = dtu * du_dv;
+      if (!VOnly)
+        for (int l = 0; l < L; ++l) dt_out[1 + l] = dl[l];
+      if (jac_vsini) dt_out[1 + L] = dvs;
+    }
+  };
+  const bool label_jac = need_jac && !VOnly;
+  // A row's products from the basis directly (per pixel) ...
+  auto row_products = [&](const float* B, int row, double* bc, double* bdc) {
+    const float* br = B + (size_t)row * K1;
+    double c0 = 0.0, dl0[kMaxLabels] = {0.0, 0.0, 0.0, 0.0};
+    for (int k = 0; k < K1; ++k) {
+      c0 += w->c[k] * br[k];
+      if (label_jac)
+        for (int l = 0; l < L; ++l) dl0[l] += w->dc[l * K1 + k] * br[k];
+    }
+    *bc = c0;
+    for (int l = 0; l < L; ++l) bdc[l] = dl0[l];
   };
   for (int a = 0; a < d.n_arms; ++a) {
     // Without a matrix the model is evaluated at the used pixels directly; with one, on the
@@ -234,7 +325,41 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
     double* t_out = rm ? d.Tf + d.full_off[a] : T + i0;
     double* dt_out = rm ? d.dTf + (size_t)d.full_off[a] * np : dT + (size_t)i0 * np;
     const float* B = d.basis[a];
-    team.for_each(n_eval, [&](int j) { model_at(B, ll[j], &t_out[j], &dt_out[j * np]); });
+    if (M == 0) {
+      team.for_each(n_eval, [&](int j) { model_at(B, ll[j], &t_out[j], &dt_out[j * np]); });
+    } else if (d.Tg) {
+      // ... or once per grid row the arm spans, into d.Tg (each row serves the 2M + 4 stencils
+      // that touch it: fewer products when pixels are closer than 2M + 4 rows).
+      int ta, tb;
+      double fa;
+      grid_stencil(g, ll[0], lnd, &ta, &fa);
+      grid_stencil(g, ll[n_eval - 1], lnd, &tb, &fa);
+      const int lo_t = ta < tb ? ta : tb, hi_t = ta < tb ? tb : ta;
+      const int r0 = lo_t - 1 - M > 0 ? lo_t - 1 - M : 0;
+      const int r1 = hi_t + 2 + M < g.n_tpix - 1 ? hi_t + 2 + M : g.n_tpix - 1;
+      double* Tg = d.Tg;
+      team.for_each(r1 - r0 + 1, [&](int rr) {
+        const int row = r0 + rr;
+        double bdc[kMaxLabels];
+        row_products(B, row, &Tg[(size_t)row * np], bdc);
+        if (label_jac)
+          for (int l = 0; l < L; ++l) Tg[(size_t)row * np + 1 + l] = bdc[l];
+      });
+      team.sync();
+      team.for_each(n_eval, [&](int j) {
+        model_at_rot(ll[j], &t_out[j], &dt_out[j * np], [&](int row, double* bc, double* bdc) {
+          *bc = Tg[(size_t)row * np];
+          if (label_jac)
+            for (int l = 0; l < L; ++l) bdc[l] = Tg[(size_t)row * np + 1 + l];
+        });
+      });
+      team.sync();  // Tg is reused by the next arm
+    } else {
+      team.for_each(n_eval, [&](int j) {
+        model_at_rot(ll[j], &t_out[j], &dt_out[j * np],
+                     [&](int row, double* bc, double* bdc) { row_products(B, row, bc, bdc); });
+      });
+    }
     if (!rm) continue;
     team.sync();
     team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {

@@ -1,6 +1,7 @@
 // The whole fit of ONE spectrum as a team kernel: pseudo-normalisation → CCF over the coarse
-// templates → chi^2 grid → Levenberg-Marquardt from the best starts → one re-fit after clipping
-// outliers → per-arm chi^2 and the continuum-only chi^2. The CPU backend runs it with SerialTeam
+// templates → chi^2 grid → Levenberg-Marquardt from the best starts (VSINI held at 0) → with
+// VSINI fitted, one LM with VSINI free from the best start → one re-fit after clipping outliers →
+// per-arm chi^2, the continuum-only chi^2, the VSINI upper limit of slow rotators. The CPU backend runs it with SerialTeam
 // (src/backend/cpu), the CUDA backend with one warp per spectrum (src/backend/cuda). Host code
 // does the masking/packing before and the flags after; everything numerical is here.
 #pragma once
@@ -20,7 +21,14 @@ struct PipelineConfig {
   int n_starts = 2, n_ccf_use = 16, lag_step = 2;
   double clip_sigma = 5.0;
   int seg_max_iter = 6;  // Gauss-Newton steps per velocity segment; 0 = no per-arm velocities
-  LMConfig lm;           // max_iter and the box (lo/hi) for [v, labels]
+  // VSINI (theta[1 + L]): fitted when fit_vsini, starting from vsini_start km/s (where the
+  // kernel already has a slope: at 0 its derivative vanishes); limb_eps is the Gray profile's
+  // limb darkening. Slow rotators: not detected when chi^2(VSINI = 0) - chi^2 < vsini_detect_dchi2
+  // x max(1, chi^2/dof); the upper limit is where chi^2 rises by vsini_upper_dchi2 x that scale.
+  int fit_vsini = 0;
+  double vsini_start = 60.0, limb_eps = 0.6;
+  double vsini_detect_dchi2 = 4.0, vsini_upper_dchi2 = 2.71;
+  LMConfig lm;  // max_iter and the box (lo/hi) for [v, labels, vsini]
 };
 
 // Global-memory scratch of one spectrum (n = FitData::n_pix, np = 1 + L, n_out = ccf_lags()).
@@ -61,6 +69,8 @@ struct PipelineResult {
   double v_seg[kMaxSeg];      // per-segment VRAD with the labels fixed (NaN: not measured), km/s
   double v_seg_err[kMaxSeg];  // its statistical error (1 / sqrt of the profiled Hessian), km/s
   int n_clipped;              // pixels clipped before the re-fit
+  double vsini_upper;         // km/s: upper limit when VSINI is fitted but not detected, else NaN
+  double dchi2_vsini0;        // chi^2(VSINI = 0, rest at best) - chi^2 (NaN if VSINI not fitted)
 };
 
 // Velocity of every segment of d (an arm, or a blue/red half) with the labels held at theta:
@@ -72,7 +82,7 @@ template <class Team>
 VX_HD VX_NOINLINE void segment_velocities(const Team& team, const EmulatorView& em, const GridView& g,
                               const FitData& d, const PipelineConfig& cfg, const double* theta,
                               EvalWork* w, double* T, double* dT, PipelineResult* out) {
-  const int np = 1 + em.n_label;
+  const int np = kMaxParams;  // every theta entry (VSINI too) is copied; only v is stepped
   if (d.n_seg > 0 && cfg.seg_max_iter > 0) emulator_coeffs_into(team, em, theta + 1, w);
   for (int s = 0; s < kMaxSeg; ++s) {
     double v = NAN, err = NAN;
@@ -115,6 +125,68 @@ VX_HD VX_NOINLINE void segment_velocities(const Team& team, const EmulatorView& 
   }
 }
 
+// Slow rotators: chi^2 at VSINI = 0 (the rest at the best fit) against the best chi^2; when the
+// difference is below the detection threshold, the upper limit is where chi^2 (the rest held,
+// a conditional rather than a profile limit) rises by vsini_upper_dchi2 above the best: brackets
+// doubling from best + 25 km/s, then two regula-falsi steps and a final interpolation. Both
+// thresholds scale with max(1, chi^2/dof) so that model mismatch does not shrink the limit.
+// Needs out->npix and sh->best; leaves w, sc.T describing the last trial point.
+template <class Team>
+VX_HD VX_NOINLINE void vsini_upper_limit(const Team& team, const EmulatorView& em,
+                                         const GridView& g, const FitData& d,
+                                         const PipelineConfig& cfg, PipelineShared* sh,
+                                         const PipelineScratch& sc, PipelineResult* out) {
+  EvalWork* w = &sh->w;
+  const int L = em.n_label, vs = vsini_index(L);
+  const int dof = out->npix - n_fit_params(L, 1) - d.n_arms * (cfg.cont_deg + 1);
+  const double scale = dof > 0 ? fmax(1.0, sh->best.chi2 / dof) : 1.0;
+  const double chi2_best = sh->best.chi2, vmax = cfg.lm.hi[vs];
+  double th[kMaxParams];
+  for (int q = 0; q < kMaxParams; ++q) th[q] = sh->best.theta[q];
+  auto dchi2_at = [&](double vsini) {
+    th[vs] = vsini;
+    return evaluate(team, &em, g, d, cfg.cont_deg, th, false, w, sc.T, sc.dT) ? w->chi2 - chi2_best
+                                                                             : INFINITY;
+  };
+  const double d0 = dchi2_at(0.0);
+  double upper = NAN;
+  if (d0 < cfg.vsini_detect_dchi2 * scale) {
+    // Bracket [lo, hi] of the crossing (hi doubling), then regula falsi twice: chi^2 is smooth
+    // and monotonic above the best VSINI, so the linear interpolation in the last bracket is
+    // good to a few percent of the bracket (docs/vsini.md).
+    const double target = cfg.vsini_upper_dchi2 * scale;
+    double lo = fmax(sh->best.theta[vs], 0.0), hi = fmin(lo + 25.0, vmax);
+    double dlo = 0.0, dhi = dchi2_at(hi);
+    while (dhi < target && hi < vmax) {
+      lo = hi;
+      dlo = dhi;
+      hi = fmin(2.0 * hi, vmax);
+      dhi = dchi2_at(hi);
+    }
+    if (dhi < target) {
+      upper = vmax;  // not constrained inside the box
+    } else {
+      for (int b = 0; b < 2; ++b) {
+        const double x = lo + (target - dlo) / (dhi - dlo) * (hi - lo);
+        const double dx = dchi2_at(x);
+        if (dx < target) {
+          lo = x;
+          dlo = dx;
+        } else {
+          hi = x;
+          dhi = dx;
+        }
+      }
+      upper = lo + (target - dlo) / (dhi - dlo) * (hi - lo);
+    }
+  }
+  team.single([&] {
+    out->dchi2_vsini0 = d0;
+    out->vsini_upper = upper;
+  });
+  team.sync();
+}
+
 // Number of coarse CCF lags for the velocity range (template pixels, step lag_step).
 VX_HD VX_INLINE int ccf_lag_lo(const PipelineConfig& c, const GridView& g) {
   return (int)floor(ln_doppler(c.vmin_kms) / g.dlnlam);
@@ -135,7 +207,14 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
   const int L = em.n_label;
   EvalWork* w = &sh->w;
   if (n_ccf > kMaxCcfTemplates) n_ccf = kMaxCcfTemplates;
-  team.single([&] { w->emu = sc.emu; });
+  const int vs = vsini_index(L);
+  team.single([&] {
+    w->emu = sc.emu;
+    w->fit_vsini = 0;
+    w->limb_eps = cfg.limb_eps;
+    out->vsini_upper = NAN;
+    out->dchi2_vsini0 = NAN;
+  });
   team.sync();
   // ---- CCF ---------------------------------------------------------------------------------
   pseudo_normalise(team, d, cfg.ccf_cont_deg, 4, w, sc.fn, sc.wts);
@@ -220,6 +299,7 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
     team.single([&] {
       sh->cur.theta[0] = v_ccf;
       for (int l = 0; l < L; ++l) sh->cur.theta[1 + l] = ccf_labels[sh->grid_idx[s] * L + l];
+      for (int q = 1 + L; q < kMaxParams; ++q) sh->cur.theta[q] = 0.0;  // VSINI held at 0
     });
     team.sync();
     lm_fit(team, em, g, d, cfg.cont_deg, cfg.lm, &sh->cur, w, sc.T, sc.dT);
@@ -232,6 +312,22 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
     team.single([&] { out->status = kPipeFitFailed; });
     team.sync();
     return;
+  }
+  const bool fit_vs = cfg.fit_vsini && d.fit_vsini;
+  if (fit_vs) {
+    // VSINI free, from the best start: kept if it lowers chi^2 (else VSINI = 0 stays, with no
+    // VSINI variance: the kernel is the identity there).
+    team.single([&] {
+      w->fit_vsini = 1;
+      sh->cur = sh->best;
+      sh->cur.theta[vs] = cfg.vsini_start;
+    });
+    team.sync();
+    lm_fit(team, em, g, d, cfg.cont_deg, cfg.lm, &sh->cur, w, sc.T, sc.dT);
+    team.single([&] {
+      if (sh->cur.status != kLMEvalFailed && sh->cur.chi2 < sh->best.chi2) sh->best = sh->cur;
+    });
+    team.sync();
   }
   if (cfg.clip_sigma > 0) {
     evaluate(team, &em, g, d, cfg.cont_deg, sh->best.theta, false, w, sc.T, sc.dT);
@@ -276,6 +372,7 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
   evaluate(team, (const EmulatorView*)nullptr, g, d, cfg.cont_deg, theta0, false, w, sc.T, sc.dT);
   team.single([&] { out->chi2_c = w->ok ? w->chi2 : NAN; });
   team.sync();
+  if (fit_vs) vsini_upper_limit(team, em, g, d, cfg, sh, sc, out);
   segment_velocities(team, em, g, d, cfg, sh->best.theta, w, sc.T, sc.dT, out);
   team.single([&] {
     int n = 0;

@@ -1,4 +1,4 @@
-// Levenberg-Marquardt refinement of theta = [VRAD, labels] for ONE spectrum, on the profiled
+// Levenberg-Marquardt refinement of theta = [VRAD, labels[, VSINI]] for ONE spectrum, on the profiled
 // chi^2 of fit_eval.hpp, with box constraints (projection onto [lo, hi]) and Marquardt's diagonal
 // scaling. Every worker of the team runs the same control flow on shared scalars.
 // Source: Marquardt (1963); Press et al., Numerical Recipes 3rd ed., sec. 15.5.2.
@@ -26,7 +26,8 @@ enum LMStatus : int {
 struct LMState {
   double theta[kMaxParams];
   double chi2;
-  double cov[kMaxParams * kMaxParams];  // inverse Hessian at the optimum (NaN if singular)
+  double cov[kMaxParams * kMaxParams];  // inverse Hessian at the optimum [np][np] (NaN if singular)
+  int np;                               // fitted parameters: cov's size (theta[0 .. np-1])
   int niter;
   int status;
   int hess_ok;
@@ -38,7 +39,7 @@ template <bool VOnly = false, class Team>
 VX_HD int evaluate(const Team& team, const EmulatorView* em, const GridView& g, const FitData& d,
                    int cont_deg, const double* theta, bool need_jac, EvalWork* w, double* T,
                    double* dT) {
-  const int np = em && !VOnly ? 1 + em->n_label : 1;
+  const int np = em && !VOnly ? n_fit_params(em->n_label, w->fit_vsini) : 1;
   template_at_pixels<VOnly>(team, em, g, d, theta, need_jac, w, T, dT);
   profile_continuum(team, d, cont_deg, np, need_jac, T, dT, w);
   return w->ok;
@@ -50,11 +51,12 @@ template <class Team>
 VX_HD void lm_fit(const Team& team, const EmulatorView& em, const GridView& g, const FitData& d,
                   int cont_deg, const LMConfig& cfg, LMState* st, EvalWork* w, double* T,
                   double* dT) {
-  const int np = 1 + em.n_label;
+  const int np = n_fit_params(em.n_label, w->fit_vsini);
   // Shared scalars live in *st and *w; locals below are identical on every worker.
   double grad[kMaxParams], hess[kMaxParams * kMaxParams], trial[kMaxParams];
   st->niter = 0;
   st->hess_ok = 0;
+  st->np = np;
   if (!evaluate(team, &em, g, d, cont_deg, st->theta, true, w, T, dT)) {
     st->status = kLMEvalFailed;
     st->chi2 = NAN;
@@ -70,18 +72,48 @@ VX_HD void lm_fit(const Team& team, const EmulatorView& em, const GridView& g, c
   for (; it < cfg.max_iter; ++it) {
     // Damped normal equations (H + lambda diag H) delta = grad.
     double a[kMaxParams * kMaxParams], delta[kMaxParams];
-    for (int q = 0; q < np * np; ++q) a[q] = hess[q];
-    for (int q = 0; q < np; ++q) {
-      a[q * np + q] += lambda * fmax(hess[q * np + q], 1e-12);
-      delta[q] = grad[q];
+    // Parameters held this step: those the model does not depend on here (zero Hessian row:
+    // VSINI below half a template pixel), and those at a bound that the step would push further
+    // out (active set: solving for them and then clipping would tilt the other parameters'
+    // step and stall LM at a point that is not the constrained minimum). Bit q of `held`.
+    int held = 0;
+    for (int q = 0; q < np; ++q)
+      if (!(hess[q * np + q] > 0.0)) held |= 1 << q;
+    bool solved = false;
+    for (int pass = 0; pass <= np; ++pass) {
+      for (int q = 0; q < np * np; ++q) a[q] = hess[q];
+      for (int q = 0; q < np; ++q) {
+        a[q * np + q] += lambda * fmax(hess[q * np + q], 1e-12);
+        delta[q] = grad[q];
+      }
+      for (int q = 0; q < np; ++q)
+        if (held & (1 << q)) {
+          for (int s = 0; s < np; ++s) a[q * np + s] = a[s * np + q] = 0.0;
+          a[q * np + q] = 1.0;
+          delta[q] = 0.0;
+        }
+      if (!cholesky(a, np)) break;
+      cholesky_solve(a, np, delta);
+      solved = true;
+      int more = 0;
+      for (int q = 0; q < np; ++q) {
+        const double t = st->theta[q] + delta[q];
+        if (!(held & (1 << q)) && ((t < cfg.lo[q] && st->theta[q] <= cfg.lo[q]) ||
+                                   (t > cfg.hi[q] && st->theta[q] >= cfg.hi[q])))
+          more |= 1 << q;
+      }
+      if (!more) break;
+      held |= more;
+      solved = false;
     }
-    if (!cholesky(a, np)) {
+    if (!solved) {
       lambda *= 10.0;
       if (lambda > 1e12) break;
       continue;
     }
-    cholesky_solve(a, np, delta);
-    for (int q = 0; q < np; ++q) trial[q] = fmin(fmax(st->theta[q] + delta[q], cfg.lo[q]), cfg.hi[q]);
+    // Parameters beyond np (VSINI when it is not fitted) keep their values.
+    for (int q = 0; q < kMaxParams; ++q)
+      trial[q] = q < np ? fmin(fmax(st->theta[q] + delta[q], cfg.lo[q]), cfg.hi[q]) : st->theta[q];
     const int ok = evaluate(team, &em, g, d, cont_deg, trial, true, w, T, dT);
     w_at_best = false;
     if (ok && w->chi2 <= chi2) {
@@ -115,14 +147,36 @@ VX_HD void lm_fit(const Team& team, const EmulatorView& em, const GridView& g, c
   team.single([&] {
     st->chi2 = w->chi2;
     st->niter = it;
+    st->np = np;
     st->status = status;
-    double l[kMaxParams * kMaxParams];
-    for (int q = 0; q < np * np; ++q) l[q] = w->hess[q];
-    st->hess_ok = cholesky(l, np) ? 1 : 0;
-    if (st->hess_ok)
-      cholesky_inverse(l, np, st->cov);
-    else
+    // A parameter the data do not constrain at all (a zero Hessian row: VSINI below half a
+    // template pixel, where the kernel is the identity) is left out of the inversion and gets
+    // a NaN variance; the others are marginalised over the rest as usual.
+    // (The inverse is written [nu][nu] into st->cov, then spread out to [np][np] from the last
+    // element down: target indices are never below their source, so no second array.)
+    int use[kMaxParams], nu = 0;
+    for (int q = 0; q < np; ++q)
+      if (q != vsini_index(em.n_label) || w->hess[q * np + q] > 0.0) use[nu++] = q;
+    double* l = hess;  // the loop's copy of the Hessian is done with: reuse it (GPU stack)
+    for (int a = 0; a < nu; ++a)
+      for (int b = 0; b < nu; ++b) l[a * nu + b] = w->hess[use[a] * np + use[b]];
+    st->hess_ok = cholesky(l, nu) ? 1 : 0;
+    if (st->hess_ok) {
+      cholesky_inverse(l, nu, st->cov);
+      for (int a = nu - 1; a >= 0; --a)
+        for (int b = nu - 1; b >= 0; --b) {
+          st->cov[use[a] * np + use[b]] = st->cov[a * nu + b];
+        }
+      for (int q = 0; q < np * np; ++q) {
+        // Entries of left-out parameters were never written above: NaN them.
+        const int a = q / np, b = q % np;
+        bool in_a = false, in_b = false;
+        for (int k = 0; k < nu; ++k) in_a = in_a || use[k] == a, in_b = in_b || use[k] == b;
+        if (!(in_a && in_b)) st->cov[q] = NAN;
+      }
+    } else {
       for (int q = 0; q < np * np; ++q) st->cov[q] = NAN;
+    }
   });
   team.sync();
 }

@@ -7,7 +7,8 @@ namespace velox {
 
 void SlotScratch::ensure(int n, const SlotSizes& s) {
   if (n <= n_slots && s.slot_pix <= sizes.slot_pix && s.slot_full <= sizes.slot_full &&
-      s.np <= sizes.np && s.n_out <= sizes.n_out && s.emu <= sizes.emu)
+      s.np <= sizes.np && s.n_out <= sizes.n_out && s.emu <= sizes.emu &&
+      s.slot_grid <= sizes.slot_grid)
     return;
   n_slots = std::max(n, n_slots);
   sizes.slot_pix = std::max(s.slot_pix, sizes.slot_pix);
@@ -15,6 +16,7 @@ void SlotScratch::ensure(int n, const SlotSizes& s) {
   sizes.np = std::max(s.np, sizes.np);
   sizes.n_out = std::max(s.n_out, sizes.n_out);
   sizes.emu = std::max(s.emu, sizes.emu);
+  sizes.slot_grid = std::max(s.slot_grid, sizes.slot_grid);
   const size_t ns = static_cast<size_t>(n_slots), p = ns * sizes.slot_pix;
   const size_t f = ns * sizes.slot_full;
   T.assign(p, 0.0);
@@ -25,6 +27,7 @@ void SlotScratch::ensure(int n, const SlotSizes& s) {
   t0.assign(p, 0);
   Tf.assign(f, 0.0);
   dTf.assign(f * sizes.np, 0.0);
+  Tg.assign(ns * sizes.slot_grid * sizes.np, 0.0);
   ccf.assign(ns * sizes.n_out, 0.0);
   acc.assign(ns * 8 * sizes.n_out, 0.0);
   emu.assign(ns * std::max<long long>(sizes.emu, 1), 0.0);
@@ -51,7 +54,7 @@ HostBatch::HostBatch(const std::vector<const PreparedSpectrum*>& specs, const Te
   full_idx.reserve(n_pix);
   full_lnlam.reserve(n_full);
   rmat.reserve(n_rmat);
-  sizes_.np = 1 + lib.n_label;
+  sizes_.np = kern::n_fit_params(lib.n_label, 1);
   sizes_.n_out = std::max(kern::ccf_lags(pc, grid), 7);
   sizes_.emu = kern::emulator_scratch_size(em);
   for (size_t s = 0; s < specs.size(); ++s) {
@@ -61,6 +64,8 @@ HostBatch::HostBatch(const std::vector<const PreparedSpectrum*>& specs, const Te
     bs.n_arms = pk.n_arms;
     for (int a = 0; a <= kern::kMaxArms; ++a) bs.arm_start[a] = pk.arm_start[a];
     bs.n_seg = pk.n_seg;
+    bs.fit_vsini = pk.fit_vsini;
+    if (pk.fit_vsini && pc.fit_vsini) sizes_.slot_grid = grid.n_tpix;
     for (int k = 0; k <= kern::kMaxSeg; ++k) bs.seg_start[k] = pk.seg_start[k];
     for (int k = 0; k < kern::kMaxSeg; ++k) bs.seg_arm[k] = pk.seg_arm[k];
     bs.pix_off = static_cast<long long>(flux.size());
@@ -131,6 +136,8 @@ kern::BatchView HostBatch::view(SlotScratch& sc) {
   b.t0 = sc.t0.data();
   b.Tf = sc.Tf.data();
   b.dTf = sc.dTf.data();
+  b.slot_grid = sc.sizes.slot_grid;
+  b.Tg = sc.Tg.empty() ? nullptr : sc.Tg.data();
   b.ccf = sc.ccf.data();
   b.acc = sc.acc.data();
   b.emu = sc.emu.data();

@@ -19,11 +19,12 @@ struct SlotSizes {
   int np = 0;               // 1 + L
   int n_out = 0;            // max(ccf_lags, 7)
   long long emu = 0;        // emulator_scratch_size(em)
+  long long slot_grid = 0;  // template-grid rows of the rotated model's scratch (0: no VSINI)
 };
 
 // Host scratch for n_slots slots of the given sizes.
 struct SlotScratch {
-  std::vector<double> T, dT, fn, wts, frac, Tf, dTf, ccf, acc, emu;
+  std::vector<double> T, dT, fn, wts, frac, Tf, dTf, Tg, ccf, acc, emu;
   std::vector<int> t0;
   std::unique_ptr<kern::PipelineShared[]> shared;
   int n_slots = 0;

@@ -14,12 +14,13 @@ size_t gpu_bytes_per_spectrum(size_t n_pix, size_t n_full, size_t n_rmat) {
 }
 
 size_t gpu_bytes_per_slot(long long slot_pix, long long slot_full, int np, int n_out,
-                          long long emu) {
+                          long long emu, long long slot_grid) {
   const size_t pix = static_cast<size_t>(std::max(0LL, slot_pix));
   const size_t full = static_cast<size_t>(std::max(0LL, slot_full));
   const size_t lags = static_cast<size_t>(std::max(n_out, 7));
   return pix * (sizeof(double) * (4 + np) + sizeof(int))  // T, dT[np], fn, wts, frac; t0
          + full * sizeof(double) * (1 + np)               // Tf, dTf[np]
+         + static_cast<size_t>(std::max(0LL, slot_grid)) * np * sizeof(double)  // Tg[np]
          + 9 * lags * sizeof(double)                      // ccf, acc[8]
          + static_cast<size_t>(std::max(0LL, emu)) * sizeof(double) + sizeof(kern::PipelineShared);
 }

@@ -49,7 +49,17 @@ struct FitConfig {
   // [km/s] for the per-arm velocities. Calibrated by scripts/calibrate_floors.py from repeat
   // observations and published survey figures (docs/quality.md). Formats not listed: no floor.
   std::map<std::string, std::map<std::string, double>> error_floor = default_error_floors();
-  bool fit_vsini = false;  // VSINI is reported as NaN unless asked and resolvable
+  // VSINI (Gray rotation kernel, docs/vsini.md): fitted where the effective resolving power of
+  // the best arm, min(instrument, templates), reaches vsini_min_R (FWHM 300 km/s at 1000);
+  // elsewhere NaN with FIT_INFO VSINI_UNRESOLVED. Bounds [0, vsini_max_kms]; the LM starts at
+  // vsini_start_kms; limb_darkening is the linear coefficient eps of the profile.
+  // RVS_WARN VSINI_LARGE above vsini_max_ok_kms.
+  bool fit_vsini = true;
+  double vsini_min_R = 1000.0;
+  double vsini_max_kms = 500.0;
+  double vsini_start_kms = 60.0;
+  double limb_darkening = 0.6;
+  double vsini_max_ok_kms = 350.0;
   // DESI: forward-model with the per-fibre resolution matrix (template LSF folded in,
   // src/fit/resolution.hpp) instead of one Gaussian LSF per arm. Default chosen by measurement
   // (docs/desi.md).

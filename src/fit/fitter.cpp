@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "backend/backend.hpp"
+#include "fit/params.hpp"
 #include "fit/resolution.hpp"
 #include "fit/rvs_warn.hpp"
 #include "kernels/fit_pipeline.hpp"
@@ -98,12 +99,13 @@ kern::PipelineConfig pipeline_config(const FitConfig& cfg, const TemplateLibrary
   pc.clip_sigma = cfg.clip_sigma;
   pc.seg_max_iter = cfg.seg_max_iter;
   pc.lm.max_iter = cfg.max_iter;
-  pc.lm.lo[0] = cfg.vmin_kms;
-  pc.lm.hi[0] = cfg.vmax_kms;
-  for (int l = 0; l < lib.n_label; ++l) {
-    pc.lm.lo[1 + l] = lib.label_min[l];
-    pc.lm.hi[1 + l] = lib.label_max[l];
+  for (const FitParam& p : fit_params(lib, cfg)) {
+    pc.lm.lo[p.theta] = p.lo;
+    pc.lm.hi[p.theta] = p.hi;
   }
+  pc.fit_vsini = cfg.fit_vsini ? 1 : 0;
+  pc.vsini_start = std::min(cfg.vsini_start_kms, 0.5 * pc.lm.hi[kern::vsini_index(lib.n_label)]);
+  pc.limb_eps = cfg.limb_darkening;
   return pc;
 }
 
@@ -139,6 +141,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
   // ---- Masking and packing --------------------------------------------------------------
   const double lam_lo = lib.wave_vac_A(2) * std::exp(kern::ln_doppler(cfg.vmax_kms));
   const double lam_hi = lib.wave_vac_A(lib.n_tpix - 4) * std::exp(kern::ln_doppler(cfg.vmin_kms));
+  double best_R = 0.0;  // effective resolving power of the sharpest fitted arm (VSINI)
   for (size_t a_in = 0; a_in < arms.size(); ++a_in) {
     const ArmView& arm = arms[a_in];
     if (all.n_arms >= kern::kMaxArms) break;
@@ -219,13 +222,30 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     }
     // With the matrix the basis stays at the templates' own resolution (R -> infinity: no
     // Gaussian), since the folded rows carry the instrument's remaining blur.
-    all.models.push_back(ctx.cache.get(use_rm ? 1e9 : arm_resolution(arm, ctx)));
+    const double R_inst = arm_resolution(arm, ctx);
+    all.models.push_back(ctx.cache.get(use_rm ? 1e9 : R_inst));
+    {
+      // The model cannot be sharper than the templates: R_eff = min(instrument, templates) at
+      // the arm's middle.
+      const double mid = std::sqrt(arm.wave_vac_A[idx.front()] * arm.wave_vac_A[idx.back()]);
+      const double R_lib = std::isfinite(lib.fwhm_A) && lib.fwhm_A > 0 ? mid / lib.fwhm_A
+                           : std::isfinite(lib.resolution_R) && lib.resolution_R > 0
+                               ? lib.resolution_R
+                               : R_inst;
+      best_R = std::max(best_R, std::min(R_inst, R_lib));
+    }
     all.names.emplace_back(arm.name);
     all.input_arm.push_back(static_cast<int>(a_in));
     all.arm_start[all.n_arms + 1] = static_cast<int>(all.flux.size());
     ++all.n_arms;
   }
   set_segments(ctx, all, &row.FIT_INFO);
+  all.fit_vsini = cfg.fit_vsini && best_R >= cfg.vsini_min_R ? 1 : 0;
+  if (cfg.fit_vsini && !all.fit_vsini && all.n_arms > 0) {
+    row.FIT_INFO |= info::kVsiniUnresolved;
+    note(fmt::format("VSINI not fitted: effective resolving power {:.0f} below fit.vsini_min_R {:.0f}",
+                     best_R, cfg.vsini_min_R));
+  }
   row.NPIX_TOT = static_cast<int32_t>(all.flux.size());
   if (row.NPIX_TOT < cfg.min_pixels || all.n_arms == 0) {
     note(fmt::format("only {} usable pixels (need {})", row.NPIX_TOT, cfg.min_pixels));
@@ -279,7 +299,6 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
   const auto& cfg = ctx.cfg;
   const Packed& all = p.packed;
   CatalogRow& row = p.row;
-  const int L = lib.n_label, np = 1 + L;
   row.VRAD_CCF = res.v_ccf;
   if (res.status != kern::kPipeOk) {
     p.notes.push_back("continuum normal equations singular for every template / every LM start");
@@ -308,19 +327,37 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
   row.NPIX_TOT = res.npix;
   row.CHISQ_TOT = best.chi2;
   row.NITER = best.niter;
-  const double* cov = best.cov;
-  auto err = [&](int q) { return best.hess_ok ? std::sqrt(std::max(0.0, cov[q * np + q])) : NAN; };
-  row.VRAD = best.theta[0];
-  row.VRAD_ERR = err(0);
-  row.TEFF = std::pow(10.0, best.theta[1]);
-  row.TEFF_ERR = std::log(10.0) * row.TEFF * err(1);
-  row.LOGG = best.theta[2];
-  row.LOGG_ERR = err(2);
-  row.FEH = best.theta[3];
-  row.FEH_ERR = err(3);
-  if (L >= 4) {
-    row.ALPHAFE = best.theta[4];
-    row.ALPHAFE_ERR = err(4);
+  // Every parameter of the table: theta -> value, covariance -> statistical error, + floor.
+  const int np = best.np;
+  auto add_floor = [&](double stat, const char* column, double* total) {
+    const double f = error_floor(cfg, ctx.format, column);
+    *total = std::sqrt(stat * stat + f * f);
+  };
+  const bool vsini_fitted = p.packed.fit_vsini && cfg.fit_vsini;
+  for (const FitParam& q : fit_params(lib, cfg)) {
+    if (q.name == "VSINI" && !vsini_fitted) continue;  // NaN: not resolved or not asked
+    const double th = best.theta[q.theta];
+    const double var = q.theta < np && best.hess_ok ? best.cov[q.theta * np + q.theta] : NAN;
+    const double e_theta = std::sqrt(var);  // NaN where not constrained (VSINI at 0)
+    const double value = q.log10 ? std::pow(10.0, th) : th;
+    row.*q.value = value;
+    const double stat = q.log10 ? std::log(10.0) * value * e_theta : e_theta;
+    if (q.err_stat) {
+      row.*q.err_stat = stat;
+      add_floor(stat, q.name.c_str(), &(row.*q.err));
+    } else {
+      row.*q.err = stat;
+    }
+    if (q.label && (th - q.lo < 1e-3 * (q.hi - q.lo) || q.hi - th < 1e-3 * (q.hi - q.lo)))
+      row.RVS_WARN |= warn::kLabelEdge;
+  }
+  if (vsini_fitted) {
+    row.VSINI_UPPER = res.vsini_upper;
+    if (std::isfinite(res.vsini_upper)) {
+      row.FIT_INFO |= info::kVsiniUpperLimit;
+      row.VSINI_ERR = NAN;  // not detected: the limit, not an error bar, describes it
+    }
+    if (row.VSINI > cfg.vsini_max_ok_kms) row.RVS_WARN |= warn::kVsiniLarge;
   }
   if (!best.hess_ok) row.RVS_WARN |= warn::kHessianSingular;
   if (best.status == kern::kLMMaxIter) row.RVS_WARN |= warn::kNotConverged;
@@ -328,29 +365,9 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
     row.RVS_WARN |= warn::kChisqNotBetter;
   if (row.VRAD - cfg.vmin_kms < 5.0 || cfg.vmax_kms - row.VRAD < 5.0) row.RVS_WARN |= warn::kRvEdge;
   if (!(row.VRAD_ERR <= cfg.rv_err_max_kms)) row.RVS_WARN |= warn::kRvErrLarge;
-  for (int l = 0; l < L; ++l) {
-    const double span = lib.label_max[l] - lib.label_min[l];
-    if (best.theta[1 + l] - lib.label_min[l] < 1e-3 * span ||
-        lib.label_max[l] - best.theta[1 + l] < 1e-3 * span)
-      row.RVS_WARN |= warn::kLabelEdge;
-  }
   if (res.n_clipped > 0) row.FIT_INFO |= info::kClipped;
 
   // ---- Statistical errors, floors, fit quality ---------------------------------------------
-  auto add_floor = [&](double stat, const char* column, double* total) {
-    const double f = error_floor(cfg, ctx.format, column);
-    *total = std::sqrt(stat * stat + f * f);
-  };
-  row.VRAD_ERR_STAT = row.VRAD_ERR;
-  row.TEFF_ERR_STAT = row.TEFF_ERR;
-  row.LOGG_ERR_STAT = row.LOGG_ERR;
-  row.FEH_ERR_STAT = row.FEH_ERR;
-  row.ALPHAFE_ERR_STAT = row.ALPHAFE_ERR;
-  add_floor(row.VRAD_ERR_STAT, "VRAD", &row.VRAD_ERR);
-  add_floor(row.TEFF_ERR_STAT, "TEFF", &row.TEFF_ERR);
-  add_floor(row.LOGG_ERR_STAT, "LOGG", &row.LOGG_ERR);
-  add_floor(row.FEH_ERR_STAT, "FEH", &row.FEH_ERR);
-  add_floor(row.ALPHAFE_ERR_STAT, "ALPHAFE", &row.ALPHAFE_ERR);
   const int dof = row.NPIX_TOT - np - all.n_arms * (cfg.cont_deg + 1);
   row.RCHISQ = dof > 0 ? row.CHISQ_TOT / dof : NAN;
   row.MISMATCH = std::sqrt(std::max(row.RCHISQ - 1.0, 0.0)) / row.SN;

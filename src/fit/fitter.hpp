@@ -46,6 +46,7 @@ struct Packed {
   int seg_start[kern::kMaxSeg + 1] = {};
   int seg_arm[kern::kMaxSeg] = {};
   std::vector<std::string> seg_names;
+  int fit_vsini = 0;  // the arms resolve rotation: VSINI fitted (FitConfig::fit_vsini, vsini_min_R)
   size_t n_full_total() const {
     size_t n = 0;
     for (const auto& f : full_lnlam) n += f.size();
@@ -77,6 +78,7 @@ struct Packed {
     d.n_seg = n_seg;
     for (int k = 0; k <= kern::kMaxSeg; ++k) d.seg_start[k] = seg_start[k];
     for (int k = 0; k < kern::kMaxSeg; ++k) d.seg_arm[k] = seg_arm[k];
+    d.fit_vsini = fit_vsini;
     d.Tf = Tf;
     d.dTf = dTf;
     return d;

@@ -56,11 +56,15 @@ enum : int64_t {
   kClipped = 1LL << 1,           // pixels were clipped as outliers and the fit re-run
   kArmSplit = 1LL << 2,          // a one-arm spectrum was split into blue/red halves for VRAD_B/R
   kNoClassification = 1LL << 3,  // the template library has no redrock classes: SPECTYPE empty
+  kVsiniUpperLimit = 1LL << 4,   // rotation not detected: VSINI_UPPER holds the upper limit
+  kVsiniUnresolved = 1LL << 5,   // the arms' resolving power (with the templates') is below
+                                 //   fit.vsini_min_R: VSINI not fitted, NaN
 };
 
 // The bits' names, in bit order: the /catalog attribute FIT_INFO_BITS ("0:ARM_EXCLUDED,...").
-inline constexpr const char* kBitNames[] = {"ARM_EXCLUDED", "CLIPPED", "ARM_SPLIT",
-                                            "NO_CLASSIFICATION"};
+inline constexpr const char* kBitNames[] = {"ARM_EXCLUDED",      "CLIPPED",
+                                            "ARM_SPLIT",         "NO_CLASSIFICATION",
+                                            "VSINI_UPPER_LIMIT", "VSINI_UNRESOLVED"};
 inline constexpr int kNumBits = sizeof(kBitNames) / sizeof(kBitNames[0]);
 
 }  // namespace velox::info

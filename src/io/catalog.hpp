@@ -25,7 +25,9 @@ struct CatalogRow {
   double LOGG = NAN, LOGG_ERR = NAN;        // dex (cgs)
   double FEH = NAN, FEH_ERR = NAN;          // dex
   double ALPHAFE = NAN, ALPHAFE_ERR = NAN;  // dex; NaN when the library has no [alpha/Fe]
-  double VSINI = NAN, VSINI_ERR = NAN;      // km/s; NaN when not fitted
+  double VSINI = NAN, VSINI_ERR = NAN;      // km/s; NaN when not fitted (FIT_INFO VSINI_UNRESOLVED)
+  double VSINI_UPPER = NAN;  // km/s: upper limit when rotation is not detected (FIT_INFO
+                             //   VSINI_UPPER_LIMIT), else NaN; docs/vsini.md
   // Statistical parts of the errors above (the *_ERR columns add the systematic floor of the
   // instrument in quadrature, fit.error_floor).
   double VRAD_ERR_STAT = NAN, TEFF_ERR_STAT = NAN, LOGG_ERR_STAT = NAN, FEH_ERR_STAT = NAN,

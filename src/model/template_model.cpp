@@ -9,7 +9,7 @@ namespace velox {
 
 std::vector<double> template_model(const TemplateLibrary& lib, const ArmModel& model,
                                    const double* labels, double vrad_kms, const double* wave_vac_A,
-                                   size_t n) {
+                                   size_t n, double vsini_kms, double limb_eps) {
   std::vector<double> out(n, NAN);
   const kern::GridView g = lib.grid();
   const double lnd = kern::ln_doppler(vrad_kms);
@@ -32,12 +32,14 @@ std::vector<double> template_model(const TemplateLibrary& lib, const ArmModel& m
   d.lnlam = lnlam.data();
   d.basis[0] = model.basis.data();
   const kern::EmulatorView em = lib.view();
-  const int np = 1 + lib.n_label;
+  const int np = kern::n_fit_params(lib.n_label, 0);
   double theta[kern::kMaxParams] = {vrad_kms};
   for (int l = 0; l < lib.n_label; ++l) theta[1 + l] = labels[l];
+  theta[kern::vsini_index(lib.n_label)] = vsini_kms;
   std::vector<double> emu(static_cast<size_t>(kern::emulator_scratch_size(em)));
   kern::EvalWork w;
   w.emu = emu.data();
+  w.limb_eps = limb_eps;
   std::vector<double> T(idx.size()), dT(idx.size() * np);
   kern::template_at_pixels(kern::SerialTeam{}, &em, g, d, theta, false, &w, T.data(), dT.data());
   for (size_t k = 0; k < idx.size(); ++k) out[idx[k]] = T[k];

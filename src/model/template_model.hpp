@@ -14,10 +14,12 @@ namespace velox {
 // Normalised template flux at the vacuum wavelengths wave_vac_A[n] (Angstrom), for the physical
 // labels (log10 Teff [K], log g [dex], [Fe/H] [dex][, [alpha/Fe] [dex]]; lib.n_label of them)
 // Doppler-shifted by vrad_kms (relativistic, kernels/physics.hpp) and broadened as `model` (the
-// library basis convolved to an instrument resolution, ArmModelCache::get). Returns [n]; NaN where
-// the shifted wavelength falls outside the template grid or is not finite. No exceptions.
+// library basis convolved to an instrument resolution, ArmModelCache::get), rotated by vsini_kms
+// (Gray profile, linear limb darkening limb_eps; 0 = none, as the fit's kernel does it). Returns
+// [n]; NaN where the shifted wavelength falls outside the template grid or is not finite. No
+// exceptions.
 std::vector<double> template_model(const TemplateLibrary& lib, const ArmModel& model,
                                    const double* labels, double vrad_kms, const double* wave_vac_A,
-                                   size_t n);
+                                   size_t n, double vsini_kms = 0.0, double limb_eps = 0.6);
 
 }  // namespace velox

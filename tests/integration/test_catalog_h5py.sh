@@ -19,7 +19,7 @@ from astropy.table import Table
 
 path = sys.argv[1]
 REQUIRED = ["TARGETID", "SOURCE_FILE", "VRAD", "VRAD_ERR", "TEFF", "TEFF_ERR", "LOGG",
-            "LOGG_ERR", "FEH", "FEH_ERR", "ALPHAFE", "ALPHAFE_ERR", "VSINI", "VSINI_ERR",
+            "LOGG_ERR", "FEH", "FEH_ERR", "ALPHAFE", "ALPHAFE_ERR", "VSINI", "VSINI_ERR", "VSINI_UPPER",
             "CHISQ_TOT", "NPIX_TOT", "SN", "RVS_WARN", "SUCCESS"]
 ATTRS = ["velox_version", "git_commit", "command_line", "config_yaml", "templates_checksum",
          "created_utc"]

@@ -88,7 +88,7 @@ struct BufferSet {
   DevArray<int> full_idx;
   DevArray<kern::PipelineResult> results;
   DevArray<const float*> basis, ccf_tmpl;
-  DevArray<double> T, dT, fn, wts, frac, Tf, dTf, ccf, acc, emu;
+  DevArray<double> T, dT, fn, wts, frac, Tf, dTf, Tg, ccf, acc, emu;
   DevArray<int> t0, counter;
   DevArray<kern::PipelineShared> shared;
   SlotSizes slots;   // what the slot scratch is sized for
@@ -192,7 +192,7 @@ class CudaBackend final : public Backend {
   size_t batch_size(const std::vector<const PreparedSpectrum*>& specs) {
     size_t per = 0;
     SlotSizes s;
-    s.np = 1 + lib_.n_label;
+    s.np = kern::n_fit_params(lib_.n_label, 1);
     s.n_out = std::max(kern::ccf_lags(pc_, lib_.grid()), 7);
     s.emu = kern::emulator_scratch_size(em_);
     for (const auto* p : specs) {
@@ -203,11 +203,12 @@ class CudaBackend final : public Backend {
       s.slot_pix = std::max<long long>(s.slot_pix, static_cast<long long>(p->packed.flux.size()));
       s.slot_full =
           std::max<long long>(s.slot_full, static_cast<long long>(p->packed.n_full_total()));
+      if (p->packed.fit_vsini && pc_.fit_vsini) s.slot_grid = lib_.n_tpix;
     }
     size_t free_b = 0, total_b = 0;
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
     const size_t fixed = static_cast<size_t>(kSets) * n_slots_ *
-                         gpu_bytes_per_slot(s.slot_pix, s.slot_full, s.np, s.n_out, s.emu);
+                         gpu_bytes_per_slot(s.slot_pix, s.slot_full, s.np, s.n_out, s.emu, s.slot_grid);
     // What this engine already holds for batches is reusable: count it as free.
     const size_t n =
         gpu_batch_size(free_b + held_bytes_, kMemSafety, fixed, per, kSets, preferred_batch());
@@ -251,6 +252,7 @@ class CudaBackend final : public Backend {
     c.np = std::max(c.np, s.np);
     c.n_out = std::max(c.n_out, s.n_out);
     c.emu = std::max(c.emu, s.emu);
+    c.slot_grid = std::max(c.slot_grid, s.slot_grid);
     const size_t ns = static_cast<size_t>(n_slots_), p = ns * c.slot_pix, f = ns * c.slot_full;
     grow(set.T, p);
     grow(set.dT, p * c.np);
@@ -260,6 +262,7 @@ class CudaBackend final : public Backend {
     grow(set.t0, p);
     grow(set.Tf, std::max<size_t>(f, 1));
     grow(set.dTf, std::max<size_t>(f * c.np, 1));
+    grow(set.Tg, std::max<size_t>(ns * c.slot_grid * c.np, 1));
     grow(set.ccf, ns * c.n_out);
     grow(set.acc, ns * 8 * c.n_out);
     grow(set.emu, ns * std::max<long long>(c.emu, 1));
@@ -346,6 +349,8 @@ class CudaBackend final : public Backend {
     v.t0 = set.t0.p;
     v.Tf = set.Tf.p;
     v.dTf = set.dTf.p;
+    v.slot_grid = set.slots.slot_grid;
+    v.Tg = set.Tg.p;
     v.ccf = set.ccf.p;
     v.acc = set.acc.p;
     v.emu = set.emu.p;

@@ -2,6 +2,7 @@
 // LAMOST-like log-linear vacuum grid at resolving power R, times a smooth continuum, plus
 // Gaussian noise at a given S/N per pixel.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "emulator/library.hpp"
 #include "fit/fitter.hpp"
 #include "io/spectrum.hpp"
+#include "kernels/convolve.hpp"
 #include "kernels/physics.hpp"
 #include "model/arm_model.hpp"
 
@@ -16,16 +18,35 @@ namespace velox::test {
 
 struct Truth {
   double v_kms, teff, logg, feh;
+  double vsini_kms = 0.0;  // rotation (Gray profile, eps 0.6) applied on the template grid
 };
 
+// The template grid convolved with the rotation kernel of vsini (kernels/convolve.hpp weights;
+// this plain convolution is independent of the kernel's stencil arithmetic).
+template <class F>
+std::vector<double> rotate_grid(const std::vector<F>& t, double vsini_kms, double dlnlam,
+                                double eps = 0.6) {
+  std::vector<double> w(2 * 200 + 1), dw(w.size());
+  const int M = kern::rotation_weights(vsini_kms, eps, dlnlam, 200, w.data(), dw.data());
+  if (M == 0) return std::vector<double>(t.begin(), t.end());
+  const int n = static_cast<int>(t.size());
+  std::vector<double> out(t.size());
+  for (int i = 0; i < n; ++i) {
+    double s = 0.0;
+    for (int m = -M; m <= M; ++m) s += w[m + M] * t[std::clamp(i - m, 0, n - 1)];
+    out[i] = s;
+  }
+  return out;
+}
+
 inline Spectrum inject(const TemplateLibrary& lib, const ArmModel& arm, const Truth& t, double sn,
-                       double wave_lo, double wave_hi, std::mt19937_64& rng, int64_t id = 1) {
+                       double wave_lo, double wave_hi, std::mt19937_64& rng, int64_t id = 1,
+                       double dlog10 = 1e-4 /* LAMOST pixel */) {
   const double labels[4] = {std::log10(t.teff), t.logg, t.feh, 0.0};
-  const auto tgrid = lib.evaluate(labels, arm.basis.data());
+  const auto tgrid = rotate_grid(lib.evaluate(labels, arm.basis.data()), t.vsini_kms, lib.dlnlam);
   ArmData a;
   a.name = "ALL";
   a.resolution_R = arm.resolution_R;
-  const double dlog10 = 1e-4;  // LAMOST pixel
   const double lnd = kern::ln_doppler(t.v_kms);
   std::normal_distribution<double> gauss(0.0, 1.0);
   for (double l10 = std::log10(wave_lo); l10 < std::log10(wave_hi); l10 += dlog10) {
