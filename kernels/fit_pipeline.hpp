@@ -61,6 +61,8 @@ struct PipelineResult {
   double v_seg[kMaxSeg];      // per-segment VRAD with the labels fixed (NaN: not measured), km/s
   double v_seg_err[kMaxSeg];  // its statistical error (1 / sqrt of the profiled Hessian), km/s
   int n_clipped;              // pixels clipped before the re-fit
+  int n_eval[3];              // model evaluations (EvalWork::n_eval) and LM iterations (all
+  int n_lm_iter;              // starts and the re-fit) of this fit: `velox bench` counters
 };
 
 // Velocity of every segment of d (an arm, or a blue/red half) with the labels held at theta:
@@ -135,7 +137,11 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
   const int L = em.n_label;
   EvalWork* w = &sh->w;
   if (n_ccf > kMaxCcfTemplates) n_ccf = kMaxCcfTemplates;
-  team.single([&] { w->emu = sc.emu; });
+  team.single([&] {
+    w->emu = sc.emu;
+    w->n_eval[0] = w->n_eval[1] = w->n_eval[2] = 0;
+    out->n_eval[0] = out->n_eval[1] = out->n_eval[2] = out->n_lm_iter = 0;
+  });
   team.sync();
   // ---- CCF ---------------------------------------------------------------------------------
   pseudo_normalise(team, d, cfg.ccf_cont_deg, 4, w, sc.fn, sc.wts);
@@ -224,6 +230,7 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
     team.sync();
     lm_fit(team, em, g, d, cfg.cont_deg, cfg.lm, &sh->cur, w, sc.T, sc.dT);
     team.single([&] {
+      out->n_lm_iter += sh->cur.niter;
       if (sh->cur.status != kLMEvalFailed && sh->cur.chi2 < sh->best.chi2) sh->best = sh->cur;
     });
     team.sync();
@@ -250,6 +257,7 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
       team.sync();
       lm_fit(team, em, g, d, cfg.cont_deg, cfg.lm, &sh->cur, w, sc.T, sc.dT);
       team.single([&] {
+        out->n_lm_iter += sh->cur.niter;
         if (sh->cur.status != kLMEvalFailed) sh->best = sh->cur;
       });
       team.sync();
@@ -281,6 +289,7 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
     int n = 0;
     for (int a = 0; a < d.n_arms; ++a) n += out->npix_arm[a];
     out->npix = n;
+    for (int k = 0; k < 3; ++k) out->n_eval[k] = w->n_eval[k];
     out->status = kPipeOk;
   });
   team.sync();
