@@ -147,9 +147,11 @@ double flop_per_cycle(CpuIsa isa) {
 
 double core_ghz() {
 #if defined(__x86_64__)
-  constexpr long kAdds = 1L << 26;
+  // Short runs (about 1 ms), best of 30: a run that the scheduler interrupted (other processes
+  // on the core) only lowers its own estimate.
+  constexpr long kAdds = 1L << 22;
   double best = 0.0;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < 30; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
     unsigned long x = 0;
     for (long i = 0; i < kAdds / 8; ++i)  // 8 dependent adds per trip; the loop counter is free

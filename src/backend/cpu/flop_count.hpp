@@ -44,8 +44,8 @@ double fit_flops(const FlopShape& s, const kern::PipelineResult& r);
 // Nominal FP64 FLOP per cycle and core of a level: baseline SSE2 4 (two 2-wide add/mul ports,
 // no FMA), AVX2+FMA 16 (two 4-wide FMA ports), AVX-512 32 (two 8-wide FMA ports).
 double flop_per_cycle(CpuIsa isa);
-// Core clock in GHz while running: measured (x86-64) by timing a chain of 2^26 dependent integer
-// adds, one cycle each on every x86-64 core, best of 3 (about 0.1 s); elsewhere the largest
+// Core clock in GHz while running: measured (x86-64) by timing chains of 2^22 dependent integer
+// adds, one cycle each on every x86-64 core, best of 30 (about 40 ms); elsewhere the largest
 // "cpu MHz" of /proc/cpuinfo. NaN when neither works. cpuinfo_ghz(): that /proc/cpuinfo value
 // (in a virtual machine often the nominal clock, not the turbo clock the core runs at).
 double core_ghz();
