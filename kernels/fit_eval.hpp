@@ -147,6 +147,8 @@ struct EvalWork {
   double grad[kMaxParams];
   double hess[kMaxParams * kMaxParams];
   int ok;
+  int n_eval[3];  // evaluate() calls of the stellar model: [0] chi^2 only, [1] with the Jacobian,
+                  // [2] velocity-only (VOnly) with its Jacobian column; counted for `velox bench`
 };
 
 // Cubic-interpolation stencil of an observed pixel on the template grid at ln D = lnd: the taps

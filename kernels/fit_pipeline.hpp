@@ -71,6 +71,8 @@ struct PipelineResult {
   int n_clipped;              // pixels clipped before the re-fit
   double vsini_upper;         // km/s: upper limit when VSINI is fitted but not detected, else NaN
   double dchi2_vsini0;        // chi^2(VSINI = 0, rest at best) - chi^2 (NaN if VSINI not fitted)
+  int n_eval[3];              // model evaluations (EvalWork::n_eval) and LM iterations (all
+  int n_lm_iter;              // LM runs: starts, VSINI, re-fit) of this fit: `velox bench` counters
 };
 
 // Velocity of every segment of d (an arm, or a blue/red half) with the labels held at theta:
@@ -214,6 +216,8 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
     w->limb_eps = cfg.limb_eps;
     out->vsini_upper = NAN;
     out->dchi2_vsini0 = NAN;
+    w->n_eval[0] = w->n_eval[1] = w->n_eval[2] = 0;
+    out->n_eval[0] = out->n_eval[1] = out->n_eval[2] = out->n_lm_iter = 0;
   });
   team.sync();
   // ---- CCF ---------------------------------------------------------------------------------
@@ -304,6 +308,7 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
     team.sync();
     lm_fit(team, em, g, d, cfg.cont_deg, cfg.lm, &sh->cur, w, sc.T, sc.dT);
     team.single([&] {
+      out->n_lm_iter += sh->cur.niter;
       if (sh->cur.status != kLMEvalFailed && sh->cur.chi2 < sh->best.chi2) sh->best = sh->cur;
     });
     team.sync();
@@ -325,6 +330,7 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
     team.sync();
     lm_fit(team, em, g, d, cfg.cont_deg, cfg.lm, &sh->cur, w, sc.T, sc.dT);
     team.single([&] {
+      out->n_lm_iter += sh->cur.niter;
       if (sh->cur.status != kLMEvalFailed && sh->cur.chi2 < sh->best.chi2) sh->best = sh->cur;
     });
     team.sync();
@@ -346,6 +352,7 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
       team.sync();
       lm_fit(team, em, g, d, cfg.cont_deg, cfg.lm, &sh->cur, w, sc.T, sc.dT);
       team.single([&] {
+        out->n_lm_iter += sh->cur.niter;
         if (sh->cur.status != kLMEvalFailed) sh->best = sh->cur;
       });
       team.sync();
@@ -378,6 +385,7 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
     int n = 0;
     for (int a = 0; a < d.n_arms; ++a) n += out->npix_arm[a];
     out->npix = n;
+    for (int k = 0; k < 3; ++k) out->n_eval[k] = w->n_eval[k];
     out->status = kPipeOk;
   });
   team.sync();

@@ -5,6 +5,13 @@
 #define VX_HD __host__ __device__
 #define VX_INLINE __forceinline__
 #define VX_NOINLINE __noinline__
+#elif defined(VELOX_ISA_TU)
+// A per-ISA CPU kernel translation unit (src/backend/cpu/isa/fit_slot.cpp, compiled once per
+// instruction-set level): internal linkage, so that the linker never merges the AVX2/AVX-512
+// copy of a helper with the baseline one (the one-definition rule; docs/performance.md).
+#define VX_HD
+#define VX_INLINE static inline
+#define VX_NOINLINE
 #else
 #define VX_HD
 #define VX_INLINE inline

@@ -40,6 +40,7 @@ VX_HD int evaluate(const Team& team, const EmulatorView* em, const GridView& g, 
                    int cont_deg, const double* theta, bool need_jac, EvalWork* w, double* T,
                    double* dT) {
   const int np = em && !VOnly ? n_fit_params(em->n_label, w->fit_vsini) : 1;
+  if (em) team.single([&] { ++w->n_eval[VOnly ? 2 : (need_jac ? 1 : 0)]; });
   template_at_pixels<VOnly>(team, em, g, d, theta, need_jac, w, T, dT);
   profile_continuum(team, d, cont_deg, np, need_jac, T, dT, w);
   return w->ok;

@@ -18,6 +18,8 @@
 #include "app/fit_run.hpp"
 #include "app/job_plan.hpp"
 #include "app/output_checks.hpp"
+#include "backend/cpu/flop_count.hpp"
+#include "backend/cpu/isa.hpp"
 #include "common/error.hpp"
 #include "common/version.hpp"
 #include "emulator/build.hpp"
@@ -113,13 +115,43 @@ void add_fit_options(CLI::App* c, FitOptions& o) {
       ->capture_default_str();
 }
 
+// `--isa LEVEL` of fit and bench (bench: a comma-separated list, run alternately).
+void add_isa_option(CLI::App* c, std::string& isa, const char* what) {
+  c->add_option("--isa", isa,
+                std::string("CPU kernel instruction set, baseline|avx2|avx512 (default: the "
+                            "environment variable VELOX_ISA, else the best this CPU has)") +
+                    what);
+}
+
+// The levels named by --isa (comma-separated; ConfigError for an unknown or unsupported one),
+// or the active level.
+std::vector<CpuIsa> isa_list(const std::string& arg) {
+  std::vector<CpuIsa> v;
+  std::stringstream ss(arg);
+  for (std::string name; std::getline(ss, name, ',');) {
+    v.push_back(parse_isa(name));
+    set_active_isa(v.back());  // checks that the CPU has it
+  }
+  if (v.empty()) v.push_back(active_isa());
+  set_active_isa(v.front());
+  return v;
+}
+
 // One device's benchmark, medians over `repeat` runs of three rates (spectra/s): host prepare
 // (masking, packing), the backend alone (the kernels on the device, from prepared spectra in
-// memory, replicated to `replicate` spectra), and end to end from the files (library load,
-// reading, prepare, fit; no catalog written).
+// memory, replicated to `replicate` spectra; on the CPU once per instruction set of `isas`,
+// alternated within each run), and end to end from the files (library load, reading, prepare,
+// fit; no catalog written; the first instruction set).
 struct BenchResult {
   size_t n_files = 0, n_backend = 0;
-  std::vector<double> prepare_rates, backend_rates, e2e_rates;
+  std::vector<double> prepare_rates, e2e_rates;
+  std::map<CpuIsa, std::vector<double>> backend_rates;  // per instruction set
+  // Work of one backend run (the same for every run and level up to rounding): evaluations by
+  // kind (kern::PipelineResult::n_eval), LM iterations and the analytic FLOPs (flop_count.hpp).
+  double n_eval[3] = {0, 0, 0}, n_lm_iter = 0, flops = 0;
+  double n_pix = 0, flops_fixed = 0, flops_eval[3] = {0, 0, 0};  // sums of the FLOP model's terms
+  size_t n_ok = 0;
+  std::string backend_name;  // "cpu": rates per instruction set and the peak share
 };
 
 double median_of(std::vector<double> v) {
@@ -132,7 +164,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 BenchResult bench_device(const FitOptions& base, const std::string& device, int repeat,
-                         size_t replicate, const std::vector<SpectrumFile>& files) {
+                         size_t replicate, const std::vector<SpectrumFile>& files,
+                         const std::vector<CpuIsa>& isas) {
   BenchResult b;
   FitOptions o = base;
   o.quiet = true;
@@ -140,6 +173,7 @@ BenchResult bench_device(const FitOptions& base, const std::string& device, int 
   FitEngine engine(o, o.threads);  // ConfigError: the device is unavailable
   if (device == "gpu" && !engine.gpu_backend()) throw ConfigError("no GPU backend");
   Backend& backend = engine.gpu_backend() ? *engine.gpu_backend() : engine.cpu_backend();
+  b.backend_name = backend.name();
   std::vector<std::unique_ptr<FitContext>> ctxs;
   std::vector<FitJob> jobs;
   for (const auto& f : files) {
@@ -156,26 +190,76 @@ BenchResult bench_device(const FitOptions& base, const std::string& device, int 
     if (unique.empty()) throw ConfigError("bench: no spectrum to fit in the inputs");
     const size_t n = replicate > 0 ? replicate : unique.size();
     for (size_t i = 0; i < n; ++i) batch.push_back(unique[i % unique.size()]);
-    t0 = std::chrono::steady_clock::now();
-    backend.run(batch);
-    b.backend_rates.push_back(n / seconds_since(t0));
+    // On the GPU the instruction set does not matter: one backend run.
+    const size_t n_isa = backend.name() == "cpu" ? isas.size() : 1;
+    for (size_t k = 0; k < n_isa; ++k) {
+      set_active_isa(isas[k]);
+      t0 = std::chrono::steady_clock::now();
+      const BatchOutput out = backend.run(batch);
+      b.backend_rates[isas[k]].push_back(n / seconds_since(t0));
+      if (r > 0 || k > 0) continue;
+      const FitContext ctx = engine.context(format_name(files.front().format));
+      const kern::PipelineConfig pc = pipeline_config(ctx.cfg, ctx.lib);
+      for (size_t i = 0; i < out.results.size(); ++i) {
+        const kern::PipelineResult& res = out.results[i];
+        if (res.status != kern::kPipeOk) continue;
+        ++b.n_ok;
+        for (int e = 0; e < 3; ++e) b.n_eval[e] += res.n_eval[e];
+        b.n_lm_iter += res.n_lm_iter;
+        const FlopShape shape = flop_shape(*batch[i], pc, ctx.lib);
+        b.flops += fit_flops(shape, res);
+        b.n_pix += batch[i]->packed.flux.size();
+        b.flops_fixed += fixed_flops(shape);
+        const EvalKind kinds[3] = {EvalKind::kChi2, EvalKind::kJacobian, EvalKind::kVelocityOnly};
+        for (int e = 0; e < 3; ++e) b.flops_eval[e] += eval_flops(shape, kinds[e]);
+      }
+    }
+    set_active_isa(isas.front());
     b.n_backend = n;
     t0 = std::chrono::steady_clock::now();
     const auto res = run_fit(o);
     const double wall = seconds_since(t0);
     b.n_files = res.n_spectra;
     b.e2e_rates.push_back(res.n_spectra / wall);
-    spdlog::info("bench {} run {}: prepare {:.1f}/s, {} on {} spectra {:.2f}/s, end to end {} "
-                 "spectra {:.2f}/s",
+    spdlog::info("bench {} run {}: prepare {:.1f}/s, {} on {} spectra {:.2f}/s ({}), end to end "
+                 "{} spectra {:.2f}/s",
                  device, r + 1, b.prepare_rates.back(), backend.name(), n,
-                 b.backend_rates.back(), res.n_spectra, b.e2e_rates.back());
+                 b.backend_rates[isas.front()].back(), isa_name(isas.front()), res.n_spectra,
+                 b.e2e_rates.back());
   }
   return b;
 }
 
+// The work per spectrum and, on the CPU, the achieved GFLOP/s and share of the nominal peak of
+// the cores used (flop_count.hpp) at instruction set `isa` and backend rate `rate` spectra/s.
+void print_work(const std::string& dev, const BenchResult& b, CpuIsa isa, double rate,
+                int threads, bool prefix) {
+  if (b.n_ok == 0) return;
+  const double per = 1.0 / b.n_ok, gflop = b.flops * per / 1e9, gflops = gflop * rate;
+  if (prefix) fmt::print("velox bench [{}]: ", dev);
+  fmt::print("per spectrum {:.1f} model evaluations ({:.1f} chi2-only, {:.1f} "
+             "with the Jacobian, {:.1f} velocity-only), {:.1f} LM iterations, {:.3f} GFLOP "
+             "(analytic); {:.2f} GFLOP/s",
+             (b.n_eval[0] + b.n_eval[1] + b.n_eval[2]) * per, b.n_eval[0] * per,
+             b.n_eval[1] * per, b.n_eval[2] * per, b.n_lm_iter * per, gflop, gflops);
+  if (b.backend_name == "cpu") {
+    const int cores = std::min(threads, default_thread_count());
+    static const double ghz = core_ghz();
+    const double peak = cores * ghz * flop_per_cycle(isa);
+    if (peak > 0)
+      fmt::print(" = {:.1f}% of the {} peak ({} core{} x {:.2f} GHz measured x {:.0f} "
+                 "FLOP/cycle; /proc/cpuinfo: {:.2f} GHz)",
+                 100.0 * gflops / peak, isa_name(isa), cores, cores > 1 ? "s" : "", ghz,
+                 flop_per_cycle(isa), cpuinfo_ghz());
+  }
+  fmt::print("\n");
+}
+
 // `--device cpu,gpu` benchmarks each device in turn in the same run, with the GPU/CPU ratio of
-// the backend rates when both ran.
-int cmd_bench(const FitOptions& base, int repeat, size_t replicate) {
+// the backend rates when both ran; `--isa a,b` runs the CPU backend at each instruction set in
+// turn within every run, with the rate ratios to the first.
+int cmd_bench(const FitOptions& base, int repeat, size_t replicate,
+              const std::vector<CpuIsa>& isas) {
   std::vector<std::string> devices;
   std::stringstream ss(base.device);
   for (std::string d; std::getline(ss, d, ',');) devices.push_back(d);
@@ -187,23 +271,49 @@ int cmd_bench(const FitOptions& base, int repeat, size_t replicate) {
   for (const auto& dev : devices) {
     BenchResult b;
     try {
-      b = bench_device(base, dev, repeat, replicate, files);
+      b = bench_device(base, dev, repeat, replicate, files, isas);
     } catch (const ConfigError& e) {
       fmt::print("velox bench [{}]: unavailable: {}\n", dev, e.what());
       continue;
     }
-    const double fit_med = median_of(b.backend_rates);
+    // The CPU's rates per instruction set in --isa order; the GPU has one entry.
+    std::vector<CpuIsa> ran;
+    for (CpuIsa isa : isas)
+      if (b.backend_rates.count(isa)) ran.push_back(isa);
+    const std::vector<double>& rates0 = b.backend_rates[ran.front()];
+    const double fit_med = median_of(rates0);
     backend_rate[dev] = fit_med;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
+    const int n_threads = base.threads > 0 ? base.threads : default_thread_count();
     fmt::print("velox bench [{}]: {} threads, {} runs (medians): prepare {:.1f} spectra/s; "
                "backend {:.2f} spectra/s on {} spectra (min {:.2f}, max {:.2f}; {:.2f} per "
-               "thread); end to end {:.2f} spectra/s on {} spectra from files; peak RSS {:.0f} MB\n",
+               "thread); end to end {:.2f} spectra/s on {} spectra from files; peak RSS {:.0f} MB",
                dev, threads, repeat, median_of(b.prepare_rates), fit_med, b.n_backend,
-               *std::min_element(b.backend_rates.begin(), b.backend_rates.end()),
-               *std::max_element(b.backend_rates.begin(), b.backend_rates.end()),
+               *std::min_element(rates0.begin(), rates0.end()),
+               *std::max_element(rates0.begin(), rates0.end()),
                fit_med / std::max(1, base.threads > 0 ? base.threads : 1),
                median_of(b.e2e_rates), b.n_files, ru.ru_maxrss / 1024.0);
+    fmt::print(b.backend_name == "cpu" ? "; CPU kernel isa {}\n" : "\n", isa_name(ran.front()));
+    for (size_t k = 1; k < ran.size(); ++k) {
+      const std::vector<double>& r = b.backend_rates[ran[k]];
+      fmt::print("velox bench [{}]: isa {}: backend {:.2f} spectra/s (min {:.2f}, max {:.2f}), "
+                 "x{:.3f} the {} rate (medians of the alternated runs)\n",
+                 dev, isa_name(ran[k]), median_of(r), *std::min_element(r.begin(), r.end()),
+                 *std::max_element(r.begin(), r.end()), median_of(r) / fit_med,
+                 isa_name(ran.front()));
+    }
+    if (b.n_ok > 0)
+      fmt::print("velox bench [{}]: FLOP model (means over the spectra): {:.0f} pixels; one "
+                 "evaluation {:.2f} MFLOP chi2-only, {:.2f} with the Jacobian, {:.2f} "
+                 "velocity-only; CCF, chi2 grid and the other fixed stages {:.1f} MFLOP\n",
+                 dev, b.n_pix / b.n_ok, b.flops_eval[0] / b.n_ok / 1e6,
+                 b.flops_eval[1] / b.n_ok / 1e6, b.flops_eval[2] / b.n_ok / 1e6,
+                 b.flops_fixed / b.n_ok / 1e6);
+    for (CpuIsa isa : ran) {
+      if (ran.size() > 1) fmt::print("velox bench [{}]: isa {}: ", dev, isa_name(isa));
+      print_work(dev, b, isa, median_of(b.backend_rates[isa]), n_threads, ran.size() == 1);
+    }
   }
   if (backend_rate.count("cpu") && backend_rate.count("gpu"))
     fmt::print("velox bench: GPU/CPU backend ratio x{:.2f}\n",
@@ -215,7 +325,8 @@ int cmd_bench(const FitOptions& base, int repeat, size_t replicate) {
 
 int main(int argc, char** argv) {
   CLI::App app{"velox: radial velocities and stellar parameters for survey spectra"};
-  app.set_version_flag("--version", std::string(version()) + " (" + git_commit() + ")");
+  app.set_version_flag("--version", std::string(version()) + " (" + git_commit() +
+                                        "); CPU kernel isa " + isa_summary());
   app.require_subcommand(1);
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "Log level")
@@ -254,6 +365,8 @@ int main(int argc, char** argv) {
   FitOptions fit_opt;
   auto* fit = app.add_subcommand("fit", "Fit spectra and write an HDF5 catalog");
   add_fit_options(fit, fit_opt);
+  std::string fit_isa, bench_isa;
+  add_isa_option(fit, fit_isa, "");
   fit->add_option("--output", fit_opt.output, "One merged output catalog (HDF5)");
   fit->add_option("--output-dir", fit_opt.output_dir,
                   "One catalog per input, DIR/<stem>.velox.h5, plus DIR/status.tsv; reruns skip "
@@ -278,6 +391,8 @@ int main(int argc, char** argv) {
   size_t replicate = 0;
   auto* bench = app.add_subcommand("bench", "Throughput benchmark of the fit (no output)");
   add_input_options(bench, bench_opt);
+  add_isa_option(bench, bench_isa, "; a comma-separated list runs the backend at each level in "
+                 "turn within every run (same inputs), with the rate ratios to the first");
   bench->add_option("--repeat", repeat, "Number of timed runs (median reported)")
       ->check(at_least(1))
       ->capture_default_str();
@@ -324,6 +439,8 @@ int main(int argc, char** argv) {
     if (fit->parsed()) {
       fit_opt.command_line = command_line(argc, argv, fit_opt.inputs);
       validate_job_options(fit_opt);
+      if (!fit_isa.empty()) set_active_isa(parse_isa(fit_isa));
+      spdlog::debug("CPU kernel instruction set: {}", isa_name(active_isa()));
       mpi::Comm comm(&argc, &argv);  // MPI only when started by mpirun/srun
       return mpi::run_fit_job(fit_opt, comm);
     }
@@ -334,7 +451,7 @@ int main(int argc, char** argv) {
     if (bench->parsed()) {
       bench_opt.command_line = command_line(argc, argv, bench_opt.inputs);
       if (bench_opt.templates.empty()) throw ConfigError("--templates is required");
-      return cmd_bench(bench_opt, repeat, replicate);
+      return cmd_bench(bench_opt, repeat, replicate, isa_list(bench_isa));
     }
   } catch (const ConfigError& e) {
     spdlog::error("{}", e.what());

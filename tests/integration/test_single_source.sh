@@ -5,9 +5,12 @@
 set -euo pipefail
 cd "$VELOX_SOURCE_DIR"
 fail() { echo "FAIL: $*"; exit 1; }
-grep -q 'kern::fit_one(team' src/backend/cpu/cpu_backend.cpp ||
+# The CPU backend's kernel entry (compiled once per instruction set, cmake/cpu_isa.cmake).
+grep -q 'kern::fit_one(team' src/backend/cpu/isa/fit_slot.cpp ||
   fail "CPU backend does not call kern::fit_one"
-grep -q 'kern::batch_views(' src/backend/cpu/cpu_backend.cpp || fail "CPU backend: no batch_views"
+grep -q 'kern::batch_views(' src/backend/cpu/isa/fit_slot.cpp || fail "CPU backend: no batch_views"
+grep -q 'cpu_fit_kernel()' src/backend/cpu/cpu_backend.cpp ||
+  fail "CPU backend does not dispatch through cpu_fit_kernel()"
 grep -q 'fit_batch_serial(' src/fit/fitter.cpp || fail "fit_spectrum does not use the CPU backend"
 grep -q 'launch_fit_batch(' src/backend/cuda/gpu_engine.cu ||
   fail "the GPU engine does not launch the fit kernel"

@@ -6,29 +6,19 @@
 #include <thread>
 
 #include "backend/backend.hpp"
-#include "kernels/team.hpp"
+#include "backend/cpu/isa.hpp"
 
 namespace velox {
 
 namespace {
 
-// Fit spectrum s of `b` in slot `slot` with the serial team; with `model`, also the best-fit
-// model at the used pixels (fit_one's last evaluation is the continuum-only one, so the stellar
-// model is evaluated again at the solution).
-void fit_in_slot(const kern::BatchView& b, int s, int slot, std::vector<double>* model) {
-  kern::FitData d;
-  kern::PipelineScratch sc;
-  const float* tmpl[kern::kMaxArms] = {};
-  kern::batch_views(b, s, slot, &d, &sc, tmpl);
-  kern::PipelineShared* sh = b.shared + slot;
-  kern::PipelineResult* res = b.results + s;
-  const kern::SerialTeam team;
-  kern::fit_one(team, b.em, b.grid, d, tmpl, b.n_ccf, b.ccf_labels, b.cfg, sc, sh, res);
-  if (!model || res->status != kern::kPipeOk) return;
-  kern::evaluate(team, &b.em, b.grid, d, b.cfg.cont_deg, res->best.theta, false, &sh->w, sc.T,
-                 sc.dT);
-  model->resize(d.n_pix);
-  kern::model_at_pixels(team, d, b.cfg.cont_deg, sc.T, &sh->w, model->data());
+// Fit spectrum s of `b` in slot `slot` with the kernel of the active instruction set
+// (backend/cpu/isa.hpp); with `model`, also the best-fit model at the used pixels.
+void fit_in_slot(CpuFitKernel kernel, const kern::BatchView& b, int s, int slot,
+                 std::vector<double>* model) {
+  if (model) model->assign(b.spec[s].n_pix, 0.0);
+  kernel(b, s, slot, model ? model->data() : nullptr);
+  if (model && b.results[s].status != kern::kPipeOk) model->clear();
 }
 
 BatchOutput outputs_of(const HostBatch& hb, std::vector<std::vector<double>>&& models) {
@@ -53,8 +43,9 @@ void CpuBackend::submit(std::vector<const PreparedSpectrum*> specs, bool want_mo
   const kern::BatchView b = hb.view(scratch_);
   std::vector<std::vector<double>> models(want_models ? specs.size() : 0);
   std::atomic<size_t> n_done{0};
+  const CpuFitKernel kernel = cpu_fit_kernel();
   pool_.for_each(specs.size(), [&](size_t s, int worker) {
-    fit_in_slot(b, static_cast<int>(s), worker, want_models ? &models[s] : nullptr);
+    fit_in_slot(kernel, b, static_cast<int>(s), worker, want_models ? &models[s] : nullptr);
     const size_t n = ++n_done;
     if (on_done) on_done(n);
   });
@@ -75,7 +66,9 @@ BatchOutput fit_batch_serial(const std::vector<const PreparedSpectrum*>& specs,
   scratch.ensure(1, hb.sizes());
   const kern::BatchView b = hb.view(scratch);
   std::vector<std::vector<double>> models(want_models ? specs.size() : 0);
-  for (int s = 0; s < hb.n_spec(); ++s) fit_in_slot(b, s, 0, want_models ? &models[s] : nullptr);
+  const CpuFitKernel kernel = cpu_fit_kernel();
+  for (int s = 0; s < hb.n_spec(); ++s)
+    fit_in_slot(kernel, b, s, 0, want_models ? &models[s] : nullptr);
   return outputs_of(hb, std::move(models));
 }
 

@@ -1,0 +1,44 @@
+# The CPU kernel once per instruction-set level (docs/performance.md "Instruction sets"):
+# src/backend/cpu/isa/fit_slot.cpp is compiled into one object library per level, each with its
+# own -march and its own namespace velox::cpu_isa::<level>, and joins velox_core; the dispatcher
+# (src/backend/cpu/isa.cpp) picks one at run time with __builtin_cpu_supports. The rest of velox
+# is compiled with the build's default flags (baseline x86-64), so the binary runs on any x86-64
+# CPU. Non-x86 targets, or compilers without the x86-64-v3/v4 levels (GCC < 11, clang < 12),
+# get the baseline level only.
+include(CheckCXXCompilerFlag)
+set(VELOX_ISA_LEVELS baseline)
+set(VELOX_ISA_FLAGS_baseline "")
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+  check_cxx_compiler_flag(-march=x86-64-v3 VELOX_CXX_HAS_X86_64_V3)
+  check_cxx_compiler_flag(-march=x86-64-v4 VELOX_CXX_HAS_X86_64_V4)
+  if(VELOX_CXX_HAS_X86_64_V3)
+    list(APPEND VELOX_ISA_LEVELS avx2)
+    set(VELOX_ISA_FLAGS_avx2 -march=x86-64-v3)
+  endif()
+  if(VELOX_CXX_HAS_X86_64_V4)
+    list(APPEND VELOX_ISA_LEVELS avx512)
+    # 512-bit vectors where the compiler vectorizes (GCC's generic tuning prefers 256).
+    set(VELOX_ISA_FLAGS_avx512 -march=x86-64-v4 -mprefer-vector-width=512)
+  endif()
+endif()
+
+foreach(level ${VELOX_ISA_LEVELS})
+  add_library(velox_cpu_${level} OBJECT ${CMAKE_SOURCE_DIR}/src/backend/cpu/isa/fit_slot.cpp)
+  target_include_directories(velox_cpu_${level} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR})
+  target_compile_definitions(velox_cpu_${level} PRIVATE VELOX_ISA_TU=1 VELOX_ISA_LEVEL=${level})
+  target_compile_options(velox_cpu_${level} PRIVATE -Wall -Wextra ${VELOX_ISA_FLAGS_${level}})
+  # The Python extension links velox_core, which is then position-independent (python/).
+  set_target_properties(velox_cpu_${level} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_sources(velox_core PRIVATE $<TARGET_OBJECTS:velox_cpu_${level}>)
+  string(TOUPPER ${level} LEVEL)
+  if(NOT level STREQUAL "baseline")
+    target_compile_definitions(velox_core PRIVATE VELOX_HAVE_ISA_${LEVEL}=1)
+  endif()
+endforeach()
+message(STATUS "velox: CPU kernel instruction sets: ${VELOX_ISA_LEVELS}")
+
+# Arguments of the test cpu_isa.objects (tests/CMakeLists.txt, scripts/check-isa-objects.sh).
+set(VELOX_ISA_OBJECT_ARGS)
+foreach(level ${VELOX_ISA_LEVELS})
+  list(APPEND VELOX_ISA_OBJECT_ARGS "${level}:$<TARGET_OBJECTS:velox_cpu_${level}>")
+endforeach()
