@@ -38,6 +38,7 @@ struct FitOptions {
   int threads = 0;                  // 0 = the cores given to this process (rank)
   std::string log_dir;              // per-rank log files; empty = console only
   double progress_interval_s = 5.0;
+  double batch_seconds = 1.0;       // MPI: work per batch handed to a rank (app/handout.hpp)
   std::string command_line;         // for provenance
   bool quiet = false;               // no progress lines (bench)
   std::string device = "auto";      // --device auto|cpu|gpu

@@ -20,6 +20,10 @@ void validate_job_options(FitOptions& opt);
 // --merge with --output-dir and no inputs: merge the existing per-input catalogs, fit nothing.
 bool merge_only(const FitOptions& opt);
 
+// A merged catalog is written (--output, or --merge with inputs): rank 0 needs every row, so
+// the ranks send theirs with their status reports.
+bool wants_merged(const FitOptions& opt);
+
 // Spectra per chunk for FitEngine::fit_stream: 1 for one thread (no batching needed), else
 // 4 per thread, so the threads stay busy without holding back inputs from other ranks.
 size_t chunk_min_spectra(int threads);
