@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -97,13 +98,15 @@ class FitEngine {
   FitEngine(const FitEngine&) = delete;
   FitEngine& operator=(const FitEngine&) = delete;
 
-  // Pull inputs with `next` (false = no more) and fit them; read files until a chunk holds at
-  // least `chunk_min_spectra` spectra (at least gpu_min_batch when the GPU is in use), prepare it,
-  // hand it to a backend, then call `done` once per file, in the order they were pulled. With the
-  // GPU, chunk k is fitted while chunk k+1 is read and prepared. A bad file becomes a failed
-  // FileResult; never throws for input problems (device errors throw std::runtime_error).
-  // `on_fitted` (may be empty) gets the number of spectra fitted in the current chunk, from any
-  // thread.
+  // Pull inputs with `next` (false = no more) and fit them, calling `done` once per file in the
+  // order they were pulled (app/fit_stream.cpp). On the CPU: reader threads read and select
+  // while the engine's persistent threads fit one spectrum at a time from a shared queue (no
+  // chunk barrier; `chunk_min_spectra` is not used). With the GPU: chunks of at least
+  // `chunk_min_spectra` and gpu_min_batch spectra, chunk k fitted while chunk k+1 is read and
+  // prepared. `next` and `done` are called on the calling thread only. A bad file becomes a
+  // failed FileResult; never throws for input problems (device errors throw
+  // std::runtime_error). `on_fitted` (may be empty) gets a running count of spectra fitted (CPU)
+  // or of the current chunk (GPU), from any thread.
   using NextInput = std::function<bool(size_t& index, std::string& path)>;
   void fit_stream(const NextInput& next, const std::function<void(FileResult&&)>& done,
                   size_t chunk_min_spectra, const std::function<void(size_t)>& on_fitted = {});
@@ -135,10 +138,22 @@ class FitEngine {
   FitOutputs& outputs() { return *outputs_; }
   bool uses_gpu() const { return gpu_ != nullptr; }
   const TemplateLibrary& library() const { return *lib_; }
-  // Wall time the caller's thread spent preparing, waiting for backends and finishing rows.
+  // Wall time spent fitting: the fit streams (reading overlapped) and submit/finish calls.
   double seconds_fitting() const { return seconds_fit_; }
 
  private:
+  struct InputFile;  // one input on its way through fit_stream (fit_stream.cpp)
+  // Read and select one input (any thread); an unreadable one becomes a failed result.
+  void read_input(InputFile& in);
+  // Side outputs and `done` for one input, in input order (the calling thread).
+  void report_input(InputFile& in, std::vector<CatalogRow>&& fitted,
+                    const std::vector<FitDiagnostics>& diags,
+                    const std::function<void(FileResult&&)>& done);
+  void fit_stream_cpu(const NextInput& next, const std::function<void(FileResult&&)>& done,
+                      const std::function<void(size_t)>& on_fitted);
+  void fit_stream_chunked(const NextInput& next, const std::function<void(FileResult&&)>& done,
+                          size_t chunk_min_spectra, const std::function<void(size_t)>& on_fitted);
+
   FitConfig cfg_;
   SpectrumFormat fmt_;
   std::shared_ptr<const TemplateLibrary> lib_;
@@ -150,6 +165,7 @@ class FitEngine {
   std::unique_ptr<Backend> gpu_;  // null: no GPU in use
   size_t gpu_chunk_ = 0;  // spectra a chunk gathers when the GPU is in use
   std::set<std::string> routing_logged_;
+  std::mutex outputs_mu_;  // FitOutputs::on_file from the reader threads
   double seconds_fit_ = 0.0;
 };
 

@@ -1,0 +1,54 @@
+// One stream of inputs through the CPU without barriers (docs/design.md "The fit stream"):
+//   calling thread: pulls inputs (`next`) while there is room, and emits finished inputs in the
+//                   order they were pulled;
+//   reader threads: read (and decompress) an input and split it into tasks (its spectra);
+//   workers:        the threads of a persistent ThreadPool, each taking one task at a time from
+//                   one shared queue, so no thread waits for the slowest task of a chunk.
+// Reading overlaps fitting, and a slow task holds back only the emission of its own input (the
+// others finish and wait, up to `max_items` inputs in flight). Knows nothing about spectra: the
+// engine (app/fit_run.cpp) and the tests (a sleeping fake) fill in the stages.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "backend/cpu/thread_pool.hpp"
+
+namespace velox {
+
+// One input in flight; the stages keep their state in a derived type.
+struct StreamItem {
+  StreamItem() = default;
+  StreamItem(StreamItem&&) = default;
+  StreamItem& operator=(StreamItem&&) = default;
+  virtual ~StreamItem() = default;
+  size_t index = 0;
+  std::string path;
+};
+
+struct StreamStages {
+  // Calling thread: a fresh item (derived type) for the next input.
+  std::function<std::unique_ptr<StreamItem>()> make;
+  // Calling thread: fill in the next input's index and path; false when there are no more.
+  std::function<bool(size_t& index, std::string& path)> next;
+  // A reader thread: read the item; returns its number of tasks (0: nothing to fit, e.g. an
+  // unreadable input, which the stage records itself).
+  std::function<size_t(StreamItem& item)> read;
+  // A worker thread (`worker` < pool size, one task at a time per worker): task t of item.
+  std::function<void(StreamItem& item, size_t t, int worker)> run;
+  // Calling thread, in the order the inputs were pulled, once every task of the item is done.
+  std::function<void(std::unique_ptr<StreamItem> item)> emit;
+};
+
+struct StreamLimits {
+  int readers = 1;           // reader threads
+  size_t queued_tasks = 0;   // pull more inputs while fewer tasks wait (0: 2 per worker)
+  size_t max_items = 0;      // inputs in flight at most (0: 8 per worker + readers + 2)
+};
+
+// Run the stream to its end on `pool`'s threads (all of them work; the calling thread does not
+// fit). Rethrows the first exception a stage threw, after stopping every thread.
+void run_stream(ThreadPool& pool, const StreamStages& stages, const StreamLimits& limits = {});
+
+}  // namespace velox
