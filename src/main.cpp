@@ -86,6 +86,8 @@ void add_input_options(CLI::App* c, FitOptions& o) {
       "--no-resolution-matrix", [&o] { o.resolution_matrix = 0; },
       "DESI: forward-model with one Gaussian LSF per arm instead");
   rm->excludes(no_rm);
+  // Tests only (hidden): the GPU's batched path of the fit stream on the CPU backend.
+  c->add_option("--cpu-batch", o.cpu_batch, "")->check(at_least(0))->group("");
   c->add_option("--device", o.device,
                 "auto|cpu|gpu: auto uses a CUDA device when one exists (bench: a list, cpu,gpu)")
       ->capture_default_str();

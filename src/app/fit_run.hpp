@@ -45,6 +45,8 @@ struct FitOptions {
   std::string device = "auto";      // --device auto|cpu|gpu
   int resolution_matrix = -1;       // --(no-)resolution-matrix: 1/0; -1 = config (default on)
   int gpu_device = 0;               // CUDA device index (node-local rank modulo the count)
+  int cpu_batch = 0;                // > 0: the CPU fits the stream in batches of this many spectra,
+                                    // as the GPU does (tests that path without a device)
   int gpu_min_batch = 2048;         // --device auto: chunks accumulate this many spectra for the
                                     // GPU; a smaller final chunk runs on the CPU
   // DESI production mode (app/fit_outputs.hpp, docs/desi.md)
@@ -99,14 +101,14 @@ class FitEngine {
   FitEngine& operator=(const FitEngine&) = delete;
 
   // Pull inputs with `next` (false = no more) and fit them, calling `done` once per file in the
-  // order they were pulled (app/fit_stream.cpp). On the CPU: reader threads read and select
-  // while the engine's persistent threads fit one spectrum at a time from a shared queue (no
-  // chunk barrier; `chunk_min_spectra` is not used). With the GPU: chunks of at least
-  // `chunk_min_spectra` and gpu_min_batch spectra, chunk k fitted while chunk k+1 is read and
-  // prepared. `next` and `done` are called on the calling thread only. A bad file becomes a
-  // failed FileResult; never throws for input problems (device errors throw
+  // order they were pulled (app/fit_stream.cpp): reader threads read and select while the
+  // backend fits. On the CPU the engine's persistent threads fit one spectrum at a time from a
+  // shared queue (no chunk barrier; `chunk_min_spectra` is not used); with the GPU (or
+  // cpu_batch) batches of at least `chunk_min_spectra` and gpu_min_batch spectra, batch k fitted
+  // while batch k+1 is prepared. `next` and `done` are called on the calling thread only. A bad
+  // file becomes a failed FileResult; never throws for input problems (device errors throw
   // std::runtime_error). `on_fitted` (may be empty) gets a running count of spectra fitted (CPU)
-  // or of the current chunk (GPU), from any thread.
+  // or of the current batch (GPU), from any thread.
   using NextInput = std::function<bool(size_t& index, std::string& path)>;
   void fit_stream(const NextInput& next, const std::function<void(FileResult&&)>& done,
                   size_t chunk_min_spectra, const std::function<void(size_t)>& on_fitted = {});
@@ -149,10 +151,6 @@ class FitEngine {
   void report_input(InputFile& in, std::vector<CatalogRow>&& fitted,
                     const std::vector<FitDiagnostics>& diags,
                     const std::function<void(FileResult&&)>& done);
-  void fit_stream_cpu(const NextInput& next, const std::function<void(FileResult&&)>& done,
-                      const std::function<void(size_t)>& on_fitted);
-  void fit_stream_chunked(const NextInput& next, const std::function<void(FileResult&&)>& done,
-                          size_t chunk_min_spectra, const std::function<void(size_t)>& on_fitted);
 
   FitConfig cfg_;
   SpectrumFormat fmt_;
@@ -164,6 +162,7 @@ class FitEngine {
   std::unique_ptr<CpuBackend> cpu_;
   std::unique_ptr<Backend> gpu_;  // null: no GPU in use
   size_t gpu_chunk_ = 0;  // spectra a chunk gathers when the GPU is in use
+  size_t cpu_batch_ = 0;  // FitOptions::cpu_batch
   std::set<std::string> routing_logged_;
   std::mutex outputs_mu_;  // FitOutputs::on_file from the reader threads
   double seconds_fit_ = 0.0;

@@ -25,22 +25,28 @@ class Stream {
   Stream(ThreadPool& pool, const StreamStages& s, const StreamLimits& l) : pool_(pool), s_(s) {
     const size_t workers = static_cast<size_t>(pool.size());
     readers_ = std::max(1, l.readers);
-    queued_low_ = l.queued_tasks ? l.queued_tasks : 2 * workers;
-    max_items_ = l.max_items ? l.max_items : 8 * workers + readers_ + 2;
+    batch_ = l.batch;
+    const size_t unit = batch_ ? batch_ : workers;
+    queued_low_ = l.queued_tasks ? l.queued_tasks : 2 * unit;
+    max_items_ = l.max_items ? l.max_items : (batch_ ? 4 : 8) * unit + readers_ + 2;
   }
 
   void run() {
     std::vector<std::thread> threads;
     for (int r = 0; r < readers_; ++r) threads.emplace_back([this] { guarded([this] { reader(); }); });
-    // The pool's threads become the workers for the whole stream; for_each blocks, so it runs on
-    // a thread of its own (it takes part as worker 0). A task's exception must stop the stream
-    // here: the pool would only report it once every worker has returned.
-    threads.emplace_back([this] {
-      guarded([this] {
-        pool_.for_each(static_cast<size_t>(pool_.size()),
-                       [this](size_t, int w) { guarded([this, w] { worker(w); }); });
+    if (batch_) {
+      threads.emplace_back([this] { guarded([this] { batcher(); }); });
+    } else {
+      // The pool's threads become the workers for the whole stream; for_each blocks, so it runs
+      // on a thread of its own (it takes part as worker 0). A task's exception must stop the
+      // stream here: the pool would only report it once every worker has returned.
+      threads.emplace_back([this] {
+        guarded([this] {
+          pool_.for_each(static_cast<size_t>(pool_.size()),
+                         [this](size_t, int w) { guarded([this, w] { worker(w); }); });
+        });
       });
-    });
+    }
     guarded([this] { drive(); });
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -95,6 +101,7 @@ class Stream {
         lock.lock();
         if (!more) {
           inputs_done_ = true;
+          cv_work_.notify_all();  // the batcher may be waiting for the last tasks
           continue;
         }
         auto slot = std::make_unique<Slot>();
@@ -124,7 +131,7 @@ class Stream {
       slot->read = true;
       --unread_;
       for (size_t t = 0; t < n; ++t) tasks_.push_back({slot, t});
-      if (n) cv_work_.notify_all();
+      if (n || batch_) cv_work_.notify_all();
       cv_main_.notify_one();  // a finished item, or room to pull the next input
     }
   }
@@ -144,8 +151,52 @@ class Stream {
     }
   }
 
+  // Batch mode: take `batch_` tasks when that many wait (or the rest at the end), submit them,
+  // then finish the batch before; with nothing to submit, finish the batch in flight rather than
+  // hold its results back.
+  void batcher() {
+    std::unique_lock<std::mutex> lock(mu_);
+    std::function<void()> in_flight;
+    std::vector<std::pair<Slot*, size_t>> flying;
+    auto land = [&] {  // finish the batch in flight (lock held on entry and exit)
+      lock.unlock();
+      in_flight();
+      lock.lock();
+      in_flight = nullptr;
+      for (auto& [slot, t] : flying)
+        if (++slot->n_done == slot->n_tasks) cv_main_.notify_one();
+      flying.clear();
+    };
+    for (;;) {
+      if (closing_) return;
+      const bool end = inputs_done_ && unread_ == 0;
+      if (tasks_.size() >= batch_ || (end && !tasks_.empty())) {
+        const size_t n = std::min(batch_, tasks_.size());
+        std::vector<std::pair<Slot*, size_t>> take(tasks_.begin(), tasks_.begin() + n);
+        tasks_.erase(tasks_.begin(), tasks_.begin() + n);
+        cv_main_.notify_one();  // room to pull more inputs
+        std::vector<StreamTask> tasks;
+        for (auto& [slot, t] : take) tasks.push_back({slot->item.get(), t});
+        lock.unlock();
+        auto next = s_.submit_batch(tasks);
+        lock.lock();
+        if (in_flight) land();
+        in_flight = std::move(next);
+        flying = std::move(take);
+        continue;
+      }
+      if (in_flight) {
+        land();
+        continue;
+      }
+      if (end) return;
+      cv_work_.wait(lock);
+    }
+  }
+
   ThreadPool& pool_;
   const StreamStages& s_;
+  size_t batch_ = 0;
   int readers_ = 1;
   size_t queued_low_ = 2, max_items_ = 16;
 

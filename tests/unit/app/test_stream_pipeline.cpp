@@ -131,3 +131,53 @@ TEST_CASE("an exception in a task stops the stream and reaches the caller", "[st
   pool.for_each(10, [&](size_t, int) { ++n; });
   CHECK(n == 10);
 }
+
+TEST_CASE("batch mode submits full batches, one in flight, and ends with the rest", "[stream]") {
+  // 30 inputs of 0-3 tasks (43 in all), batches of 8: five full ones and a last one of 3; each
+  // task finished once, by the finisher of its own batch, and inputs reported in order.
+  ThreadPool pool(2);
+  size_t next = 0;
+  std::vector<size_t> sizes;
+  std::mutex mu;
+  int in_flight = 0, most_in_flight = 0;
+  std::vector<size_t> emitted;
+  struct Counted : StreamItem {
+    std::vector<int> done;
+  };
+  StreamStages s;
+  s.make = [] { return std::make_unique<Counted>(); };
+  s.next = [&](size_t& index, std::string&) {
+    index = next++;
+    return index < 30;
+  };
+  s.read = [](StreamItem& item) -> size_t {
+    auto& c = static_cast<Counted&>(item);
+    c.done.assign(item.index % 4 == 0 ? 0 : item.index % 4, 0);
+    return c.done.size();
+  };
+  s.submit_batch = [&](const std::vector<StreamTask>& tasks) -> std::function<void()> {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      sizes.push_back(tasks.size());
+      most_in_flight = std::max(most_in_flight, ++in_flight);
+    }
+    return [&, tasks] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      for (const auto& [item, t] : tasks) ++static_cast<Counted&>(*item).done[t];
+      std::lock_guard<std::mutex> lock(mu);
+      --in_flight;
+    };
+  };
+  s.emit = [&](std::unique_ptr<StreamItem> item) {
+    for (int d : static_cast<Counted&>(*item).done) CHECK(d == 1);
+    emitted.push_back(item->index);
+  };
+  StreamLimits limits;
+  limits.batch = 8;
+  run_stream(pool, s, limits);
+  REQUIRE(emitted.size() == 30);
+  for (size_t i = 0; i < emitted.size(); ++i) CHECK(emitted[i] == i);
+  CHECK(std::accumulate(sizes.begin(), sizes.end(), size_t{0}) == 43);
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) CHECK(sizes[i] == 8);
+  CHECK(most_in_flight <= 2);  // one being fitted, the next being submitted
+}
