@@ -8,8 +8,10 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "app/job.hpp"
+#include "app/job_plan.hpp"
 #include "common/error.hpp"
 #include "common/stop.hpp"
 #include "mpi/wire.hpp"
@@ -18,18 +20,130 @@ namespace velox::mpi {
 
 namespace {
 
-// Rank 0: the queue, its own fitting thread, and the results of every rank (to RootJob).
-int run_root(const FitOptions& opt, Comm& comm, int threads) {
-  if (merge_only(opt)) return merge_existing(opt);
-  RootJob job(opt, comm.size(), threads);
-  FitEngine& engine = job.engine();
+using Clock = std::chrono::steady_clock;
 
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// A worker's side of the protocol: the batch in hand, the statuses not yet reported, the rate.
+// Every call is on the thread that calls MPI (FUNNELED): the fit loop's next/done run there.
+class WorkerLink {
+ public:
+  WorkerLink(Comm& comm, bool send_rows) : comm_(comm), send_rows_(send_rows) {}
+
+  // FitEngine::NextInput: the next input of the batch in hand; asks rank 0 for the next batch
+  // when it hands out the last one, and waits only when the answer has not arrived yet.
+  bool next(size_t& index, std::string& path) {
+    if (stop_requested() && !signalled_) return stop_here();
+    if (q_.empty()) {
+      if (stopped_) return false;
+      if (!asked_) ask(false);
+      const auto t0 = Clock::now();
+      receive();
+      if (started_) waited_s_ += seconds_between(t0, Clock::now());
+      if (q_.empty()) return false;
+    }
+    if (!started_) {
+      started_ = true;
+      t_start_ = Clock::now();
+    }
+    WorkItem it = std::move(q_.front());
+    q_.pop_front();
+    in_hand_[it.index] = it.bytes;
+    index = it.index;
+    path = std::move(it.path);
+    if (q_.empty() && !stopped_ && !asked_) ask(false);
+    return true;
+  }
+
+  void done(FileResult&& r) {
+    if (!send_rows_) r.rows.clear();
+    if (auto it = in_hand_.find(r.index); it != in_hand_.end()) {
+      bytes_done_ += it->second;
+      in_hand_.erase(it);
+    }
+    done_.push_back(std::move(r));
+  }
+
+  // After the fit loop: the last report (statuses not sent yet, busy time).
+  void finish() {
+    if (asked_) {
+      receive();
+      return_queue();
+    }
+    comm_.send(0, kTagResult, pack_report(report(signalled_)));
+  }
+
+ private:
+  // A signalled worker: the batch it has not started goes back, its request tells rank 0 to
+  // stop the whole job; what it is fitting finishes.
+  bool stop_here() {
+    signalled_ = true;
+    spdlog::warn("{}: rank {} stops after its chunk in flight", stop_reason(), comm_.rank());
+    if (asked_) receive();
+    return_queue();
+    if (!stopped_) {
+      ask(true);
+      receive();
+    }
+    stopped_ = true;
+    return false;
+  }
+  void return_queue() {
+    for (const auto& it : q_) returned_.push_back(it.index);
+    q_.clear();
+  }
+  Report report(bool stop) {
+    Report rep;
+    rep.stop = stop;
+    const double busy = busy_s();
+    rep.rate_bytes_s = busy > 0 && bytes_done_ > 0 ? bytes_done_ / busy : 0.0;
+    rep.busy_s = busy;
+    rep.done = std::move(done_);
+    rep.returned = std::move(returned_);
+    done_.clear();
+    returned_.clear();
+    return rep;
+  }
+  double busy_s() const {
+    return started_ ? seconds_between(t_start_, Clock::now()) - waited_s_ : 0.0;
+  }
+  void ask(bool stop) {
+    comm_.send(0, kTagRequest, pack_report(report(stop)));
+    asked_ = true;
+  }
+  void receive() {
+    auto batch = unpack_work(comm_.wait_recv(0, kTagWork));
+    asked_ = false;
+    if (batch.empty()) stopped_ = true;
+    for (auto& it : batch) q_.push_back(std::move(it));
+  }
+
+  Comm& comm_;
+  bool send_rows_;
+  std::deque<WorkItem> q_;
+  std::unordered_map<size_t, uintmax_t> in_hand_;  // pulled, not yet done: bytes
+  std::vector<FileResult> done_;
+  std::vector<size_t> returned_;
+  bool asked_ = false, stopped_ = false, signalled_ = false, started_ = false;
+  Clock::time_point t_start_{};
+  double waited_s_ = 0.0, bytes_done_ = 0.0;
+};
+
+}  // namespace
+
+CoordinatorStats serve(RootJob& job, Comm& comm, const FitLoop& fit, const OnFitted& on_fitted,
+                       bool send_rows, const HandoutPolicy& policy) {
+  CoordinatorStats stats;
+  stats.fitting_ranks = comm.size();
   // The queue, shared by rank 0's fitting thread and the workers' requests.
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false, local_done = false;
   std::deque<FileResult> inbox;
   std::exception_ptr local_error;
+  double local_busy_s = 0.0;
   // After a stop request (SIGTERM/SIGINT here or on a worker) nothing more is handed out.
   auto pop = [&](size_t& index, std::string& path) {
     std::lock_guard<std::mutex> lock(mu);
@@ -37,19 +151,21 @@ int run_root(const FitOptions& opt, Comm& comm, int threads) {
     return job.next_input(index, path);
   };
   std::thread local([&] {
+    const auto t0 = Clock::now();
     try {
-      engine.fit_stream(
-          pop,
-          [&](FileResult&& r) {
-            std::lock_guard<std::mutex> lock(mu);
-            inbox.push_back(std::move(r));
-            cv.notify_one();
-          },
-          chunk_min_spectra(engine.threads()));
+      fit(pop, [&](FileResult&& r) {
+        r.rank = 0;
+        if (on_fitted) on_fitted(r);
+        if (!send_rows) r.rows.clear();
+        std::lock_guard<std::mutex> lock(mu);
+        inbox.push_back(std::move(r));
+        cv.notify_one();
+      });
     } catch (...) {
       local_error = std::current_exception();
     }
     std::lock_guard<std::mutex> lock(mu);
+    local_busy_s = seconds_between(t0, Clock::now());
     local_done = true;
     cv.notify_one();
   });
@@ -67,17 +183,17 @@ int run_root(const FitOptions& opt, Comm& comm, int threads) {
     }
   } joiner{local, mu, stop};
 
-  // Until every input handed out (to this rank's thread or a worker) is back, the local thread
-  // has drained, and every worker has been told to stop. Normally that is when the queue is
-  // empty; after a stop request, when the chunks in flight are done.
+  // Until every input handed out (to this rank's thread or a worker) is reported, the local
+  // thread has drained, and every worker has sent its last report. Normally that is when the
+  // queue is empty; after a stop request, when the inputs being fitted are done.
   size_t n_done = 0;
-  int n_stopped = 0;
+  int n_final = 0;
   bool stopping = false;
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(mu);
       if (local_error) std::rethrow_exception(local_error);
-      if (local_done && inbox.empty() && n_done == job.n_handed() && n_stopped == comm.size() - 1)
+      if (local_done && inbox.empty() && n_done == job.n_handed() && n_final == comm.size() - 1)
         break;
     }
     if (!stopping && stop_requested()) {
@@ -93,20 +209,23 @@ int run_root(const FitOptions& opt, Comm& comm, int threads) {
     bool busy = false;
     while (comm.probe(source, tag, bytes)) {
       busy = true;
-      auto msg = comm.recv(source, tag, bytes);
+      Report rep = unpack_report(comm.recv(source, tag, bytes));
+      if (rep.stop) request_stop();  // the worker was signalled: the whole job stops
+      for (auto& r : rep.done) job.handle(std::move(r));
+      n_done += rep.done.size() + rep.returned.size();  // returned: left unfinished
       if (tag == kTagRequest) {
-        if (!msg.empty()) request_stop();  // the worker was signalled: the whole job stops
-        size_t index = 0;
-        std::string path;
-        if (pop(index, path)) {
-          comm.send(source, kTagWork, pack_work(index, path));
-        } else {
-          comm.send(source, kTagWork, {});
-          ++n_stopped;
+        ++stats.requests;
+        std::vector<WorkItem> batch;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!stop && !stop_requested())
+            batch = job.next_batch(rep.rate_bytes_s, comm.size(), policy);
         }
+        stats.inputs += batch.size();
+        comm.send(source, kTagWork, pack_work(batch));
       } else if (tag == kTagResult) {
-        job.handle(unpack_result(msg));
-        ++n_done;
+        ++n_final;
+        stats.busy_s += rep.busy_s;
       }
     }
     std::deque<FileResult> mine;
@@ -117,50 +236,80 @@ int run_root(const FitOptions& opt, Comm& comm, int threads) {
       mine.swap(inbox);
       if (local_error) std::rethrow_exception(local_error);
     }
-    for (auto& r : mine) {
-      job.handle(std::move(r));
-      ++n_done;
-    }
+    for (auto& r : mine) job.handle(std::move(r));
+    n_done += mine.size();
+    job.flush_status();
     job.maybe_log_progress();
   }
+  stats.seconds = job.seconds_since_first_handout();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stats.busy_s += local_busy_s;
+    stats.inputs = job.n_handed();
+  }
+  return stats;
+}
 
-  const int code = job.finish(stop_requested() ? stop_reason() : "");
-  // Every rank returns the job's exit code, so mpirun/srun report it as is.
+void send_exit_code(Comm& comm, int code) {
   for (int r = 1; r < comm.size(); ++r)
     comm.send(r, kTagExit,
               std::vector<char>(reinterpret_cast<const char*>(&code),
                                 reinterpret_cast<const char*>(&code) + sizeof code));
-  return code;
 }
 
-// Workers: ask rank 0 for an input, fit, send the rows back, until rank 0 says stop.
-int run_worker(const FitOptions& opt, Comm& comm, int threads) {
-  if (merge_only(opt)) return kExitOk;
-  FitEngine engine(opt, threads);
-  // A signalled worker asks no more work; its last request carries one byte that tells rank 0
-  // to stop the whole job. It then finishes its chunk in flight and sends the results.
-  auto next = [&](size_t& index, std::string& path) {
-    const bool stopping = stop_requested();
-    if (stopping)
-      spdlog::warn("{}: rank {} stops after its chunk in flight", stop_reason(), comm.rank());
-    comm.send(0, kTagRequest, stopping ? std::vector<char>{1} : std::vector<char>{});
-    const auto msg = comm.wait_recv(0, kTagWork);
-    if (msg.empty()) return false;
-    unpack_work(msg, index, path);
-    spdlog::debug("fitting {}", path);
-    return true;
-  };
-  engine.fit_stream(
-      next,
+int work(Comm& comm, const FitLoop& fit, const OnFitted& on_fitted, bool send_rows) {
+  WorkerLink link(comm, send_rows);
+  fit([&](size_t& index, std::string& path) { return link.next(index, path); },
       [&](FileResult&& r) {
         r.rank = comm.rank();
-        comm.send(0, kTagResult, pack_result(r));
-      },
-      chunk_min_spectra(engine.threads()));
+        if (on_fitted) on_fitted(r);
+        link.done(std::move(r));
+      });
+  link.finish();
   const auto msg = comm.wait_recv(0, kTagExit);
   int code = kExitOk;
   if (msg.size() == sizeof code) std::memcpy(&code, msg.data(), sizeof code);
   return code;
+}
+
+namespace {
+
+FitLoop engine_loop(FitEngine& engine) {
+  return [&engine](const FitEngine::NextInput& next,
+                   const std::function<void(FileResult&&)>& done) {
+    engine.fit_stream(next, done, chunk_min_spectra(engine.threads()));
+  };
+}
+
+HandoutPolicy handout_policy(const FitOptions& opt) {
+  HandoutPolicy p;
+  p.batch_seconds = opt.batch_seconds;
+  return p;
+}
+
+// Rank 0: the queue, its own fitting thread, and the statuses of every rank (to RootJob).
+int run_root(const FitOptions& opt, Comm& comm, int threads) {
+  if (merge_only(opt)) return merge_existing(opt);
+  RootJob job(opt, comm.size(), threads);
+  const InputCatalogWriter writer(opt, job.provenance(), 0);
+  const auto stats = serve(job, comm, engine_loop(job.engine()),
+                           [&](const FileResult& r) { writer.write(r); }, wants_merged(opt),
+                           handout_policy(opt));
+  const int code = job.finish(stop_requested() ? stop_reason() : "");
+  if (comm.size() > 1)
+    spdlog::info("fit: rank 0 handled {} requests for {} inputs; ranks idle {:.1f}% of {:.2f} s",
+                 stats.requests, stats.inputs, 100.0 * stats.idle_share(), stats.seconds);
+  // Every rank returns the job's exit code, so mpirun/srun report it as is.
+  send_exit_code(comm, code);
+  return code;
+}
+
+int run_worker(const FitOptions& opt, Comm& comm, int threads) {
+  if (merge_only(opt)) return kExitOk;
+  FitEngine engine(opt, threads);
+  const InputCatalogWriter writer(opt, job_provenance(engine, opt, comm.size()), comm.rank());
+  return work(comm, engine_loop(engine), [&](const FileResult& r) { writer.write(r); },
+              wants_merged(opt));
 }
 
 }  // namespace

@@ -39,6 +39,12 @@ class Reader {
     std::memcpy(&v, b_.data() + pos_, sizeof v);
     pos_ += sizeof v;
   }
+  // A count read from the message cannot exceed what the rest could hold (`min_bytes` each):
+  // a corrupt count is an error, not a huge allocation.
+  void check_count(uint64_t n, size_t min_bytes) const {
+    if (n > (b_.size() - pos_) / min_bytes + 1)
+      throw IoError("MPI message truncated (driver protocol mismatch)");
+  }
   void get(std::string& s) {
     uint32_t n = 0;
     get(n);
@@ -63,23 +69,9 @@ void for_each_field(Row& r, F&& f) {
 
 }  // namespace
 
-std::vector<char> pack_work(size_t index, const std::string& path) {
-  Writer w;
-  w.put(static_cast<uint64_t>(index));
-  w.put(path);
-  return w.take();
-}
+namespace {
 
-void unpack_work(const std::vector<char>& msg, size_t& index, std::string& path) {
-  Reader r(msg);
-  uint64_t i = 0;
-  r.get(i);
-  r.get(path);
-  index = static_cast<size_t>(i);
-}
-
-std::vector<char> pack_result(const FileResult& res) {
-  Writer w;
+void put_result(Writer& w, const FileResult& res) {
   w.put(static_cast<uint64_t>(res.index));
   w.put(res.path);
   w.put(static_cast<uint8_t>(res.ok));
@@ -89,11 +81,9 @@ std::vector<char> pack_result(const FileResult& res) {
   w.put(static_cast<int32_t>(res.rank));
   w.put(static_cast<uint64_t>(res.rows.size()));
   for (const auto& row : res.rows) for_each_field(row, [&](const auto& v) { w.put(v); });
-  return w.take();
 }
 
-FileResult unpack_result(const std::vector<char>& msg) {
-  Reader r(msg);
+FileResult get_result(Reader& r) {
   FileResult res;
   uint64_t index = 0, n_targets = 0, n_rows = 0;
   uint8_t ok = 0;
@@ -110,9 +100,87 @@ FileResult unpack_result(const std::vector<char>& msg) {
   res.ok = ok != 0;
   res.n_targets = static_cast<size_t>(n_targets);
   res.rank = rank;
+  r.check_count(n_rows, 8);  // every row takes more than 8 bytes
   res.rows.resize(static_cast<size_t>(n_rows));
   for (auto& row : res.rows) for_each_field(row, [&](auto& v) { r.get(v); });
   return res;
+}
+
+}  // namespace
+
+std::vector<char> pack_work(const std::vector<WorkItem>& batch) {
+  Writer w;
+  w.put(static_cast<uint64_t>(batch.size()));
+  for (const auto& it : batch) {
+    w.put(static_cast<uint64_t>(it.index));
+    w.put(it.path);
+    w.put(static_cast<uint64_t>(it.bytes));
+  }
+  return w.take();
+}
+
+std::vector<WorkItem> unpack_work(const std::vector<char>& msg) {
+  Reader r(msg);
+  uint64_t n = 0;
+  r.get(n);
+  r.check_count(n, 20);
+  std::vector<WorkItem> batch(static_cast<size_t>(n));
+  for (auto& it : batch) {
+    uint64_t index = 0, bytes = 0;
+    r.get(index);
+    r.get(it.path);
+    r.get(bytes);
+    it.index = static_cast<size_t>(index);
+    it.bytes = static_cast<uintmax_t>(bytes);
+  }
+  return batch;
+}
+
+std::vector<char> pack_report(const Report& rep) {
+  Writer w;
+  w.put(static_cast<uint8_t>(rep.stop));
+  w.put(rep.rate_bytes_s);
+  w.put(rep.busy_s);
+  w.put(static_cast<uint64_t>(rep.done.size()));
+  for (const auto& res : rep.done) put_result(w, res);
+  w.put(static_cast<uint64_t>(rep.returned.size()));
+  for (size_t i : rep.returned) w.put(static_cast<uint64_t>(i));
+  return w.take();
+}
+
+Report unpack_report(const std::vector<char>& msg) {
+  Reader r(msg);
+  Report rep;
+  uint8_t stop = 0;
+  uint64_t n = 0;
+  r.get(stop);
+  rep.stop = stop != 0;
+  r.get(rep.rate_bytes_s);
+  r.get(rep.busy_s);
+  r.get(n);
+  r.check_count(n, 40);
+  rep.done.reserve(static_cast<size_t>(n));
+  for (uint64_t i = 0; i < n; ++i) rep.done.push_back(get_result(r));
+  r.get(n);
+  r.check_count(n, 8);
+  rep.returned.resize(static_cast<size_t>(n));
+  for (auto& i : rep.returned) {
+    uint64_t v = 0;
+    r.get(v);
+    i = static_cast<size_t>(v);
+  }
+  return rep;
+}
+
+std::vector<char> pack_result(const FileResult& res) {
+  Writer w;
+  put_result(w, res);
+  return w.take();
+}
+
+FileResult unpack_result(const std::vector<char>& msg) {
+  Reader r(msg);
+  return get_result(r);
 }
 
 }  // namespace velox::mpi

@@ -28,6 +28,7 @@
 #include "io/info.hpp"
 #include "io/readers.hpp"
 #include "mpi/driver.hpp"
+#include "mpi/simulate.hpp"
 
 using namespace velox;
 
@@ -87,6 +88,8 @@ void add_input_options(CLI::App* c, FitOptions& o) {
       "--no-resolution-matrix", [&o] { o.resolution_matrix = 0; },
       "DESI: forward-model with one Gaussian LSF per arm instead");
   rm->excludes(no_rm);
+  // Tests only (hidden): the GPU's batched path of the fit stream on the CPU backend.
+  c->add_option("--cpu-batch", o.cpu_batch, "")->check(at_least(0))->group("");
   c->add_option("--device", o.device,
                 "auto|cpu|gpu: auto uses a CUDA device when one exists (bench: a list, cpu,gpu)")
       ->capture_default_str();
@@ -377,10 +380,31 @@ int main(int argc, char** argv) {
                 "Refit inputs whose catalog exists; replace an --output/--merge file that is "
                 "not a velox catalog (inputs and the library are never overwritten)");
   fit->add_option("--log-dir", fit_opt.log_dir, "Write DIR/rank-<N>.log for every MPI rank");
+  fit->add_option("--batch-seconds", fit_opt.batch_seconds,
+                 "MPI: seconds of work per batch of inputs handed to a rank (at its measured "
+                 "rate; smaller near the end)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   fit->add_option("--progress-interval", fit_opt.progress_interval_s,
                   "Seconds between progress lines")
       ->check(at_least(0.0))
       ->capture_default_str();
+
+  mpi::SimOptions sim_opt;
+  auto* sim = app.add_subcommand(
+      "simulate-coordinator",
+      "Measure rank 0's hand-out with ranks that sleep instead of fitting (under mpirun)");
+  sim->add_option("--inputs", sim_opt.n_inputs, "Inputs in the queue")->capture_default_str();
+  sim->add_option("--spectra-per-input", sim_opt.spectra_per_input, "Spectra per input")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sim->add_option("--rate", sim_opt.rate, "Spectra per second per rank; 0 = no sleep")
+      ->check(at_least(0.0))
+      ->capture_default_str();
+  sim->add_option("--batch-seconds", sim_opt.batch_seconds, "As velox fit --batch-seconds")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sim->add_option("--status-dir", sim_opt.status_dir, "Write DIR/status.tsv as a real job does");
 
   std::string info_file;
   auto* info = app.add_subcommand("info", "Summarise a catalog or a template library");
@@ -443,6 +467,10 @@ int main(int argc, char** argv) {
       spdlog::debug("CPU kernel instruction set: {}", isa_name(active_isa()));
       mpi::Comm comm(&argc, &argv);  // MPI only when started by mpirun/srun
       return mpi::run_fit_job(fit_opt, comm);
+    }
+    if (sim->parsed()) {
+      mpi::Comm comm(&argc, &argv);
+      return mpi::run_coordinator_sim(sim_opt, comm);
     }
     if (info->parsed()) {
       fmt::print("{}", describe_file(info_file));

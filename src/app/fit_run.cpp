@@ -95,6 +95,7 @@ FitEngine::FitEngine(const FitOptions& opt, int threads, std::shared_ptr<const T
       threads_(threads > 0 ? threads : default_thread_count()),
       pool_(std::make_unique<ThreadPool>(threads_)) {
   if (opt.resolution_matrix >= 0) cfg_.resolution_matrix = opt.resolution_matrix != 0;
+  cpu_batch_ = static_cast<size_t>(std::max(0, opt.cpu_batch));
   const kern::PipelineConfig pc = pipeline_config(cfg_, *lib_);
   cpu_ = std::make_unique<CpuBackend>(*lib_, pc, *pool_);
   // Backend choice (docs/gpu.md): gpu demands a device, auto takes one when present.
@@ -184,104 +185,6 @@ void FitEngine::finish(EngineBatch& b, std::vector<FitDiagnostics>* diags) {
   const double dt = seconds_since(t0);
   b.seconds += dt;
   seconds_fit_ += dt;
-}
-
-void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileResult&&)>& done,
-                           size_t chunk_min_spectra, const std::function<void(size_t)>& on_fitted) {
-  struct Pending {
-    FileResult res;
-    SpectrumFile file;
-    std::string format;
-    std::vector<char> selected;  // per spectrum: fitted (selection, fit/select.hpp)?
-  };
-  // A chunk between submit and finish: its files, their contexts and the engine's batch.
-  struct Chunk {
-    std::vector<Pending> files;
-    std::vector<std::unique_ptr<FitContext>> ctxs;
-    EngineBatch batch;
-  };
-  std::vector<Pending> chunk;
-  std::deque<Chunk> in_flight;  // submitted, oldest first
-  size_t chunk_spectra = 0;
-  const size_t chunk_min = std::max(chunk_min_spectra, gpu_ ? gpu_chunk_ : size_t{0});
-
-  // Finish the oldest chunk's rows and report its files.
-  auto complete = [&] {
-    Chunk c = std::move(in_flight.front());
-    in_flight.pop_front();
-    std::vector<FitDiagnostics> diags;
-    finish(c.batch, &diags);
-    const EngineBatch& b = c.batch;
-    size_t k = 0;
-    for (auto& p : c.files) {
-      size_t n = 0;
-      for (char ch : p.selected) n += ch != 0;
-      std::vector<CatalogRow> fitted;
-      for (size_t i = k; i < k + n; ++i) fitted.push_back(std::move(c.batch.prep[i].row));
-      std::vector<FitDiagnostics> dg;
-      if (!diags.empty()) dg.assign(diags.begin() + k, diags.begin() + k + n);
-      k += n;
-      std::vector<SpectrumFile> one;
-      one.push_back(std::move(p.file));
-      outputs_->collect(one, {p.selected}, std::move(fitted), dg, p.res.rows);
-      p.res.seconds += b.jobs.empty() ? 0.0 : b.seconds * n / b.jobs.size();
-      done(std::move(p.res));
-    }
-  };
-  // Prepare the pending files' spectra and submit them; keep at most one chunk in flight on an
-  // asynchronous backend while the next one is read.
-  auto flush = [&] {
-    Chunk c;
-    c.files = std::move(chunk);
-    chunk.clear();
-    chunk_spectra = 0;
-    std::vector<FitJob> jobs;
-    for (auto& p : c.files) {
-      c.ctxs.push_back(std::make_unique<FitContext>(context(p.format)));
-      for (size_t i = 0; i < p.file.spectra.size(); ++i)
-        if (p.selected[i]) jobs.push_back({&p.file.spectra[i], c.ctxs.back().get()});
-    }
-    c.batch = submit(std::move(jobs), outputs_->want_diagnostics(), on_fitted);
-    const bool async = c.batch.backend && c.batch.backend != cpu_.get();
-    in_flight.push_back(std::move(c));
-    while (in_flight.size() > (async ? 1u : 0u)) complete();
-  };
-  auto drain = [&] {
-    if (!chunk.empty()) flush();
-    while (!in_flight.empty()) complete();
-  };
-  size_t index = 0;
-  std::string path;
-  while (next(index, path)) {
-    Pending p;
-    p.res.index = index;
-    p.res.path = path;
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      p.file = read_spectra(path, fmt_);
-      if (p.file.spectra.empty()) spdlog::warn("{}: no spectra in file", path);
-      p.format = format_name(p.file.format);
-      p.res.n_targets = p.file.spectra.size();
-      p.selected = outputs_->on_file(path, p.file);
-    } catch (const std::exception& e) {
-      // A bad file: one clear line, a failure row naming it, and the job goes on. Files read
-      // before it are reported first, so `done` sees inputs in the order they were pulled.
-      spdlog::error("{}", e.what());
-      drain();
-      p.res.ok = false;
-      p.res.error = e.what();
-      p.res.rows = {bad_input_row(path)};
-      outputs_->add_failure_row();
-      p.res.seconds = seconds_since(t0);
-      done(std::move(p.res));
-      continue;
-    }
-    p.res.seconds = seconds_since(t0);
-    for (char c : p.selected) chunk_spectra += c != 0;
-    chunk.push_back(std::move(p));
-    if (chunk_spectra >= chunk_min) flush();
-  }
-  drain();
 }
 
 Provenance FitEngine::provenance(const FitOptions& opt) const {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -38,11 +39,14 @@ struct FitOptions {
   int threads = 0;                  // 0 = the cores given to this process (rank)
   std::string log_dir;              // per-rank log files; empty = console only
   double progress_interval_s = 5.0;
+  double batch_seconds = 1.0;       // MPI: work per batch handed to a rank (app/handout.hpp)
   std::string command_line;         // for provenance
   bool quiet = false;               // no progress lines (bench)
   std::string device = "auto";      // --device auto|cpu|gpu
   int resolution_matrix = -1;       // --(no-)resolution-matrix: 1/0; -1 = config (default on)
   int gpu_device = 0;               // CUDA device index (node-local rank modulo the count)
+  int cpu_batch = 0;                // > 0: the CPU fits the stream in batches of this many spectra,
+                                    // as the GPU does (tests that path without a device)
   int gpu_min_batch = 2048;         // --device auto: chunks accumulate this many spectra for the
                                     // GPU; a smaller final chunk runs on the CPU
   // DESI production mode (app/fit_outputs.hpp, docs/desi.md)
@@ -96,13 +100,15 @@ class FitEngine {
   FitEngine(const FitEngine&) = delete;
   FitEngine& operator=(const FitEngine&) = delete;
 
-  // Pull inputs with `next` (false = no more) and fit them; read files until a chunk holds at
-  // least `chunk_min_spectra` spectra (at least gpu_min_batch when the GPU is in use), prepare it,
-  // hand it to a backend, then call `done` once per file, in the order they were pulled. With the
-  // GPU, chunk k is fitted while chunk k+1 is read and prepared. A bad file becomes a failed
-  // FileResult; never throws for input problems (device errors throw std::runtime_error).
-  // `on_fitted` (may be empty) gets the number of spectra fitted in the current chunk, from any
-  // thread.
+  // Pull inputs with `next` (false = no more) and fit them, calling `done` once per file in the
+  // order they were pulled (app/fit_stream.cpp): reader threads read and select while the
+  // backend fits. On the CPU the engine's persistent threads fit one spectrum at a time from a
+  // shared queue (no chunk barrier; `chunk_min_spectra` is not used); with the GPU (or
+  // cpu_batch) batches of at least `chunk_min_spectra` and gpu_min_batch spectra, batch k fitted
+  // while batch k+1 is prepared. `next` and `done` are called on the calling thread only. A bad
+  // file becomes a failed FileResult; never throws for input problems (device errors throw
+  // std::runtime_error). `on_fitted` (may be empty) gets a running count of spectra fitted (CPU)
+  // or of the current batch (GPU), from any thread.
   using NextInput = std::function<bool(size_t& index, std::string& path)>;
   void fit_stream(const NextInput& next, const std::function<void(FileResult&&)>& done,
                   size_t chunk_min_spectra, const std::function<void(size_t)>& on_fitted = {});
@@ -134,10 +140,18 @@ class FitEngine {
   FitOutputs& outputs() { return *outputs_; }
   bool uses_gpu() const { return gpu_ != nullptr; }
   const TemplateLibrary& library() const { return *lib_; }
-  // Wall time the caller's thread spent preparing, waiting for backends and finishing rows.
+  // Wall time spent fitting: the fit streams (reading overlapped) and submit/finish calls.
   double seconds_fitting() const { return seconds_fit_; }
 
  private:
+  struct InputFile;  // one input on its way through fit_stream (fit_stream.cpp)
+  // Read and select one input (any thread); an unreadable one becomes a failed result.
+  void read_input(InputFile& in);
+  // Side outputs and `done` for one input, in input order (the calling thread).
+  void report_input(InputFile& in, std::vector<CatalogRow>&& fitted,
+                    const std::vector<FitDiagnostics>& diags,
+                    const std::function<void(FileResult&&)>& done);
+
   FitConfig cfg_;
   SpectrumFormat fmt_;
   std::shared_ptr<const TemplateLibrary> lib_;
@@ -148,7 +162,9 @@ class FitEngine {
   std::unique_ptr<CpuBackend> cpu_;
   std::unique_ptr<Backend> gpu_;  // null: no GPU in use
   size_t gpu_chunk_ = 0;  // spectra a chunk gathers when the GPU is in use
+  size_t cpu_batch_ = 0;  // FitOptions::cpu_batch
   std::set<std::string> routing_logged_;
+  std::mutex outputs_mu_;  // FitOutputs::on_file from the reader threads
   double seconds_fit_ = 0.0;
 };
 

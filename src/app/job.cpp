@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "app/job_plan.hpp"
 #include "app/output_checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/gpu.hpp"
@@ -109,12 +110,31 @@ class Progress {
   Clock::time_point t0_ = Clock::now();
 };
 
+Provenance job_provenance(const FitEngine& engine, const FitOptions& opt, int world_size) {
+  Provenance p = engine.provenance(opt);
+  p["mpi_world_size"] = std::to_string(world_size);
+  return p;
+}
+
+InputCatalogWriter::InputCatalogWriter(const FitOptions& opt, Provenance base, int rank)
+    : dir_(opt.output_dir), prov_(std::move(base)) {
+  prov_["mpi_rank"] = std::to_string(rank);
+  prov_["n_input_files"] = "1";
+}
+
+void InputCatalogWriter::write(const FileResult& r) const {
+  if (dir_.empty() || !r.ok) return;
+  Provenance p = prov_;
+  p["input_path"] = r.path;
+  write_catalog(per_input_catalog(dir_, r.path), r.rows, p);
+}
+
 RootJob::RootJob(const FitOptions& opt, int world_size, int threads)
     : opt_(opt), world_size_(world_size), inputs_(plan_inputs(opt_)) {
   const size_t n = inputs_.size();
   status_.resize(n);
   kept_.resize(n);
-  want_merged_ = !opt_.output.empty() || !opt_.merge.empty();
+  want_merged_ = wants_merged(opt_);
   check_fit_outputs(opt_, inputs_);  // creates --output-dir and --log-dir
   if (!opt_.output_dir.empty()) {
     if (size_t k = remove_stale_temps(opt_.output_dir))
@@ -135,6 +155,7 @@ RootJob::RootJob(const FitOptions& opt, int world_size, int threads)
     }
     todo_.push_back(i);
   }
+  flush_status();
   // The DESI side outputs (/fibermap, /models, rvspecfit FITS) are collected by this rank's
   // engine in processing order; they are written only by a single-process --output run, which
   // therefore keeps input order. Otherwise largest first, so long inputs do not start last.
@@ -146,45 +167,76 @@ RootJob::RootJob(const FitOptions& opt, int world_size, int threads)
   if (!side_outputs_)
     std::stable_sort(todo_.begin(), todo_.end(),
                      [&](size_t a, size_t b) { return inputs_[a].bytes > inputs_[b].bytes; });
-  uintmax_t todo_bytes = 0;
-  for (size_t i : todo_) todo_bytes += inputs_[i].bytes;
+  for (size_t i : todo_) todo_bytes_.push_back(inputs_[i].bytes);
+  for (auto b : todo_bytes_) bytes_left_ += b;
 
   engine_ = std::make_unique<FitEngine>(opt_, threads);
-  prov_ = engine_->provenance(opt_);
-  prov_["mpi_world_size"] = std::to_string(world_size_);
+  prov_ = job_provenance(*engine_, opt_, world_size_);
   spdlog::info(
       "fit: {} inputs ({} to fit, {} skipped: output exists), {} ranks x {} threads, "
       "templates {} ({} stars, {})",
       n, todo_.size(), n - todo_.size(), world_size_, engine_->threads(), opt_.templates,
       engine_->library().n_train, engine_->library().checksum);
   progress_ =
-      std::make_unique<Progress>(todo_.size(), todo_bytes, opt_.progress_interval_s, opt_.quiet);
+      std::make_unique<Progress>(todo_.size(), bytes_left_, opt_.progress_interval_s, opt_.quiet);
+}
+
+RootJob::RootJob(const FitOptions& opt, int world_size, std::vector<JobInput> synthetic)
+    : opt_(opt), world_size_(world_size), inputs_(std::move(synthetic)) {
+  const size_t n = inputs_.size();
+  status_.resize(n);
+  kept_.resize(n);
+  want_merged_ = wants_merged(opt_);
+  if (!opt_.output_dir.empty()) status_file_ = std::make_unique<StatusFile>(opt_.output_dir);
+  for (size_t i = 0; i < n; ++i) {
+    todo_.push_back(i);
+    todo_bytes_.push_back(inputs_[i].bytes);
+    bytes_left_ += inputs_[i].bytes;
+  }
+  prov_["mpi_world_size"] = std::to_string(world_size_);
+  progress_ =
+      std::make_unique<Progress>(todo_.size(), bytes_left_, opt_.progress_interval_s, opt_.quiet);
 }
 
 RootJob::~RootJob() = default;
 
 bool RootJob::next_input(size_t& index, std::string& path) {
   if (next_ == todo_.size()) return false;
+  if (next_ == 0) t_first_ = Clock::now();
+  bytes_left_ -= todo_bytes_[next_];
   index = todo_[next_++];
   path = inputs_[index].path;
   return true;
 }
 
+std::vector<WorkItem> RootJob::next_batch(double rate_bytes_s, int n_ranks,
+                                          const HandoutPolicy& policy) {
+  const size_t k = batch_length(todo_bytes_.data() + next_, todo_.size() - next_, bytes_left_,
+                                rate_bytes_s, n_ranks, policy);
+  std::vector<WorkItem> batch(k);
+  for (auto& it : batch) {
+    it.bytes = todo_bytes_[next_];
+    next_input(it.index, it.path);
+  }
+  return batch;
+}
+
 void RootJob::handle(FileResult&& r) {
   const JobInput& in = inputs_[r.index];
   if (!r.ok && r.rank != 0) spdlog::error("{} (rank {})", r.error, r.rank);
-  if (r.ok && !in.catalog.empty()) {
-    Provenance p = prov_;
-    p["input_path"] = in.path;
-    p["mpi_rank"] = std::to_string(r.rank);
-    p["n_input_files"] = "1";
-    write_catalog(in.catalog, r.rows, p);
-  }
   status_[r.index] = status_of(r);
   if (status_file_) status_file_->append(status_[r.index]);
   files_failed_ += !r.ok;
   progress_->file_done(r.n_targets, in.bytes);
   if (want_merged_) kept_[r.index] = std::move(r.rows);
+}
+
+void RootJob::flush_status() {
+  if (status_file_) status_file_->flush();
+}
+
+double RootJob::seconds_since_first_handout() const {
+  return next_ == 0 ? 0.0 : std::chrono::duration<double>(Clock::now() - t_first_).count();
 }
 
 void RootJob::maybe_log_progress() { progress_->maybe_log(); }
@@ -205,6 +257,7 @@ int RootJob::finish(const std::string& interrupted_by) {
     ++n_unfinished;
   }
   if (status_file_) status_file_->finish(status_);
+
   prov_["n_input_files"] = std::to_string(n);
   prov_["n_files_failed"] = std::to_string(files_failed_);
   if (n_unfinished) {

@@ -3,12 +3,14 @@
 // (mpi/driver.hpp) moves inputs and results between ranks and calls into this; nothing here
 // knows about MPI, so a single process uses it the same way.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "app/fit_run.hpp"
+#include "app/handout.hpp"
 #include "app/job_outputs.hpp"
 #include "app/job_plan.hpp"
 
@@ -42,30 +44,62 @@ struct RankSetup {
 };
 RankSetup place_rank(const FitOptions& opt, const RankInfo& where);
 
+// The provenance attributes every catalog of the job carries (FitEngine::provenance plus
+// mpi_world_size); each rank computes its own (hostname and time are the writer's).
+Provenance job_provenance(const FitEngine& engine, const FitOptions& opt, int world_size);
+
+// Writes the per-input catalogs of the inputs one rank fitted (--output-dir; no-op without):
+// DIR/<stem>.velox.h5, atomically, with `base` plus input_path, mpi_rank and n_input_files.
+// Failed inputs get none (a rerun retries them). Every rank writes its own; throws IoError.
+class InputCatalogWriter {
+ public:
+  InputCatalogWriter(const FitOptions& opt, Provenance base, int rank);
+  void write(const FileResult& r) const;
+
+ private:
+  std::string dir_;
+  Provenance prov_;
+};
+
 class Progress;
 
 // Rank 0 of a fitting job (not merge-only). The constructor plans the inputs (plan_inputs),
 // checks every output path (check_fit_outputs: before any work), prepares --output-dir
 // (removes stale *.tmp, opens status.tsv), skips inputs whose per-input catalog exists (unless
 // --overwrite), orders the rest largest file first (input order when the single-process side
-// outputs are written), and loads the engine. The message loop then hands out next_input() and
-// passes every FileResult, from any rank, to handle(); finish() writes the merged catalog(s)
-// and status.tsv and returns the exit code (3 when an input failed, 4 when interrupted).
+// outputs are written), and loads the engine. The message loop then hands out next_input() (to
+// rank 0's own fitting thread) and next_batch() (to workers), and passes every input's status,
+// from any rank, to handle() (the per-input catalogs are written by the rank that fitted the
+// input, InputCatalogWriter); finish() writes the merged catalog(s) and status.tsv and returns the
+// exit code (3 when an input failed, 4 when interrupted).
 // Not thread-safe: the caller serialises next_input() against its own fitting thread.
 // Throws ConfigError (inputs) and IoError (outputs).
 class RootJob {
  public:
   RootJob(const FitOptions& opt, int world_size, int threads);
+  // The coordinator simulation (mpi/simulate.hpp): these inputs (no files behind them), no
+  // engine, no output checks; --output-dir gets status.tsv as in a real job.
+  RootJob(const FitOptions& opt, int world_size, std::vector<JobInput> synthetic);
   ~RootJob();
 
   FitEngine& engine() { return *engine_; }
+  const Provenance& provenance() const { return prov_; }
   size_t n_todo() const { return todo_.size(); }
   size_t n_handed() const { return next_; }  // inputs handed out so far
 
   // The next input to fit (index into the planned inputs, path); false when all are handed out.
   bool next_input(size_t& index, std::string& path);
-  // One input done (r.index, r.rank set): per-input catalog, status line, progress, merged rows.
+  // The next batch for a rank fitting `rate_bytes_s` input bytes per second (batch_length; one
+  // input while the rate is unknown) out of `n_ranks`; empty when all are handed out.
+  std::vector<WorkItem> next_batch(double rate_bytes_s, int n_ranks,
+                                   const HandoutPolicy& policy);
+  // One input done (r.index, r.rank set): status line, progress, merged rows. `r.rows` are
+  // needed only when a merged catalog is written (wants_merged).
   void handle(FileResult&& r);
+  // Write the status lines handled so far to status.tsv (once per message, not per line).
+  void flush_status();
+  // Seconds since the first input was handed out (0 before).
+  double seconds_since_first_handout() const;
   // A progress line every --progress-interval seconds (not with --quiet).
   void maybe_log_progress();
   // After every input handed out is handled: status.tsv, merged/--output catalogs, summary;
@@ -84,7 +118,10 @@ class RootJob {
   bool want_merged_ = false, side_outputs_ = false;
   std::unique_ptr<StatusFile> status_file_;
   std::vector<size_t> todo_;
+  std::vector<uintmax_t> todo_bytes_;  // bytes of todo_[i], in hand-out order
+  uintmax_t bytes_left_ = 0;           // of the inputs not yet handed out
   size_t next_ = 0;
+  std::chrono::steady_clock::time_point t_first_{};
   std::unique_ptr<FitEngine> engine_;  // loaded after the resume scan, as before fitting
   Provenance prov_;
   std::unique_ptr<Progress> progress_;

@@ -59,7 +59,9 @@ StatusFile::StatusFile(const std::string& dir) : path_((fs::path(dir) / "status.
   out_ << kHeader << std::flush;
 }
 
-void StatusFile::append(const StatusLine& line) { out_ << format_line(line) << std::flush; }
+void StatusFile::append(const StatusLine& line) { out_ << format_line(line); }
+
+void StatusFile::flush() { out_.flush(); }
 
 void StatusFile::finish(const std::vector<StatusLine>& in_input_order) {
   out_.close();

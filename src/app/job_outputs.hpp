@@ -26,12 +26,14 @@ struct StatusLine {
 };
 StatusLine status_of(const FileResult& r);
 
-// DIR/status.tsv, appended (and flushed) as inputs finish so a killed job leaves its progress
-// behind, then rewritten atomically in input order by finish(). Throws IoError.
+// DIR/status.tsv, appended as inputs finish and flushed after each batch of them (flush()), so a
+// killed job leaves its progress behind, then rewritten atomically in input order by finish().
+// Throws IoError.
 class StatusFile {
  public:
   explicit StatusFile(const std::string& dir);
   void append(const StatusLine& line);
+  void flush();
   void finish(const std::vector<StatusLine>& in_input_order);
 
  private:

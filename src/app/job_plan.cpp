@@ -38,6 +38,8 @@ bool merge_only(const FitOptions& o) {
   return o.inputs.empty() && o.input_list.empty() && o.input_dir.empty() && !o.merge.empty();
 }
 
+bool wants_merged(const FitOptions& o) { return !o.output.empty() || !o.merge.empty(); }
+
 size_t chunk_min_spectra(int threads) {
   return threads <= 1 ? 1 : 4 * static_cast<size_t>(threads);
 }

@@ -20,8 +20,12 @@ void validate_job_options(FitOptions& opt);
 // --merge with --output-dir and no inputs: merge the existing per-input catalogs, fit nothing.
 bool merge_only(const FitOptions& opt);
 
-// Spectra per chunk for FitEngine::fit_stream: 1 for one thread (no batching needed), else
-// 4 per thread, so the threads stay busy without holding back inputs from other ranks.
+// A merged catalog is written (--output, or --merge with inputs): rank 0 needs every row, so
+// the ranks send theirs with their status reports.
+bool wants_merged(const FitOptions& opt);
+
+// The smallest batch of FitEngine::fit_stream's batch mode (the GPU, whose gpu_min_batch is
+// usually larger): 1 for one thread, else 4 per thread. The CPU stream takes no batches.
 size_t chunk_min_spectra(int threads);
 
 // One input of the job, in the order collect_inputs() gives.

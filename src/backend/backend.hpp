@@ -71,11 +71,17 @@ class CpuBackend : public Backend {
               std::function<void(size_t)> on_done) override;
   BatchOutput collect() override;
 
+  // Fit one spectrum now, on the calling thread, which must be worker `worker` of the pool (its
+  // own scratch: the pool's workers may each call this at the same time). The fit stream
+  // (app/stream_pipeline.hpp) takes spectra one at a time this way. Same results as submit().
+  BatchOutput fit_one(const PreparedSpectrum& spec, int worker, bool want_models);
+
  private:
   const TemplateLibrary& lib_;
   kern::PipelineConfig pc_;
   ThreadPool& pool_;
   SlotScratch scratch_;
+  std::vector<SlotScratch> worker_scratch_ = std::vector<SlotScratch>(pool_.size());
   std::deque<BatchOutput> done_;  // submitted, not yet collected (oldest first)
 };
 

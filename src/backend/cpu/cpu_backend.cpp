@@ -52,6 +52,16 @@ void CpuBackend::submit(std::vector<const PreparedSpectrum*> specs, bool want_mo
   done_.push_back(outputs_of(hb, std::move(models)));
 }
 
+BatchOutput CpuBackend::fit_one(const PreparedSpectrum& spec, int worker, bool want_models) {
+  HostBatch hb({&spec}, lib_, pc_);
+  SlotScratch& scratch = worker_scratch_.at(static_cast<size_t>(worker));
+  scratch.ensure(1, hb.sizes());
+  const kern::BatchView b = hb.view(scratch);
+  std::vector<std::vector<double>> models(want_models ? 1 : 0);
+  fit_in_slot(b, 0, 0, want_models ? &models[0] : nullptr);
+  return outputs_of(hb, std::move(models));
+}
+
 BatchOutput CpuBackend::collect() {
   BatchOutput out = std::move(done_.front());
   done_.pop_front();

@@ -63,10 +63,39 @@ TEST_CASE("a truncated result message is an error, not garbage", "[mpi]") {
   CHECK_THROWS_AS(mpi::unpack_result(msg), IoError);
 }
 
-TEST_CASE("a work item carries the input index and path", "[mpi]") {
-  size_t index = 0;
-  std::string path;
-  mpi::unpack_work(mpi::pack_work(123456789012ull, "a b/c.fits"), index, path);
-  CHECK(index == 123456789012ull);
-  CHECK(path == "a b/c.fits");
+TEST_CASE("a batch of work items carries each input's index, path and size", "[mpi]") {
+  std::vector<WorkItem> batch{{123456789012ull, "a b/c.fits", 5000}, {7, "", 0}};
+  const auto back = mpi::unpack_work(mpi::pack_work(batch));
+  REQUIRE(back.size() == 2);
+  CHECK(back[0].index == 123456789012ull);
+  CHECK(back[0].path == "a b/c.fits");
+  CHECK(back[0].bytes == 5000);
+  CHECK(back[1].index == 7);
+  CHECK(mpi::unpack_work(mpi::pack_work({})).empty());  // "stop"
+}
+
+TEST_CASE("a worker's report carries statuses, returned inputs, rate and busy time", "[mpi]") {
+  mpi::Report rep;
+  rep.stop = true;
+  rep.rate_bytes_s = 1.5e6;
+  rep.busy_s = 2.25;
+  rep.done.resize(3);
+  rep.done[1].index = 9;
+  rep.done[1].rows.resize(1);
+  rep.done[1].rows[0].TARGETID = 42;
+  rep.done[2].error = "x.fits: truncated";
+  rep.returned = {4, 5};
+  const auto back = mpi::unpack_report(mpi::pack_report(rep));
+  CHECK(back.stop);
+  CHECK(back.rate_bytes_s == 1.5e6);
+  CHECK(back.busy_s == 2.25);
+  REQUIRE(back.done.size() == 3);
+  CHECK(back.done[1].index == 9);
+  REQUIRE(back.done[1].rows.size() == 1);
+  CHECK(back.done[1].rows[0].TARGETID == 42);
+  CHECK(back.done[2].error == rep.done[2].error);
+  CHECK(back.returned == rep.returned);
+  auto msg = mpi::pack_report(rep);
+  msg.resize(msg.size() - 9);
+  CHECK_THROWS_AS(mpi::unpack_report(msg), IoError);
 }

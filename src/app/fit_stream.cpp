@@ -1,0 +1,156 @@
+// FitEngine::fit_stream: input files through the engine's one stream (app/stream_pipeline.hpp),
+// reported in the order they were pulled. Reader threads read and select; then
+//  - CPU backend: the engine's persistent pool fits one spectrum at a time from the shared queue
+//    (CpuBackend::fit_one);
+//  - GPU backend: the stream's batch mode, batches of at least gpu_min_batch spectra through
+//    submit/finish, batch k on the device while batch k+1 is prepared (the device wants
+//    thousands of spectra at once). `--cpu-batch N` runs the CPU this way too (a test of the
+//    GPU's path without a device).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+
+#include "app/fit_run.hpp"
+#include "app/stream_pipeline.hpp"
+#include "io/readers.hpp"
+
+namespace velox {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+// One input file on its way through the engine.
+struct FitEngine::InputFile : StreamItem {
+  FileResult res;
+  SpectrumFile file;
+  std::string format;
+  std::vector<char> selected;  // per spectrum: fitted (selection, fit/select.hpp)?
+  bool read_ok = false;
+  // The CPU stream's per-file state: task t fits file.spectra[spectra[t]] into rows[t].
+  std::unique_ptr<FitContext> ctx;
+  std::vector<size_t> spectra;
+  std::vector<CatalogRow> rows;
+  std::vector<FitDiagnostics> diags;
+  std::vector<double> task_seconds;
+};
+
+void FitEngine::read_input(InputFile& in) {
+  in.res.index = in.index;
+  in.res.path = in.path;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    in.file = read_spectra(in.path, fmt_);
+    if (in.file.spectra.empty()) spdlog::warn("{}: no spectra in file", in.path);
+    in.format = format_name(in.file.format);
+    in.res.n_targets = in.file.spectra.size();
+    {
+      std::lock_guard<std::mutex> lock(outputs_mu_);  // reader threads share the selection
+      in.selected = outputs_->on_file(in.path, in.file);
+    }
+    in.read_ok = true;
+  } catch (const std::exception& e) {
+    // A bad file: one clear line, a failure row naming it, and the job goes on.
+    spdlog::error("{}", e.what());
+    in.res.ok = false;
+    in.res.error = e.what();
+    in.res.rows = {bad_input_row(in.path)};
+  }
+  in.res.seconds = seconds_since(t0);
+}
+
+void FitEngine::report_input(InputFile& in, std::vector<CatalogRow>&& fitted,
+                             const std::vector<FitDiagnostics>& diags,
+                             const std::function<void(FileResult&&)>& done) {
+  if (in.read_ok) {
+    std::vector<SpectrumFile> one;
+    one.push_back(std::move(in.file));
+    outputs_->collect(one, {in.selected}, std::move(fitted), diags, in.res.rows);
+  } else {
+    outputs_->add_failure_row();
+  }
+  done(std::move(in.res));
+}
+
+void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileResult&&)>& done,
+                           size_t chunk_min_spectra, const std::function<void(size_t)>& on_fitted) {
+  const bool want_diag = outputs_->want_diagnostics();
+  std::atomic<size_t> n_fitted{0};
+  StreamStages s;
+  s.make = [] { return std::make_unique<InputFile>(); };
+  s.next = next;
+  s.read = [&](StreamItem& item) -> size_t {
+    auto& in = static_cast<InputFile&>(item);
+    read_input(in);
+    if (!in.read_ok) return 0;
+    in.ctx = std::make_unique<FitContext>(context(in.format));
+    for (size_t i = 0; i < in.selected.size(); ++i)
+      if (in.selected[i]) in.spectra.push_back(i);
+    const size_t n = in.spectra.size();
+    in.rows.resize(n);
+    in.task_seconds.assign(n, 0.0);
+    if (want_diag) in.diags.resize(n);
+    return n;
+  };
+  s.emit = [&](std::unique_ptr<StreamItem> item) {
+    auto& in = static_cast<InputFile&>(*item);
+    for (double x : in.task_seconds) in.res.seconds += x;
+    report_input(in, std::move(in.rows), in.diags, done);
+  };
+  // Reading (CFITSIO is built reentrant) and decompressing: one reader per 4 threads, 1 to 4.
+  StreamLimits limits;
+  limits.readers = std::clamp(threads_ / 4, 1, 4);
+  if (gpu_ || cpu_batch_ > 0) {
+    // Batches for the GPU (or, as a test of that path, the CPU): prepared on the pool, fitted by
+    // the backend route() picks; each spectrum's time is its share of the batch's.
+    limits.batch = gpu_ ? std::max(chunk_min_spectra, gpu_chunk_) : cpu_batch_;
+    s.submit_batch = [&, want_diag](const std::vector<StreamTask>& tasks) -> std::function<void()> {
+      std::vector<FitJob> jobs;
+      for (const auto& [item, t] : tasks) {
+        auto& in = static_cast<InputFile&>(*item);
+        jobs.push_back({&in.file.spectra[in.spectra[t]], in.ctx.get()});
+      }
+      auto b = std::make_shared<EngineBatch>(submit(std::move(jobs), want_diag, on_fitted));
+      return [this, b, tasks, want_diag] {
+        std::vector<FitDiagnostics> diags;
+        finish(*b, &diags);
+        const double share = b->seconds / static_cast<double>(tasks.size());
+        for (size_t k = 0; k < tasks.size(); ++k) {
+          auto& in = static_cast<InputFile&>(*tasks[k].first);
+          const size_t t = tasks[k].second;
+          in.rows[t] = std::move(b->prep[k].row);
+          if (want_diag) in.diags[t] = std::move(diags[k]);
+          in.task_seconds[t] = share;
+        }
+      };
+    };
+  } else {
+    s.run = [&](StreamItem& item, size_t t, int worker) {
+      auto& in = static_cast<InputFile&>(item);
+      const auto t0 = std::chrono::steady_clock::now();
+      PreparedSpectrum p = prepare_spectrum(in.file.spectra[in.spectra[t]], *in.ctx);
+      if (p.ready) {
+        const BatchOutput out = cpu_->fit_one(p, worker, want_diag);
+        if (want_diag) diagnostics_of(p, out.ivar[0], out.models[0], &in.diags[t]);
+        finish_row(p, out.results[0], out.ivar[0], *in.ctx);
+      }
+      if (want_diag) in.diags[t].messages = p.notes;
+      in.rows[t] = std::move(p.row);
+      in.task_seconds[t] = seconds_since(t0);
+      if (on_fitted) on_fitted(++n_fitted);
+    };
+  }
+  // The stream's wall time (submit/finish in batch mode count theirs; this replaces them).
+  const double before = seconds_fit_;
+  const auto t0 = std::chrono::steady_clock::now();
+  run_stream(*pool_, s, limits);
+  seconds_fit_ = before + seconds_since(t0);
+}
+
+}  // namespace velox

@@ -1,0 +1,219 @@
+#include "app/stream_pipeline.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace velox {
+
+namespace {
+
+struct Slot {
+  std::unique_ptr<StreamItem> item;
+  size_t n_tasks = 0, n_done = 0;
+  bool read = false;
+  bool finished() const { return read && n_done == n_tasks; }
+};
+
+// The shared state of one run_stream call; every field under `mu`.
+class Stream {
+ public:
+  Stream(ThreadPool& pool, const StreamStages& s, const StreamLimits& l) : pool_(pool), s_(s) {
+    const size_t workers = static_cast<size_t>(pool.size());
+    readers_ = std::max(1, l.readers);
+    batch_ = l.batch;
+    const size_t unit = batch_ ? batch_ : workers;
+    queued_low_ = l.queued_tasks ? l.queued_tasks : 2 * unit;
+    max_items_ = l.max_items ? l.max_items : (batch_ ? 4 : 8) * unit + readers_ + 2;
+  }
+
+  void run() {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < readers_; ++r) threads.emplace_back([this] { guarded([this] { reader(); }); });
+    if (batch_) {
+      threads.emplace_back([this] { guarded([this] { batcher(); }); });
+    } else {
+      // The pool's threads become the workers for the whole stream; for_each blocks, so it runs
+      // on a thread of its own (it takes part as worker 0). A task's exception must stop the
+      // stream here: the pool would only report it once every worker has returned.
+      threads.emplace_back([this] {
+        guarded([this] {
+          pool_.for_each(static_cast<size_t>(pool_.size()),
+                         [this](size_t, int w) { guarded([this, w] { worker(w); }); });
+        });
+      });
+    }
+    guarded([this] { drive(); });
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closing_ = true;
+    }
+    cv_work_.notify_all();
+    cv_read_.notify_all();
+    for (auto& t : threads) t.join();
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  // Runs f; the first exception stops the stream (every loop checks closing_).
+  template <class F>
+  void guarded(F&& f) {
+    try {
+      f();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_) error_ = std::current_exception();
+      closing_ = true;
+      cv_work_.notify_all();
+      cv_read_.notify_all();
+      cv_main_.notify_all();
+    }
+  }
+
+  bool want_more() const {
+    if (inputs_done_ || order_.size() >= max_items_) return false;
+    const size_t waiting = tasks_.size() + unread_;
+    return waiting < queued_low_ || (unread_ < static_cast<size_t>(readers_) &&
+                                     tasks_.size() < 4 * queued_low_);
+  }
+
+  // The calling thread: pull inputs while there is room, emit finished ones in order.
+  void drive() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      if (closing_) return;
+      if (!order_.empty() && order_.front()->finished()) {
+        std::unique_ptr<StreamItem> item = std::move(order_.front()->item);
+        order_.pop_front();
+        lock.unlock();
+        s_.emit(std::move(item));
+        lock.lock();
+        continue;
+      }
+      if (want_more()) {
+        lock.unlock();
+        auto item = s_.make();
+        const bool more = s_.next(item->index, item->path);
+        lock.lock();
+        if (!more) {
+          inputs_done_ = true;
+          cv_work_.notify_all();  // the batcher may be waiting for the last tasks
+          continue;
+        }
+        auto slot = std::make_unique<Slot>();
+        slot->item = std::move(item);
+        to_read_.push_back(slot.get());
+        order_.push_back(std::move(slot));
+        ++unread_;
+        cv_read_.notify_one();
+        continue;
+      }
+      if (inputs_done_ && order_.empty()) return;
+      cv_main_.wait(lock);
+    }
+  }
+
+  void reader() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_read_.wait(lock, [&] { return closing_ || !to_read_.empty(); });
+      if (closing_) return;
+      Slot* slot = to_read_.front();
+      to_read_.pop_front();
+      lock.unlock();
+      const size_t n = s_.read(*slot->item);
+      lock.lock();
+      slot->n_tasks = n;
+      slot->read = true;
+      --unread_;
+      for (size_t t = 0; t < n; ++t) tasks_.push_back({slot, t});
+      if (n || batch_) cv_work_.notify_all();
+      cv_main_.notify_one();  // a finished item, or room to pull the next input
+    }
+  }
+
+  void worker(int w) {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_work_.wait(lock, [&] { return closing_ || !tasks_.empty(); });
+      if (closing_) return;
+      auto [slot, t] = tasks_.front();
+      tasks_.pop_front();
+      if (tasks_.size() + unread_ < queued_low_) cv_main_.notify_one();  // pull more inputs
+      lock.unlock();
+      s_.run(*slot->item, t, w);
+      lock.lock();
+      if (++slot->n_done == slot->n_tasks) cv_main_.notify_one();
+    }
+  }
+
+  // Batch mode: take `batch_` tasks when that many wait (or the rest at the end), submit them,
+  // then finish the batch before; with nothing to submit, finish the batch in flight rather than
+  // hold its results back.
+  void batcher() {
+    std::unique_lock<std::mutex> lock(mu_);
+    std::function<void()> in_flight;
+    std::vector<std::pair<Slot*, size_t>> flying;
+    auto land = [&] {  // finish the batch in flight (lock held on entry and exit)
+      lock.unlock();
+      in_flight();
+      lock.lock();
+      in_flight = nullptr;
+      for (auto& [slot, t] : flying)
+        if (++slot->n_done == slot->n_tasks) cv_main_.notify_one();
+      flying.clear();
+    };
+    for (;;) {
+      if (closing_) return;
+      const bool end = inputs_done_ && unread_ == 0;
+      if (tasks_.size() >= batch_ || (end && !tasks_.empty())) {
+        const size_t n = std::min(batch_, tasks_.size());
+        std::vector<std::pair<Slot*, size_t>> take(tasks_.begin(), tasks_.begin() + n);
+        tasks_.erase(tasks_.begin(), tasks_.begin() + n);
+        cv_main_.notify_one();  // room to pull more inputs
+        std::vector<StreamTask> tasks;
+        for (auto& [slot, t] : take) tasks.push_back({slot->item.get(), t});
+        lock.unlock();
+        auto next = s_.submit_batch(tasks);
+        lock.lock();
+        if (in_flight) land();
+        in_flight = std::move(next);
+        flying = std::move(take);
+        continue;
+      }
+      if (in_flight) {
+        land();
+        continue;
+      }
+      if (end) return;
+      cv_work_.wait(lock);
+    }
+  }
+
+  ThreadPool& pool_;
+  const StreamStages& s_;
+  size_t batch_ = 0;
+  int readers_ = 1;
+  size_t queued_low_ = 2, max_items_ = 16;
+
+  std::mutex mu_;
+  std::condition_variable cv_main_, cv_read_, cv_work_;
+  std::deque<std::unique_ptr<Slot>> order_;  // pulled, not yet emitted, in pull order
+  std::deque<Slot*> to_read_;
+  std::deque<std::pair<Slot*, size_t>> tasks_;
+  size_t unread_ = 0;  // pulled, not yet read
+  bool inputs_done_ = false, closing_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace
+
+void run_stream(ThreadPool& pool, const StreamStages& stages, const StreamLimits& limits) {
+  Stream(pool, stages, limits).run();
+}
+
+}  // namespace velox

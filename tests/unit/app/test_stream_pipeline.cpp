@@ -1,0 +1,183 @@
+// The barrier-free fit stream (app/stream_pipeline.hpp) with a fake backend that sleeps: inputs
+// come back in order, and 16 workers with skewed task times finish close to the ideal time, on a
+// 2-core machine (sleeping threads need no core).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <numeric>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "app/stream_pipeline.hpp"
+
+using namespace velox;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// A fake input: n_tasks spectra, each of which "fits" by sleeping its own duration.
+struct FakeInput : StreamItem {
+  std::vector<double> task_ms;
+  std::vector<double> slept_s;  // what each sleep really took (oversleeping included)
+};
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct Run {
+  double wall_s = 0.0;
+  std::vector<double> slept_s;  // every task's measured duration
+  std::vector<size_t> emitted;  // indices in emission order
+};
+
+// Streams `files` (task durations in ms per input) through `workers` sleeping workers.
+Run stream_sleeping(const std::vector<std::vector<double>>& files, int workers) {
+  ThreadPool pool(workers);
+  Run run;
+  size_t next = 0;
+  StreamStages s;
+  s.make = [] { return std::make_unique<FakeInput>(); };
+  s.next = [&](size_t& index, std::string& path) {
+    if (next == files.size()) return false;
+    index = next++;
+    path = "fake-" + std::to_string(index);
+    return true;
+  };
+  s.read = [&](StreamItem& item) -> size_t {
+    auto& in = static_cast<FakeInput&>(item);
+    std::this_thread::sleep_for(std::chrono::microseconds(500));  // reading and decompressing
+    in.task_ms = files[in.index];
+    in.slept_s.assign(in.task_ms.size(), 0.0);
+    return in.task_ms.size();
+  };
+  s.run = [](StreamItem& item, size_t t, int) {
+    auto& in = static_cast<FakeInput&>(item);
+    const auto t0 = Clock::now();
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(in.task_ms[t]));
+    in.slept_s[t] = since(t0);
+  };
+  s.emit = [&](std::unique_ptr<StreamItem> item) {
+    auto& in = static_cast<FakeInput&>(*item);
+    run.emitted.push_back(in.index);
+    run.slept_s.insert(run.slept_s.end(), in.slept_s.begin(), in.slept_s.end());
+  };
+  const auto t0 = Clock::now();
+  run_stream(pool, s);
+  run.wall_s = since(t0);
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("16 workers with skewed spectrum times finish within 10% of the ideal time",
+          "[stream]") {
+  // 300 inputs of 1-8 spectra; a spectrum takes 10 ms, every fifth one 60 ms (a skew of 6x, as
+  // between a quick converged fit and a two-start clipped re-fit), about 1,350 spectra in all.
+  std::vector<std::vector<double>> files(300);
+  size_t k = 0;
+  for (size_t f = 0; f < files.size(); ++f)
+    for (size_t j = 0; j < 1 + (f * 5) % 8; ++j) files[f].push_back(++k % 5 == 0 ? 60.0 : 10.0);
+  const int workers = 16;
+  const Run run = stream_sleeping(files, workers);
+
+  REQUIRE(run.emitted.size() == files.size());
+  for (size_t i = 0; i < run.emitted.size(); ++i) REQUIRE(run.emitted[i] == i);
+  // The ideal: every worker busy from start to end with the work as it really took (measured
+  // sleeps, so a loaded machine's late wake-ups count as work, not as scheduling loss), and no
+  // shorter than the longest task.
+  const double work = std::accumulate(run.slept_s.begin(), run.slept_s.end(), 0.0);
+  const double longest = *std::max_element(run.slept_s.begin(), run.slept_s.end());
+  const double ideal = std::max(work / workers, longest);
+  INFO("wall " << run.wall_s << " s, ideal " << ideal << " s, work " << work << " s");
+  // 10% is the requirement. What stays between the stream and the ideal is the end of the job
+  // (the last tasks, at most one 60 ms spectrum per worker: about 4% of the ~1.7 s ideal) and
+  // the first reads: measured 1.026x on a loaded 2-core machine. The old chunk loop (chunks of
+  // 64 spectra read on the calling thread, each waiting for its slowest) took 1.59x here.
+  CHECK(run.wall_s <= 1.10 * ideal);
+}
+
+TEST_CASE("the stream hands inputs back in order whatever their tasks take", "[stream]") {
+  // Later inputs are quicker, inputs without tasks (unreadable files) finish at once.
+  std::vector<std::vector<double>> files;
+  for (int f = 0; f < 40; ++f)
+    files.push_back(f % 7 == 3 ? std::vector<double>{} : std::vector<double>(1 + f % 3, 40.0 - f));
+  const Run run = stream_sleeping(files, 4);
+  REQUIRE(run.emitted.size() == files.size());
+  for (size_t i = 0; i < run.emitted.size(); ++i) CHECK(run.emitted[i] == i);
+}
+
+TEST_CASE("an exception in a task stops the stream and reaches the caller", "[stream]") {
+  ThreadPool pool(3);
+  size_t next = 0;
+  StreamStages s;
+  s.make = [] { return std::make_unique<StreamItem>(); };
+  s.next = [&](size_t& index, std::string&) {
+    index = next++;
+    return index < 1000;
+  };
+  s.read = [](StreamItem&) -> size_t { return 2; };
+  s.run = [](StreamItem& item, size_t, int) {
+    if (item.index == 17) throw std::runtime_error("device error");
+  };
+  s.emit = [](std::unique_ptr<StreamItem>) {};
+  CHECK_THROWS_WITH(run_stream(pool, s), "device error");
+  // The pool is usable afterwards.
+  std::atomic<int> n{0};
+  pool.for_each(10, [&](size_t, int) { ++n; });
+  CHECK(n == 10);
+}
+
+TEST_CASE("batch mode submits full batches, one in flight, and ends with the rest", "[stream]") {
+  // 30 inputs of 0-3 tasks (43 in all), batches of 8: five full ones and a last one of 3; each
+  // task finished once, by the finisher of its own batch, and inputs reported in order.
+  ThreadPool pool(2);
+  size_t next = 0;
+  std::vector<size_t> sizes;
+  std::mutex mu;
+  int in_flight = 0, most_in_flight = 0;
+  std::vector<size_t> emitted;
+  struct Counted : StreamItem {
+    std::vector<int> done;
+  };
+  StreamStages s;
+  s.make = [] { return std::make_unique<Counted>(); };
+  s.next = [&](size_t& index, std::string&) {
+    index = next++;
+    return index < 30;
+  };
+  s.read = [](StreamItem& item) -> size_t {
+    auto& c = static_cast<Counted&>(item);
+    c.done.assign(item.index % 4 == 0 ? 0 : item.index % 4, 0);
+    return c.done.size();
+  };
+  s.submit_batch = [&](const std::vector<StreamTask>& tasks) -> std::function<void()> {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      sizes.push_back(tasks.size());
+      most_in_flight = std::max(most_in_flight, ++in_flight);
+    }
+    return [&, tasks] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      for (const auto& [item, t] : tasks) ++static_cast<Counted&>(*item).done[t];
+      std::lock_guard<std::mutex> lock(mu);
+      --in_flight;
+    };
+  };
+  s.emit = [&](std::unique_ptr<StreamItem> item) {
+    for (int d : static_cast<Counted&>(*item).done) CHECK(d == 1);
+    emitted.push_back(item->index);
+  };
+  StreamLimits limits;
+  limits.batch = 8;
+  run_stream(pool, s, limits);
+  REQUIRE(emitted.size() == 30);
+  for (size_t i = 0; i < emitted.size(); ++i) CHECK(emitted[i] == i);
+  CHECK(std::accumulate(sizes.begin(), sizes.end(), size_t{0}) == 43);
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) CHECK(sizes[i] == 8);
+  CHECK(most_in_flight <= 2);  // one being fitted, the next being submitted
+}
