@@ -58,7 +58,7 @@ BatchOutput CpuBackend::fit_one(const PreparedSpectrum& spec, int worker, bool w
   scratch.ensure(1, hb.sizes());
   const kern::BatchView b = hb.view(scratch);
   std::vector<std::vector<double>> models(want_models ? 1 : 0);
-  fit_in_slot(b, 0, 0, want_models ? &models[0] : nullptr);
+  fit_in_slot(cpu_fit_kernel(), b, 0, 0, want_models ? &models[0] : nullptr);
   return outputs_of(hb, std::move(models));
 }
 
