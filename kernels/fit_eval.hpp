@@ -306,16 +306,26 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
   };
   const bool label_jac = need_jac && !VOnly;
   // A row's products from the basis directly (per pixel) ...
+  // Four partial sums per product (components k = 4j + p go to sum p, added pairwise at the
+  // end): independent FMA chains instead of one chain as long as K1, in a fixed order that every
+  // team and backend reproduces.
   auto row_products = [&](const float* B, int row, double* bc, double* bdc) {
     const float* br = B + (size_t)row * K1;
-    double c0 = 0.0, dl0[kMaxLabels] = {0.0, 0.0, 0.0, 0.0};
-    for (int k = 0; k < K1; ++k) {
-      c0 += w->c[k] * br[k];
-      if (label_jac)
-        for (int l = 0; l < L; ++l) dl0[l] += w->dc[l * K1 + k] * br[k];
+    double c0[4] = {0.0, 0.0, 0.0, 0.0};
+    const int K4 = K1 & ~3;
+    for (int k = 0; k < K4; k += 4)
+      for (int p = 0; p < 4; ++p) c0[p] += w->c[k + p] * br[k + p];
+    for (int k = K4; k < K1; ++k) c0[k - K4] += w->c[k] * br[k];
+    *bc = (c0[0] + c0[1]) + (c0[2] + c0[3]);
+    if (!label_jac) return;
+    for (int l = 0; l < L; ++l) {
+      const double* dc = w->dc + l * K1;
+      double s4[4] = {0.0, 0.0, 0.0, 0.0};
+      for (int k = 0; k < K4; k += 4)
+        for (int p = 0; p < 4; ++p) s4[p] += dc[k + p] * br[k + p];
+      for (int k = K4; k < K1; ++k) s4[k - K4] += dc[k] * br[k];
+      bdc[l] = (s4[0] + s4[1]) + (s4[2] + s4[3]);
     }
-    *bc = c0;
-    for (int l = 0; l < L; ++l) bdc[l] = dl0[l];
   };
   for (int a = 0; a < d.n_arms; ++a) {
     // Without a matrix the model is evaluated at the used pixels directly; with one, on the

@@ -130,7 +130,7 @@ VX_HD VX_NOINLINE void segment_velocities(const Team& team, const EmulatorView& 
 // Slow rotators: chi^2 at VSINI = 0 (the rest at the best fit) against the best chi^2; when the
 // difference is below the detection threshold, the upper limit is where chi^2 (the rest held,
 // a conditional rather than a profile limit) rises by vsini_upper_dchi2 above the best: brackets
-// doubling from best + 25 km/s, then two regula-falsi steps and a final interpolation. Both
+// doubling from best + 25 km/s, then one regula-falsi step and a final interpolation. Both
 // thresholds scale with max(1, chi^2/dof) so that model mismatch does not shrink the limit.
 // Needs out->npix and sh->best; leaves w, sc.T describing the last trial point.
 template <class Team>
@@ -150,12 +150,15 @@ VX_HD VX_NOINLINE void vsini_upper_limit(const Team& team, const EmulatorView& e
     return evaluate(team, &em, g, d, cfg.cont_deg, th, false, w, sc.T, sc.dT) ? w->chi2 - chi2_best
                                                                              : INFINITY;
   };
-  const double d0 = dchi2_at(0.0);
+  // At a best VSINI below half a template pixel the model is the VSINI = 0 one: d0 = 0.
+  const double half_px = 0.5 * kSpeedOfLight_kms * g.dlnlam;
+  const double d0 = sh->best.theta[vs] < half_px ? 0.0 : dchi2_at(0.0);
   double upper = NAN;
   if (d0 < cfg.vsini_detect_dchi2 * scale) {
-    // Bracket [lo, hi] of the crossing (hi doubling), then regula falsi twice: chi^2 is smooth
-    // and monotonic above the best VSINI, so the linear interpolation in the last bracket is
-    // good to a few percent of the bracket (docs/vsini.md).
+    // Bracket [lo, hi] of the crossing (hi doubling), then one regula-falsi step and a final
+    // interpolation, both linear in vsini^2 (the broadening adds in quadrature to the line
+    // widths, so chi^2 is closer to linear in vsini^2 than in vsini): a few percent of the
+    // bracket (docs/vsini.md).
     const double target = cfg.vsini_upper_dchi2 * scale;
     double lo = fmax(sh->best.theta[vs], 0.0), hi = fmin(lo + 25.0, vmax);
     double dlo = 0.0, dhi = dchi2_at(hi);
@@ -165,21 +168,23 @@ VX_HD VX_NOINLINE void vsini_upper_limit(const Team& team, const EmulatorView& e
       hi = fmin(2.0 * hi, vmax);
       dhi = dchi2_at(hi);
     }
+    auto cross = [&] {
+      const double u = lo * lo + (target - dlo) / (dhi - dlo) * (hi * hi - lo * lo);
+      return sqrt(fmax(u, 0.0));
+    };
     if (dhi < target) {
       upper = vmax;  // not constrained inside the box
     } else {
-      for (int b = 0; b < 2; ++b) {
-        const double x = lo + (target - dlo) / (dhi - dlo) * (hi - lo);
-        const double dx = dchi2_at(x);
-        if (dx < target) {
-          lo = x;
-          dlo = dx;
-        } else {
-          hi = x;
-          dhi = dx;
-        }
+      const double x = cross();
+      const double dx = dchi2_at(x);
+      if (dx < target) {
+        lo = x;
+        dlo = dx;
+      } else {
+        hi = x;
+        dhi = dx;
       }
-      upper = lo + (target - dlo) / (dhi - dlo) * (hi - lo);
+      upper = cross();
     }
   }
   team.single([&] {
@@ -321,19 +326,25 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
   const bool fit_vs = cfg.fit_vsini && d.fit_vsini;
   if (fit_vs) {
     // VSINI free, from the best start: kept if it lowers chi^2 (else VSINI = 0 stays, with no
-    // VSINI variance: the kernel is the identity there).
+    // VSINI variance: the kernel is the identity there). A probe first: if rotation at
+    // vsini_start with the rest held does not lower chi^2, the star is a slow rotator and the LM
+    // is skipped (it would walk back to 0; the upper limit is measured below). This keeps the
+    // cost of VSINI on slow rotators to one evaluation here (docs/vsini.md).
     team.single([&] {
       w->fit_vsini = 1;
       sh->cur = sh->best;
       sh->cur.theta[vs] = cfg.vsini_start;
     });
     team.sync();
-    lm_fit(team, em, g, d, cfg.cont_deg, cfg.lm, &sh->cur, w, sc.T, sc.dT);
-    team.single([&] {
-      out->n_lm_iter += sh->cur.niter;
-      if (sh->cur.status != kLMEvalFailed && sh->cur.chi2 < sh->best.chi2) sh->best = sh->cur;
-    });
-    team.sync();
+    const int ok = evaluate(team, &em, g, d, cfg.cont_deg, sh->cur.theta, false, w, sc.T, sc.dT);
+    if (ok && w->chi2 < sh->best.chi2) {
+      lm_fit(team, em, g, d, cfg.cont_deg, cfg.lm, &sh->cur, w, sc.T, sc.dT);
+      team.single([&] {
+        out->n_lm_iter += sh->cur.niter;
+        if (sh->cur.status != kLMEvalFailed && sh->cur.chi2 < sh->best.chi2) sh->best = sh->cur;
+      });
+      team.sync();
+    }
   }
   if (cfg.clip_sigma > 0) {
     evaluate(team, &em, g, d, cfg.cont_deg, sh->best.theta, false, w, sc.T, sc.dT);
