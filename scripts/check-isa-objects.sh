@@ -32,7 +32,10 @@ wide_code() {
 
 for spec in "${levels[@]}"; do
   level="${spec%%:*}" obj="${spec#*:}"
-  exported="$(nm -g --defined-only -C "$obj" | awk '{ $1 = ""; $2 = ""; sub(/^  /, ""); print }')"
+  # Type descriptions are data, the same for every level: clang's -fsanitize=function (the
+  # sanitizer build, scripts/test-sanitize.sh) emits weak "typeinfo for <function type>" objects.
+  exported="$(nm -g --defined-only -C "$obj" | awk '{ $1 = ""; $2 = ""; sub(/^  /, ""); print }' |
+    grep -v '^typeinfo \(name \)\?for ' || true)"
   want="velox::cpu_isa::${level}::fit_spectrum(velox::kern::BatchView const&, int, int, double*)"
   if [[ "$exported" != "$want" ]]; then
     echo "FAIL $level: $obj exports more than its entry point:"; echo "$exported"; fail=1
