@@ -19,6 +19,7 @@ namespace velox::test {
 struct Truth {
   double v_kms, teff, logg, feh;
   double vsini_kms = 0.0;  // rotation (Gray profile, eps 0.6) applied on the template grid
+  double alphafe = 0.0;    // [alpha/Fe], the fourth label of PHOENIX-format libraries
 };
 
 // The template grid convolved with the rotation kernel of vsini (kernels/convolve.hpp weights;
@@ -42,7 +43,7 @@ std::vector<double> rotate_grid(const std::vector<F>& t, double vsini_kms, doubl
 inline Spectrum inject(const TemplateLibrary& lib, const ArmModel& arm, const Truth& t, double sn,
                        double wave_lo, double wave_hi, std::mt19937_64& rng, int64_t id = 1,
                        double dlog10 = 1e-4 /* LAMOST pixel */) {
-  const double labels[4] = {std::log10(t.teff), t.logg, t.feh, 0.0};
+  const double labels[4] = {std::log10(t.teff), t.logg, t.feh, t.alphafe};
   const auto tgrid = rotate_grid(lib.evaluate(labels, arm.basis.data()), t.vsini_kms, lib.dlnlam);
   ArmData a;
   a.name = "ALL";

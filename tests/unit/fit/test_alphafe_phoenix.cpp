@@ -179,45 +179,6 @@ const TemplateLibrary& alpha_library() {
   return lib;
 }
 
-// The injection of inject.hpp with [alpha/Fe] as the fourth label (inject.hpp's Truth has none;
-// fold this into test::inject once its Truth carries alpha). No rotation.
-struct AlphaTruth {
-  double v_kms, teff, logg, feh, alphafe;
-};
-
-Spectrum inject_alpha(const TemplateLibrary& lib, const ArmModel& arm, const AlphaTruth& t,
-                      double sn, std::mt19937_64& rng, int64_t id) {
-  const double labels[4] = {std::log10(t.teff), t.logg, t.feh, t.alphafe};
-  const auto tgrid = lib.evaluate(labels, arm.basis.data());
-  ArmData a;
-  a.name = "ALL";
-  a.resolution_R = arm.resolution_R;
-  const double lnd = kern::ln_doppler(t.v_kms);
-  std::normal_distribution<double> gauss(0.0, 1.0);
-  for (double l10 = std::log10(4100.0); l10 < std::log10(6900.0); l10 += 1e-4 /* LAMOST */) {
-    const double w = std::pow(10.0, l10);
-    const double u = (std::log(w) - lnd - lib.lnlam0) / lib.dlnlam;
-    const int t0 = static_cast<int>(std::floor(u));
-    if (t0 < 1 || t0 + 2 >= lib.n_tpix) continue;
-    double wt[4], dwt[4];
-    kern::cubic_weights(u - t0, wt, dwt);
-    double model = 0;
-    for (int j = 0; j < 4; ++j) model += wt[j] * tgrid[t0 - 1 + j];
-    const double x = (w - 5500.0) / 1500.0;
-    const double cont = 1000.0 * (1.0 + 0.3 * x - 0.2 * x * x);
-    const double sigma = cont / sn;
-    a.wave_vac_A.push_back(w);
-    a.flux.push_back(static_cast<float>(cont * model + sigma * gauss(rng)));
-    a.ivar.push_back(static_cast<float>(1.0 / (sigma * sigma)));
-    a.mask.push_back(0);
-  }
-  Spectrum s;
-  s.targetid = id;
-  s.source_file = "injected";
-  s.arms.push_back(std::move(a));
-  return s;
-}
-
 }  // namespace
 
 TEST_CASE("PHOENIX-format grid with [alpha/Fe]: 4-label emulator, ALPHAFE injection-recovery",
@@ -248,8 +209,9 @@ TEST_CASE("PHOENIX-format grid with [alpha/Fe]: 4-label emulator, ALPHAFE inject
     std::vector<double> da, pa, ea;
     test::Recovery rec;
     for (int i = 0; i < n; ++i) {
-      const AlphaTruth tr{uv(rng), ut(rng), ug(rng), uf(rng), ua(rng)};
-      const auto row = fit_spectrum(inject_alpha(lib, *arm, tr, sn, rng, i), setup.ctx);
+      test::Truth tr{uv(rng), ut(rng), ug(rng), uf(rng)};
+      tr.alphafe = ua(rng);
+      const auto row = fit_spectrum(test::inject(lib, *arm, tr, sn, 4100, 6900, rng, i), setup.ctx);
       INFO("RVS_WARN " << row.RVS_WARN << ", fit/truth: VRAD " << row.VRAD << "/" << tr.v_kms
                        << " TEFF " << row.TEFF << "/" << tr.teff << " LOGG " << row.LOGG << "/"
                        << tr.logg << " FEH " << row.FEH << "/" << tr.feh << " ALPHAFE "
@@ -260,7 +222,7 @@ TEST_CASE("PHOENIX-format grid with [alpha/Fe]: 4-label emulator, ALPHAFE inject
       da.push_back(row.ALPHAFE - tr.alphafe);
       pa.push_back((row.ALPHAFE - tr.alphafe) / row.ALPHAFE_ERR);
       ea.push_back(row.ALPHAFE_ERR);
-      rec.add(row, test::Truth{tr.v_kms, tr.teff, tr.logg, tr.feh});
+      rec.add(row, tr);
       if (rows.size() < 20) rows.push_back(row);
     }
     const double bias = test::median_of(da), scatter = test::robust_sigma(da);
