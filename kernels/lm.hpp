@@ -1,6 +1,6 @@
-// Levenberg-Marquardt refinement of theta = [VRAD, labels[, VSINI]] for ONE spectrum, on the profiled
-// chi^2 of fit_eval.hpp, with box constraints (projection onto [lo, hi]) and Marquardt's diagonal
-// scaling. Every worker of the team runs the same control flow on shared scalars.
+// Levenberg-Marquardt refinement of theta = [VRAD, labels[, VSINI]] for ONE spectrum, on the
+// profiled chi^2 of fit_eval.hpp, with box constraints (projection onto [lo, hi]) and
+// Marquardt's diagonal scaling. Every worker of the team runs the same control flow on shared scalars.
 // Source: Marquardt (1963); Press et al., Numerical Recipes 3rd ed., sec. 15.5.2.
 #pragma once
 #include <cmath>
@@ -154,27 +154,26 @@ VX_HD void lm_fit(const Team& team, const EmulatorView& em, const GridView& g, c
     // template pixel, where the kernel is the identity) is left out of the inversion and gets
     // a NaN variance; the others are marginalised over the rest as usual.
     // (The inverse is written [nu][nu] into st->cov, then spread out to [np][np] from the last
-    // element down: target indices are never below their source, so no second array.)
-    int use[kMaxParams], nu = 0;
-    for (int q = 0; q < np; ++q)
-      if (q != vsini_index(em.n_label) || w->hess[q * np + q] > 0.0) use[nu++] = q;
+    // element down: a target index a*np + b is never below its source pos[a]*nu + pos[b], so
+    // no second array.)
+    int use[kMaxParams], pos[kMaxParams], nu = 0;
+    for (int q = 0; q < np; ++q) {
+      pos[q] = -1;
+      if (q != vsini_index(em.n_label) || w->hess[q * np + q] > 0.0) {
+        pos[q] = nu;
+        use[nu++] = q;
+      }
+    }
     double* l = hess;  // the loop's copy of the Hessian is done with: reuse it (GPU stack)
     for (int a = 0; a < nu; ++a)
       for (int b = 0; b < nu; ++b) l[a * nu + b] = w->hess[use[a] * np + use[b]];
     st->hess_ok = cholesky(l, nu) ? 1 : 0;
     if (st->hess_ok) {
       cholesky_inverse(l, nu, st->cov);
-      for (int a = nu - 1; a >= 0; --a)
-        for (int b = nu - 1; b >= 0; --b) {
-          st->cov[use[a] * np + use[b]] = st->cov[a * nu + b];
-        }
-      for (int q = 0; q < np * np; ++q) {
-        // Entries of left-out parameters were never written above: NaN them.
-        const int a = q / np, b = q % np;
-        bool in_a = false, in_b = false;
-        for (int k = 0; k < nu; ++k) in_a = in_a || use[k] == a, in_b = in_b || use[k] == b;
-        if (!(in_a && in_b)) st->cov[q] = NAN;
-      }
+      for (int a = np - 1; a >= 0; --a)
+        for (int b = np - 1; b >= 0; --b)
+          st->cov[a * np + b] =
+              pos[a] >= 0 && pos[b] >= 0 ? st->cov[pos[a] * nu + pos[b]] : NAN;
     } else {
       for (int q = 0; q < np * np; ++q) st->cov[q] = NAN;
     }

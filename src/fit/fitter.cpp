@@ -333,12 +333,13 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
     const double f = error_floor(cfg, ctx.format, column);
     *total = std::sqrt(stat * stat + f * f);
   };
-  const bool vsini_fitted = p.packed.fit_vsini && cfg.fit_vsini;
+  const bool vsini_fitted = p.packed.fit_vsini;  // set by prepare_spectrum (fit.fit_vsini, R)
   for (const FitParam& q : fit_params(lib, cfg)) {
     if (q.name == "VSINI" && !vsini_fitted) continue;  // NaN: not resolved or not asked
     const double th = best.theta[q.theta];
     const double var = q.theta < np && best.hess_ok ? best.cov[q.theta * np + q.theta] : NAN;
-    const double e_theta = std::sqrt(var);  // NaN where not constrained (VSINI at 0)
+    // NaN where not constrained (VSINI at 0); a rounding-negative variance is 0, as before.
+    const double e_theta = std::isnan(var) ? NAN : std::sqrt(std::max(0.0, var));
     const double value = q.log10 ? std::pow(10.0, th) : th;
     row.*q.value = value;
     const double stat = q.log10 ? std::log(10.0) * value * e_theta : e_theta;
