@@ -110,13 +110,17 @@ VX_HD void cross_correlate(const Team& team, const GridView& g, const FitData& d
     const int i0 = d.arm_start[a];
     // Per lag: sums of w, w*t, w*t^2 and w*(f - fmean)*t (accumulated over arms).
     double* part = a == 0 ? acc : acc + 4 * n_out;
-    team.reduce_grid(d.arm_start[a + 1] - i0, n_out, 4, part, [&](int ii, int o, auto s) {
+    // Branch-free (a pixel out of the template's range adds zeros), so that the CPU's loop over
+    // the lags vectorizes.
+    const int n_tpix = g.n_tpix;
+    team.reduce_grid(d.arm_start[a + 1] - i0, n_out, 4, part, [=](int ii, int o, auto s) {
       const int i = i0 + ii;
-      const double wi = wts[i];
-      if (wi == 0.0) return;
       const int k = t0[i] - (lag_lo + o * lag_step);
-      if (k < 0 || k + 1 >= g.n_tpix) return;
-      const double tv = t[k] + frac[i] * (t[k + 1] - t[k]);
+      const bool in = k >= 0 && k + 1 < n_tpix;
+      const int kc = in ? k : 0;
+      const double wv = wts[i], wi = in ? wv : 0.0;
+      const double t0v = t[kc], t1v = t[kc + 1];
+      const double tv = t0v + frac[i] * (t1v - t0v);
       s[0] += wi;
       s[1] += wi * tv;
       s[2] += wi * tv * tv;

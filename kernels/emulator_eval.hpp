@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "kernels/hd.hpp"
+#include "kernels/team.hpp"
 
 namespace velox::kern {
 
@@ -105,6 +106,21 @@ VX_HD VX_INLINE void emulator_coeffs(const EmulatorView& e, const double* labels
   }
 }
 
+// f(IntC<L>) for the label count L = 1 .. kMaxLabels as a compile-time value: the CPU's
+// instantiations of loops over the labels (registers instead of run-time-sized arrays).
+template <class F>
+VX_HD VX_INLINE void dispatch_labels(int L, F&& f) {
+  static_assert(kMaxLabels == 4, "dispatch_labels instantiates L = 1 .. 4");
+  if (L <= 1)
+    f(IntC<1>{});
+  else if (L == 2)
+    f(IntC<2>{});
+  else if (L == 3)
+    f(IntC<3>{});
+  else
+    f(IntC<4>{});
+}
+
 // emulator_coeffs() spread over a team (kernels/team.hpp): the same sums in the same order
 // (polynomial terms, then training stars, for every coefficient), in two phases:
 //  1. row weights: rows[r][0] = phi_r or the GP kernel value k_i, rows[r][1+l] = its derivative
@@ -145,13 +161,23 @@ VX_HD void emulator_coeffs_team(const Team& team, const EmulatorView& e, const d
     for (int l = 0; l < L; ++l) r[1 + l] = -(x[l] - xi[l]) * e.inv_len2[l] * kv;
   });
   team.sync();
-  team.reduce_grid(P + e.n_train, K1 - 1, W, sums, [&](int r, int o, auto acc) {
-    const double* w = rows + (long long)r * W;
-    if (r >= P && w[0] == 0.0) return;
-    const double b = r < P ? e.poly_coef[r * K1 + 1 + o] : e.alpha[(r - P) * K1 + 1 + o];
-    acc[0] += w[0] * b;
-    for (int l = 0; l < L; ++l) acc[1 + l] += w[1 + l] * b;
-  });
+  // NL: the label count at compile time on the CPU (the column loop then vectorizes), 0 = L.
+  auto combine = [&](auto nlc) {
+    constexpr int NL = decltype(nlc)::value;
+    const int nl = NL > 0 ? NL : L;
+    team.reduce_grid(P + e.n_train, K1 - 1, W, sums, [&](int r, int o, auto acc) {
+      const double* w = rows + (long long)r * W;
+      if (r >= P && w[0] == 0.0) return;
+      const double* brow = r < P ? e.poly_coef + (long long)r * K1 : e.alpha + (long long)(r - P) * K1;
+      const double b = brow[1 + o];
+      acc[0] += w[0] * b;
+      for (int l = 0; l < nl; ++l) acc[1 + l] += w[1 + l] * b;
+    });
+  };
+  if constexpr (Team::kVec > 1)
+    dispatch_labels(L, combine);
+  else
+    combine(IntC<0>{});
   team.for_each(K1, [&](int k) {
     c[k] = k == 0 ? 1.0 : sums[(k - 1) * W];
     for (int l = 0; l < L; ++l) dc[l * K1 + k] = k == 0 ? 0.0 : sums[(k - 1) * W + 1 + l] / e.scale[l];

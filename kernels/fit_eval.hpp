@@ -192,6 +192,64 @@ VX_HD VX_INLINE void normal_pair(int t, int n, int* a, int* b) {
   *b = j + t;
 }
 
+// chi^2, gradient and Hessian to zero before a profile (both forms).
+VX_HD VX_INLINE void profile_reset(EvalWork* w, int np) {
+  w->chi2 = 0.0;
+  w->ok = 1;
+  for (int p = 0; p < np; ++p) w->grad[p] = 0.0;
+  for (int p = 0; p < np * np; ++p) w->hess[p] = 0.0;
+}
+
+// Pass 2 of the continuum profile (both forms): slot t's design columns, over the rows
+// [T P_0 .. T P_deg | J_0 .. J_{np-1} | r] (r in column nc + np). Slots: [1] chi^2, [np(np+1)/2]
+// J^T W J (packed), [np] J^T W r, [nc*np] C = A^T W J (C_jq at j*np + q).
+VX_HD VX_INLINE void profile_pass2_pair(int t, int nc, int np, int* ca, int* cb) {
+  const int ptri = np * (np + 1) / 2, cr = nc + np;
+  if (t == 0) {
+    *ca = *cb = cr;
+  } else if (t <= ptri + np) {
+    normal_pair(t - 1, np, ca, cb);  // J_q J_s, then J_q r (column np -> cr)
+    *ca += nc;
+    *cb += nc;
+  } else {
+    const int u = t - 1 - ptri - np;
+    *ca = u / np;
+    *cb = nc + u % np;
+  }
+}
+
+// Adds arm a's pass-2 sums (w->red, profile_pass2_pair's layout) to chi^2 and, with need_jac,
+// to the profiled gradient J^T W r and Hessian J^T W J - C^T G^-1 C (G's Cholesky factor in
+// w->gchol[a]).
+VX_HD VX_INLINE void profile_pass2_add(EvalWork* w, int a, int nc, int np, bool need_jac) {
+  w->chi2 += w->red[0];
+  w->chi2_arm[a] = w->red[0];
+  if (!need_jac) return;
+  const int ptri = np * (np + 1) / 2;
+  const double* jtj = w->red + 1;
+  const double* jtr = jtj + ptri;
+  const double* cm = jtr + np;
+  for (int q = 0; q < np; ++q) {
+    w->grad[q] += jtr[q];
+    for (int s = q; s < np; ++s) {
+      const double v = jtj[tri_index(q, s, np)];
+      w->hess[q * np + s] += v;
+      if (s != q) w->hess[s * np + q] += v;
+    }
+  }
+  // Schur complement: H -= C^T G^-1 C, column by column.
+  double col[kMaxCont];
+  for (int s = 0; s < np; ++s) {
+    for (int j = 0; j < nc; ++j) col[j] = cm[j * np + s];
+    cholesky_solve(w->gchol[a], nc, col);
+    for (int q = 0; q < np; ++q) {
+      double v = 0.0;
+      for (int j = 0; j < nc; ++j) v += cm[j * np + q] * col[j];
+      w->hess[q * np + s] -= v;
+    }
+  }
+}
+
 // The emulator's PCA coefficients and their label derivatives at `labels` into w->c, w->dc.
 template <class Team>
 VX_HD void emulator_coeffs_into(const Team& team, const EmulatorView& em, const double* labels,
@@ -204,198 +262,165 @@ VX_HD void emulator_coeffs_into(const Team& team, const EmulatorView& em, const 
   }
 }
 
-// Template value and derivatives at every pixel: T[n_pix], dT[n_pix][np] with
-// np = n_fit_params(L, w->fit_vsini): dT[.][0] = dT/dv, dT[.][1+l] = dT/dlabel_l and, when VSINI
-// is fitted, dT[.][1+L] = dT/dvsini. With em == nullptr, T = 1 (continuum-only model).
-// VOnly: the velocity column alone (np = 1), for fits of v with the labels fixed: the emulator
-// coefficients are not recomputed, w->c must hold those of theta's labels (emulator_coeffs_into).
-template <bool VOnly = false, class Team>
-VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const GridView& g,
-                              const FitData& d, const double* theta, bool need_jac, EvalWork* w,
-                              double* T, double* dT) {
-  const int np = em && !VOnly ? n_fit_params(em->n_label, w->fit_vsini) : 1;
-  if (!em) {
-    team.for_each(d.n_pix, [&](int i) {
-      T[i] = 1.0;
-      if (need_jac) dT[i * np] = 0.0;
-    });
-    team.sync();
-    return;
+// Template and derivatives at one pixel from its 4 stencil rows b0, b0 + K1, b0 + 2 K1,
+// b0 + 3 K1 (basis [row][K1]) with cubic weights wt and their derivatives dwt:
+//   bk = sum_tap wt[tap] B[tap][k], t = sum_k c_k bk, dtu = sum_k c_k dbk (dbk with dwt),
+//   dl[l] = sum_k dc[l][k] bk.
+// The component sums run in V partial sums (component k in lane k % V for k below the last
+// multiple of V, the rest in lanes 0.. after it; lane_sum at the end): V = 1 is the plain chain
+// (the GPU's lanes are pixels), the CPU's V lanes are SIMD lanes. JM: 0 value only, 1 + dtu,
+// 2 + dl; -1 = jm at run time. NL > 0: the label count at compile time (no run-time loop bound
+// in the inner loop), 0: L at run time.
+template <int V, int NL, int JM>
+VX_HD VX_INLINE void component_sums(const float* b0, int K1, const double* c, const double* dc,
+                                    int L, int jm_rt, const double* wt, const double* dwt,
+                                    double* t_out, double* dtu_out, double* dl_out) {
+  const int nl = NL > 0 ? NL : L;
+  const int jm = JM >= 0 ? JM : jm_rt;
+  constexpr int NLA = NL > 0 ? NL : kMaxLabels;
+  double t[V], dtu[V], dl[NLA][V];
+  for (int p = 0; p < V; ++p) {
+    t[p] = dtu[p] = 0.0;
+    for (int l = 0; l < NLA; ++l) dl[l][p] = 0.0;
   }
-  if (!VOnly) emulator_coeffs_into(team, *em, theta + 1, w);
-  const int K1 = em->n_comp, L = em->n_label;
-  const bool jac_vsini = !VOnly && w->fit_vsini;
-  team.single([&] {
-    w->rot_half = rotation_weights(theta[vsini_index(L)], w->limb_eps, g.dlnlam, kMaxRotHalf,
-                                   w->rot, w->drot);
-  });
-  team.sync();
-  const int M = w->rot_half;
-  const double lnd = ln_doppler(theta[0]);
-  const double du_dv = -dln_doppler_dv(theta[0]) / g.dlnlam;
-  // Template (and derivatives) at one ln(lambda): t and dt[np].
-  auto model_at = [&](const float* B, double lnlam, double* t_out, double* dt_out) {
-    int t0;
-    double f;
-    grid_stencil(g, lnlam, lnd, &t0, &f);
-    double wt[4], dwt[4];
-    cubic_weights(f, wt, dwt);
-    const float* b0 = B + (size_t)(t0 - 1) * K1;
-    // One pass over the components: no per-thread arrays (registers only on the GPU).
-    double t = 0.0, dtu = 0.0, dl[kMaxLabels] = {0.0, 0.0, 0.0, 0.0};
-    for (int k = 0; k < K1; ++k) {
-      const double bk =
-          wt[0] * b0[k] + wt[1] * b0[K1 + k] + wt[2] * b0[2 * K1 + k] + wt[3] * b0[3 * K1 + k];
-      t += w->c[k] * bk;
-      if (need_jac) {
-        const double dbk = dwt[0] * b0[k] + dwt[1] * b0[K1 + k] + dwt[2] * b0[2 * K1 + k] +
-                           dwt[3] * b0[3 * K1 + k];
-        dtu += w->c[k] * dbk;
-        if (!VOnly)
-          for (int l = 0; l < L; ++l) dl[l] += w->dc[l * K1 + k] * bk;
-      }
-    }
-    *t_out = t;
-    if (need_jac) {
-      dt_out[0] = dtu * du_dv;
-      if (!VOnly)
-        for (int l = 0; l < L; ++l) dt_out[1 + l] = dl[l];
-      if (jac_vsini) dt_out[1 + L] = 0.0;  // the identity kernel does not change with vsini
+  const float* b1 = b0 + K1;
+  const float* b2 = b1 + K1;
+  const float* b3 = b2 + K1;
+  auto body = [&](int k, int p) {
+    const double x0 = b0[k], x1 = b1[k], x2 = b2[k], x3 = b3[k];
+    const double bk = wt[0] * x0 + wt[1] * x1 + wt[2] * x2 + wt[3] * x3;
+    t[p] += c[k] * bk;
+    if (jm >= 1) {
+      const double dbk = dwt[0] * x0 + dwt[1] * x1 + dwt[2] * x2 + dwt[3] * x3;
+      dtu[p] += c[k] * dbk;
+      if (jm >= 2)
+        for (int l = 0; l < nl; ++l) dl[l][p] += dc[l * K1 + k] * bk;
     }
   };
-  // The same with the rotation kernel: the cubic stencil convolved with the M-tap kernel spans
-  // the 2M + 4 grid rows t0 - 1 - M .. t0 + 2 + M (clamped at the grid's ends). fetch(row, &bc,
-  // bdc) gives a row's template B_r.c and label derivatives B_r.dc_l, which are weighted by the
-  // combined weights sum_tap wt[tap] rot[r - tap] (value), dwt (velocity) and drot (vsini).
-  auto model_at_rot = [&](double lnlam, double* t_out, double* dt_out, auto fetch) {
-    int t0;
-    double f;
-    grid_stencil(g, lnlam, lnd, &t0, &f);
-    double wt[4], dwt[4];
-    cubic_weights(f, wt, dwt);
-    double t = 0.0, dtu = 0.0, dvs = 0.0, dl[kMaxLabels] = {0.0, 0.0, 0.0, 0.0};
-    const int R = 2 * M + 4;
-    for (int r = 0; r < R; ++r) {
-      double cw = 0.0, cdw = 0.0, cvw = 0.0;
-      for (int tap = 0; tap < 4; ++tap) {
-        const int m = r - tap;  // kernel index (0 .. 2M)
-        if (m < 0 || m > 2 * M) continue;
-        cw += wt[tap] * w->rot[m];
-        cdw += dwt[tap] * w->rot[m];
-        cvw += wt[tap] * w->drot[m];
-      }
-      int row = t0 - 1 - M + r;
-      row = row < 0 ? 0 : (row > g.n_tpix - 1 ? g.n_tpix - 1 : row);
-      double bc, bdc[kMaxLabels];
-      fetch(row, &bc, bdc);
-      t += cw * bc;
-      if (need_jac) {
-        dtu += cdw * bc;
-        dvs += cvw * bc;
-        if (!VOnly)
-          for (int l = 0; l < L; ++l) dl[l] += cw * bdc[l];
-      }
-    }
-    *t_out = t;
-    if (need_jac) {
-      dt_out[0] = dtu * du_dv;
-      if (!VOnly)
-        for (int l = 0; l < L; ++l) dt_out[1 + l] = dl[l];
-      if (jac_vsini) dt_out[1 + L] = dvs;
-    }
-  };
-  const bool label_jac = need_jac && !VOnly;
-  // A row's products from the basis directly (per pixel) ...
-  // Four partial sums per product (components k = 4j + p go to sum p, added pairwise at the
-  // end): independent FMA chains instead of one chain as long as K1, in a fixed order that every
-  // team and backend reproduces.
-  auto row_products = [&](const float* B, int row, double* bc, double* bdc) {
-    const float* br = B + (size_t)row * K1;
-    double c0[4] = {0.0, 0.0, 0.0, 0.0};
-    const int K4 = K1 & ~3;
-    for (int k = 0; k < K4; k += 4)
-      for (int p = 0; p < 4; ++p) c0[p] += w->c[k + p] * br[k + p];
-    for (int k = K4; k < K1; ++k) c0[k - K4] += w->c[k] * br[k];
-    *bc = (c0[0] + c0[1]) + (c0[2] + c0[3]);
-    if (!label_jac) return;
-    for (int l = 0; l < L; ++l) {
-      const double* dc = w->dc + l * K1;
-      double s4[4] = {0.0, 0.0, 0.0, 0.0};
-      for (int k = 0; k < K4; k += 4)
-        for (int p = 0; p < 4; ++p) s4[p] += dc[k + p] * br[k + p];
-      for (int k = K4; k < K1; ++k) s4[k - K4] += dc[k] * br[k];
-      bdc[l] = (s4[0] + s4[1]) + (s4[2] + s4[3]);
-    }
-  };
-  for (int a = 0; a < d.n_arms; ++a) {
-    // Without a matrix the model is evaluated at the used pixels directly; with one, on the
-    // arm's full grid first (one instantiation of the heavy loop either way).
-    const bool rm = d.n_full[a] > 0;
-    const int i0 = d.arm_start[a];
-    const int n_eval = rm ? d.n_full[a] : d.arm_start[a + 1] - i0;
-    const double* ll = rm ? d.full_lnlam[a] : d.lnlam + i0;
-    double* t_out = rm ? d.Tf + d.full_off[a] : T + i0;
-    double* dt_out = rm ? d.dTf + (size_t)d.full_off[a] * np : dT + (size_t)i0 * np;
-    const float* B = d.basis[a];
-    if (M == 0) {
-      team.for_each(n_eval, [&](int j) { model_at(B, ll[j], &t_out[j], &dt_out[j * np]); });
-    } else if (d.Tg) {
-      // ... or once per grid row the arm spans, into d.Tg (each row serves the 2M + 4 stencils
-      // that touch it: fewer products when pixels are closer than 2M + 4 rows).
-      int ta, tb;
-      double fa;
-      grid_stencil(g, ll[0], lnd, &ta, &fa);
-      grid_stencil(g, ll[n_eval - 1], lnd, &tb, &fa);
-      const int lo_t = ta < tb ? ta : tb, hi_t = ta < tb ? tb : ta;
-      const int r0 = lo_t - 1 - M > 0 ? lo_t - 1 - M : 0;
-      const int r1 = hi_t + 2 + M < g.n_tpix - 1 ? hi_t + 2 + M : g.n_tpix - 1;
-      double* Tg = d.Tg;
-      team.for_each(r1 - r0 + 1, [&](int rr) {
-        const int row = r0 + rr;
-        double bdc[kMaxLabels];
-        row_products(B, row, &Tg[(size_t)row * np], bdc);
-        if (label_jac)
-          for (int l = 0; l < L; ++l) Tg[(size_t)row * np + 1 + l] = bdc[l];
-      });
-      team.sync();
-      team.for_each(n_eval, [&](int j) {
-        model_at_rot(ll[j], &t_out[j], &dt_out[j * np], [&](int row, double* bc, double* bdc) {
-          *bc = Tg[(size_t)row * np];
-          if (label_jac)
-            for (int l = 0; l < L; ++l) bdc[l] = Tg[(size_t)row * np + 1 + l];
-        });
-      });
-      team.sync();  // Tg is reused by the next arm
-    } else {
-      team.for_each(n_eval, [&](int j) {
-        model_at_rot(ll[j], &t_out[j], &dt_out[j * np],
-                     [&](int row, double* bc, double* bdc) { row_products(B, row, bc, bdc); });
-      });
-    }
-    if (!rm) continue;
-    team.sync();
-    team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
-      const int i = i0 + ii;
-      T[i] = apply_rmat(d, a, i, t_out, 1, 0);
-      if (need_jac)
-        for (int q = 0; q < np; ++q) dT[i * np + q] = apply_rmat(d, a, i, dt_out, np, q);
-    });
-  }
-  team.sync();
+  const int KV = K1 - K1 % V;
+  for (int kb = 0; kb < KV; kb += V)
+    for (int p = 0; p < V; ++p) body(kb + p, p);
+  for (int k = KV; k < K1; ++k) body(k, k - KV);
+  *t_out = lane_sum<V>(t);
+  if (jm >= 1) *dtu_out = lane_sum<V>(dtu);
+  if (jm >= 2)
+    for (int l = 0; l < nl; ++l) dl_out[l] = lane_sum<V>(dl[l]);
 }
 
+// sum_k v_k b_k in V partial sums (component k to sum k % V for k below the last multiple of
+// V, the rest to 0, 1, ...; lane_sum at the end).
+template <int V>
+VX_HD VX_INLINE double row_dot(const double* v, const float* b, int K1) {
+  double t[V];
+  for (int p = 0; p < V; ++p) t[p] = 0.0;
+  const int KV = K1 - K1 % V;
+  for (int kb = 0; kb < KV; kb += V)
+    for (int p = 0; p < V; ++p) t[p] += v[kb + p] * b[kb + p];
+  for (int k = KV; k < K1; ++k) t[k - KV] += v[k] * b[k];
+  return lane_sum<V>(t);
+}
+
+// One basis row's template and label derivatives: bc = sum_k c_k B[k], bdc[l] = sum_k dc[l][k]
+// B[k] (LJ: with the labels), in one pass over the row with V partial sums per product (as
+// component_sums).
+template <int V, int NL, bool LJ>
+VX_HD VX_INLINE void row_sums(const float* br, int K1, const double* c, const double* dc, int L,
+                              double* bc, double* bdc) {
+  const int nl = NL > 0 ? NL : L;
+  const int KV = K1 - K1 % V;
+  constexpr int NLA = NL > 0 ? NL : kMaxLabels;
+  double t[V], dl[NLA][V];
+  for (int p = 0; p < V; ++p) {
+    t[p] = 0.0;
+    for (int l = 0; l < NLA; ++l) dl[l][p] = 0.0;
+  }
+  auto body = [&](int k, int p) {
+    const double b = br[k];
+    t[p] += c[k] * b;
+    if (LJ)
+      for (int l = 0; l < nl; ++l) dl[l][p] += dc[l * K1 + k] * b;
+  };
+  for (int kb = 0; kb < KV; kb += V)
+    for (int p = 0; p < V; ++p) body(kb + p, p);
+  for (int k = KV; k < K1; ++k) body(k, k - KV);
+  *bc = lane_sum<V>(t);
+  if (LJ)
+    for (int l = 0; l < nl; ++l) bdc[l] = lane_sum<V>(dl[l]);
+}
+
+// f(IntC<NL>, IntC<JM>) for the label count L and the Jacobian mode jm (0, 1, 2) as
+// compile-time values: the CPU's instantiations of the pixel loops.
+template <class F>
+VX_HD VX_INLINE void dispatch_labels_jac(int L, int jm, F&& f) {
+  dispatch_labels(L, [&](auto nlc) {
+    if (jm == 0)
+      f(nlc, IntC<0>{});
+    else if (jm == 1)
+      f(nlc, IntC<1>{});
+    else
+      f(nlc, IntC<2>{});
+  });
+}
+
+// One pixel of the rotated model (both forms of template_at_pixels): the cubic stencil at ln D
+// = lnd convolved with the M-tap rotation kernel w->rot spans the 2M + 4 grid rows t0 - 1 - M ..
+// t0 + 2 + M (clamped at the grid's ends). fetch(row, &bc, bdc) gives a row's template B_r.c and
+// label derivatives B_r.dc_l, weighted by sum_tap wt[tap] rot[r - tap] (value), dwt (velocity)
+// and drot (vsini). Writes t_out and, with need_jac, dt_out[np].
+template <bool VOnly, class Fetch>
+VX_HD VX_INLINE void rotated_pixel(const GridView& g, const EvalWork* w, double lnlam, double lnd,
+                                   double du_dv, int M, int L, bool need_jac, bool jac_vsini,
+                                   double* t_out, double* dt_out, Fetch&& fetch) {
+  int t0;
+  double f;
+  grid_stencil(g, lnlam, lnd, &t0, &f);
+  double wt[4], dwt[4];
+  cubic_weights(f, wt, dwt);
+  double t = 0.0, dtu = 0.0, dvs = 0.0, dl[kMaxLabels] = {0.0, 0.0, 0.0, 0.0};
+  const int R = 2 * M + 4;
+  for (int r = 0; r < R; ++r) {
+    double cw = 0.0, cdw = 0.0, cvw = 0.0;
+    for (int tap = 0; tap < 4; ++tap) {
+      const int m = r - tap;  // kernel index (0 .. 2M)
+      if (m < 0 || m > 2 * M) continue;
+      cw += wt[tap] * w->rot[m];
+      cdw += dwt[tap] * w->rot[m];
+      cvw += wt[tap] * w->drot[m];
+    }
+    int row = t0 - 1 - M + r;
+    row = row < 0 ? 0 : (row > g.n_tpix - 1 ? g.n_tpix - 1 : row);
+    double bc, bdc[kMaxLabels];
+    fetch(row, &bc, bdc);
+    t += cw * bc;
+    if (need_jac) {
+      dtu += cdw * bc;
+      dvs += cvw * bc;
+      if (!VOnly)
+        for (int l = 0; l < L; ++l) dl[l] += cw * bdc[l];
+    }
+  }
+  *t_out = t;
+  if (need_jac) {
+    dt_out[0] = dtu * du_dv;
+    if (!VOnly)
+      for (int l = 0; l < L; ++l) dt_out[1 + l] = dl[l];
+    if (jac_vsini) dt_out[1 + L] = dvs;
+  }
+}
+
+// profile_continuum for teams whose workers are single lanes (Team::kVec == 1: the GPU's
+// WarpTeam and its CPU emulation LaneTeam): the packed Gram sums of the design rows, one row per
+// lane, one FMA chain per sum. Kept as the GPU's form: the CPU's SIMD form below (Legendre
+// moments, rows built kVec at a time) raises the warp kernel's register pressure (ptxas spill
+// loads 8 -> 1500 B on sm_90, cuda.ptxas_budget). The sums are the same; LaneTeam vs SerialTeam
+// tests compare the two forms on real spectra.
 // Profile the continuum and build chi^2 (and, with need_jac, the profiled gradient and Hessian)
 // from T/dT. Sets w->ok = 0 if a continuum normal matrix is singular.
 template <class Team>
-VX_HD void profile_continuum(const Team& team, const FitData& d, int cont_deg, int np,
+VX_HD void profile_continuum_lanes(const Team& team, const FitData& d, int cont_deg, int np,
                              bool need_jac, const double* T, const double* dT, EvalWork* w) {
   const int nc = cont_deg + 1;
-  team.single([&] {
-    w->chi2 = 0.0;
-    w->ok = 1;
-    for (int p = 0; p < np; ++p) w->grad[p] = 0.0;
-    for (int p = 0; p < np * np; ++p) w->hess[p] = 0.0;
-  });
+  team.single([&] { profile_reset(w, np); });
   team.sync();
   for (int a = 0; a < d.n_arms; ++a) {
     const int i0 = d.arm_start[a], n = d.arm_start[a + 1] - i0;
@@ -447,48 +472,343 @@ VX_HD void profile_continuum(const Team& team, const FitData& d, int cont_deg, i
           for (int j = 0; j < nc; ++j) z[j] = st * p[j];
           for (int q = 0; q < np; ++q) z[nc + q] = sc * dT[i * np + q];
         },
+        [&](int t, int* ca, int* cb) { profile_pass2_pair(t, nc, np, ca, cb); });
+    team.single([&] { profile_pass2_add(w, a, nc, np, need_jac); });
+    team.sync();
+  }
+}
+
+// Template value and derivatives at every pixel: T[n_pix], dT[n_pix][np] with
+// np = n_fit_params(L, w->fit_vsini): dT[.][0] = dT/dv, dT[.][1+l] = dT/dlabel_l and, when VSINI
+// is fitted, dT[.][1+L] = dT/dvsini. With em == nullptr, T = 1 (continuum-only model).
+// VOnly: the velocity column alone (np = 1), for fits of v with the labels fixed: the emulator
+// coefficients are not recomputed, w->c must hold those of theta's labels (emulator_coeffs_into).
+template <bool VOnly = false, class Team>
+VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const GridView& g,
+                              const FitData& d, const double* theta, bool need_jac, EvalWork* w,
+                              double* T, double* dT) {
+  const int np = em && !VOnly ? n_fit_params(em->n_label, w->fit_vsini) : 1;
+  if (!em) {
+    team.for_each(d.n_pix, [&](int i) {
+      T[i] = 1.0;
+      if (need_jac) dT[i * np] = 0.0;
+    });
+    team.sync();
+    return;
+  }
+  if (!VOnly) emulator_coeffs_into(team, *em, theta + 1, w);
+  const int K1 = em->n_comp, L = em->n_label;
+  const bool jac_vsini = !VOnly && w->fit_vsini;
+  team.single([&] {
+    w->rot_half = rotation_weights(theta[vsini_index(L)], w->limb_eps, g.dlnlam, kMaxRotHalf,
+                                   w->rot, w->drot);
+  });
+  team.sync();
+  const int M = w->rot_half;
+  const double lnd = ln_doppler(theta[0]);
+  const double du_dv = -dln_doppler_dv(theta[0]) / g.dlnlam;
+  // Template (and derivatives) at one ln(lambda): t and dt[np]. NL, JM: component_sums (the
+  // CPU's SIMD form: V partial sums, L and the Jacobian mode at compile time).
+  constexpr int V = Team::kVec;
+  auto model_at = [&](auto nlc, auto jmc, const float* B, double lnlam, double* t_out,
+                      double* dt_out) {
+    constexpr int NL = decltype(nlc)::value, JM = decltype(jmc)::value;
+    int t0;
+    double f;
+    grid_stencil(g, lnlam, lnd, &t0, &f);
+    double wt[4], dwt[4];
+    cubic_weights(f, wt, dwt);
+    const float* b0 = B + (size_t)(t0 - 1) * K1;
+    double dtu = 0.0;
+    component_sums<V, NL, JM>(b0, K1, w->c, w->dc, L, need_jac ? (VOnly ? 1 : 2) : 0, wt, dwt,
+                              t_out, &dtu, dt_out + 1);
+    if (need_jac) {
+      dt_out[0] = dtu * du_dv;
+      if (jac_vsini) dt_out[1 + L] = 0.0;  // the identity kernel does not change with vsini
+    }
+  };
+  // The single-lane form (the GPU's warp, V == 1): one FMA chain per sum and run-time flags,
+  // no per-thread arrays beyond dl (registers on the GPU: the SIMD form's compile-time
+  // instantiations raise the warp kernel's register pressure, ptxas spills 188 -> 1564 B).
+  auto model_at_lane = [&](const float* B, double lnlam, double* t_out, double* dt_out) {
+    int t0;
+    double f;
+    grid_stencil(g, lnlam, lnd, &t0, &f);
+    double wt[4], dwt[4];
+    cubic_weights(f, wt, dwt);
+    const float* b0 = B + (size_t)(t0 - 1) * K1;
+    double t = 0.0, dtu = 0.0, dl[kMaxLabels] = {0.0, 0.0, 0.0, 0.0};
+    for (int k = 0; k < K1; ++k) {
+      const double bk =
+          wt[0] * b0[k] + wt[1] * b0[K1 + k] + wt[2] * b0[2 * K1 + k] + wt[3] * b0[3 * K1 + k];
+      t += w->c[k] * bk;
+      if (need_jac) {
+        const double dbk = dwt[0] * b0[k] + dwt[1] * b0[K1 + k] + dwt[2] * b0[2 * K1 + k] +
+                           dwt[3] * b0[3 * K1 + k];
+        dtu += w->c[k] * dbk;
+        if (!VOnly)
+          for (int l = 0; l < L; ++l) dl[l] += w->dc[l * K1 + k] * bk;
+      }
+    }
+    *t_out = t;
+    if (need_jac) {
+      dt_out[0] = dtu * du_dv;
+      if (!VOnly)
+        for (int l = 0; l < L; ++l) dt_out[1 + l] = dl[l];
+      if (jac_vsini) dt_out[1 + L] = 0.0;
+    }
+  };
+  // The same with the rotation kernel: the cubic stencil convolved with the M-tap kernel spans
+  // the 2M + 4 grid rows t0 - 1 - M .. t0 + 2 + M (clamped at the grid's ends). fetch(row, &bc,
+  // bdc) gives a row's template B_r.c and label derivatives B_r.dc_l, which are weighted by the
+  // combined weights sum_tap wt[tap] rot[r - tap] (value), dwt (velocity) and drot (vsini).
+  auto model_at_rot = [&](double lnlam, double* t_out, double* dt_out, auto fetch) {
+    rotated_pixel<VOnly>(g, w, lnlam, lnd, du_dv, M, L, need_jac, jac_vsini, t_out, dt_out, fetch);
+  };
+  const bool label_jac = need_jac && !VOnly;
+  // A row's products from the basis directly (per pixel) ...
+  // RV partial sums per product (component k to lane k % RV, lane_sum at the end): independent
+  // FMA chains instead of one chain as long as K1, in a fixed order for each team: the CPU's
+  // V lanes in one pass over the row; on the GPU 4, one product at a time (registers).
+  constexpr int RV = V > 4 ? V : 4;
+  auto row_products = [&](const float* B, int row, double* bc, double* bdc) {
+    const float* br = B + (size_t)row * K1;
+    if constexpr (V == 1) {
+      *bc = row_dot<RV>(w->c, br, K1);
+      if (label_jac)
+        for (int l = 0; l < L; ++l) bdc[l] = row_dot<RV>(w->dc + l * K1, br, K1);
+    } else if (label_jac) {
+      row_sums<RV, 0, true>(br, K1, w->c, w->dc, L, bc, bdc);
+    } else {
+      row_sums<RV, 0, false>(br, K1, w->c, w->dc, L, bc, bdc);
+    }
+  };
+  const int jm = need_jac ? (VOnly ? 1 : 2) : 0;
+  for (int a = 0; a < d.n_arms; ++a) {
+    // Without a matrix the model is evaluated at the used pixels directly; with one, on the
+    // arm's full grid first (one instantiation of the heavy loop either way).
+    const bool rm = d.n_full[a] > 0;
+    const int i0 = d.arm_start[a];
+    const int n_eval = rm ? d.n_full[a] : d.arm_start[a + 1] - i0;
+    const double* ll = rm ? d.full_lnlam[a] : d.lnlam + i0;
+    double* t_out = rm ? d.Tf + d.full_off[a] : T + i0;
+    double* dt_out = rm ? d.dTf + (size_t)d.full_off[a] * np : dT + (size_t)i0 * np;
+    const float* B = d.basis[a];
+    if (M == 0) {
+      if constexpr (V == 1) {
+        team.for_each(n_eval, [&](int j) { model_at_lane(B, ll[j], &t_out[j], &dt_out[j * np]); });
+      } else {
+        auto pixels = [&](auto nlc, auto jmc) {
+          team.for_each(n_eval, [&](int j) {
+            model_at(nlc, jmc, B, ll[j], &t_out[j], &dt_out[j * np]);
+          });
+        };
+        dispatch_labels_jac(L, jm, pixels);  // L and the Jacobian mode at compile time
+      }
+    } else if (d.Tg) {
+      // ... or once per grid row the arm spans, into d.Tg (each row serves the 2M + 4 stencils
+      // that touch it: fewer products when pixels are closer than 2M + 4 rows).
+      int ta, tb;
+      double fa;
+      grid_stencil(g, ll[0], lnd, &ta, &fa);
+      grid_stencil(g, ll[n_eval - 1], lnd, &tb, &fa);
+      const int lo_t = ta < tb ? ta : tb, hi_t = ta < tb ? tb : ta;
+      const int r0 = lo_t - 1 - M > 0 ? lo_t - 1 - M : 0;
+      const int r1 = hi_t + 2 + M < g.n_tpix - 1 ? hi_t + 2 + M : g.n_tpix - 1;
+      double* Tg = d.Tg;
+      if constexpr (V == 1) {
+        team.for_each(r1 - r0 + 1, [&](int rr) {
+          const int row = r0 + rr;
+          row_products(B, row, &Tg[(size_t)row * np], &Tg[(size_t)row * np + 1]);
+        });
+      } else {
+        auto grid_rows = [&](auto nlc, auto jmc) {
+          constexpr int NL = decltype(nlc)::value;
+          team.for_each(r1 - r0 + 1, [&](int rr) {
+            const int row = r0 + rr;
+            double* tg = Tg + (size_t)row * np;
+            const float* br = B + (size_t)row * K1;
+            if (decltype(jmc)::value == 2)
+              row_sums<RV, NL, true>(br, K1, w->c, w->dc, L, tg, tg + 1);
+            else
+              row_sums<RV, NL, false>(br, K1, w->c, w->dc, L, tg, tg + 1);
+          });
+        };
+        dispatch_labels_jac(L, label_jac ? 2 : 0, grid_rows);
+      }
+      team.sync();
+      team.for_each(n_eval, [&](int j) {
+        model_at_rot(ll[j], &t_out[j], &dt_out[j * np], [&](int row, double* bc, double* bdc) {
+          *bc = Tg[(size_t)row * np];
+          if (label_jac)
+            for (int l = 0; l < L; ++l) bdc[l] = Tg[(size_t)row * np + 1 + l];
+        });
+      });
+      team.sync();  // Tg is reused by the next arm
+    } else {
+      team.for_each(n_eval, [&](int j) {
+        model_at_rot(ll[j], &t_out[j], &dt_out[j * np],
+                     [&](int row, double* bc, double* bdc) { row_products(B, row, bc, bdc); });
+      });
+    }
+    if (!rm) continue;
+    team.sync();
+    team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
+      const int i = i0 + ii;
+      T[i] = apply_rmat(d, a, i, t_out, 1, 0);
+      if (need_jac)
+        for (int q = 0; q < np; ++q) dT[i * np + q] = apply_rmat(d, a, i, dt_out, np, q);
+    });
+  }
+  team.sync();
+}
+
+// The per-pixel inputs of V consecutive used pixels ib .. ib + V - 1 (cnt of them valid):
+// Legendre argument x, sqrt(ivar) s (0 past the end), template t and flux f.
+template <int V>
+VX_HD VX_INLINE void lanes_in(const FitData& d, const double* T, int ib, int cnt, double* x,
+                              double* s, double* t, double* f) {
+  if (cnt == V) {  // contiguous loads
+    for (int p = 0; p < V; ++p) x[p] = d.xleg[ib + p] * d.xleg_scale + d.xleg_off;
+    for (int p = 0; p < V; ++p) s[p] = sqrt((double)d.ivar[ib + p]);
+    for (int p = 0; p < V; ++p) t[p] = T[ib + p];
+    for (int p = 0; p < V; ++p) f[p] = d.flux[ib + p];
+    return;
+  }
+  for (int p = 0; p < V; ++p) {
+    const int i = ib + (p < cnt ? p : 0);
+    x[p] = d.xleg[i] * d.xleg_scale + d.xleg_off;
+    s[p] = p < cnt ? sqrt((double)d.ivar[i]) : 0.0;
+    t[p] = T[i];
+    f[p] = d.flux[i];
+  }
+}
+
+// Profile the continuum and build chi^2 (and, with need_jac, the profiled gradient and Hessian)
+// from T/dT. Sets w->ok = 0 if a continuum normal matrix is singular.
+template <class Team>
+VX_HD void profile_continuum_simd(const Team& team, const FitData& d, int cont_deg, int np,
+                                  bool need_jac, const double* T, const double* dT, EvalWork* w) {
+  const int nc = cont_deg + 1;
+  constexpr int V = Team::kVec;
+  team.single([&] { profile_reset(w, np); });
+  team.sync();
+  for (int a = 0; a < d.n_arms; ++a) {
+    const int i0 = d.arm_start[a], n = d.arm_start[a + 1] - i0;
+    // Pass 1: G = A^T W A, q = A^T W f and f^T W f from the weighted rows sqrt(ivar) T P_j
+    // and sqrt(ivar) f. Rows are built V pixels at a time (Z[c * V + p]; lanes past the arm's
+    // end get weight 0), so that the Legendre recursion and the products run on SIMD lanes on
+    // the CPU. With moments (2 deg + 2 <= kMaxGramRow), G comes from the 2 deg + 1 Legendre
+    // moments mu_l = sum_i ivar T^2 P_l by the linearization P_j P_k = sum_r theta_jkr
+    // P_{j+k-2r} (Adams 1878; all theta > 0): 2 deg + 1 sums instead of (deg + 1)(deg + 2) / 2.
+    // Layout of w->red: moments [nmom] mu, [nc] q, [1] f^T W f; direct [ntri] G, [nc] q, [1].
+    const int nmom = 2 * cont_deg + 1;
+    const bool moments = nmom + 1 <= kMaxGramRow;
+    const int ncol = moments ? nmom : nc;  // design columns before f
+    const int ng = moments ? nmom : nc * (nc + 1) / 2;
+    team.reduce_gram_v(
+        n, ncol + 1, ng + nc + 1, w->red,
+        [&](int ii0, int cnt, double* Z) {
+          double x[V], s[V], t[V], f[V];
+          lanes_in<V>(d, T, i0 + ii0, cnt, x, s, t, f);
+          legendre_v<V>(x, ncol - 1, Z);
+          for (int p = 0; p < V; ++p) Z[ncol * V + p] = s[p] * f[p];
+          for (int p = 0; p < V; ++p) t[p] *= s[p];
+          for (int j = 0; j < ncol; ++j)
+            for (int p = 0; p < V; ++p) Z[j * V + p] *= t[p];
+        },
         [&](int t, int* ca, int* cb) {
-          if (t == 0) {
-            *ca = *cb = cr;
-          } else if (t <= ptri + np) {
-            normal_pair(t - 1, np, ca, cb);  // J_q J_s, then J_q r (column np -> cr)
-            *ca += nc;
-            *cb += nc;
+          if (t < ng) {
+            if (moments) {
+              *ca = t;  // mu_t: column t times column 0 (P_0 = 1)
+              *cb = 0;
+            } else {
+              normal_pair(t, nc, ca, cb);
+            }
           } else {
-            const int u = t - 1 - ptri - np;
-            *ca = u / np;
-            *cb = nc + u % np;
+            *ca = t - ng < nc ? t - ng : ncol;  // q_j, then f^T W f
+            *cb = ncol;
           }
         });
     team.single([&] {
-      w->chi2 += w->red[0];
-      w->chi2_arm[a] = w->red[0];
-      if (!need_jac) return;
-      const double* jtj = w->red + 1;
-      const double* jtr = jtj + ptri;
-      const double* cm = jtr + np;
-      for (int q = 0; q < np; ++q) {
-        w->grad[q] += jtr[q];
-        for (int s = q; s < np; ++s) {
-          const double v = jtj[tri_index(q, s, np)];
-          w->hess[q * np + s] += v;
-          if (s != q) w->hess[s * np + q] += v;
-        }
+      double* gm = w->gchol[a];
+      if (moments) {
+        double th[2 * kMaxCont];  // Adams' A_r = (2r - 1)!! / r!
+        th[0] = 1.0;
+        for (int r = 1; r < nmom; ++r) th[r] = th[r - 1] * (2 * r - 1) / r;
+        for (int j = 0; j < nc; ++j)
+          for (int k = j; k < nc; ++k) {
+            double g = 0.0;
+            for (int r = 0; r <= j; ++r)
+              g += th[j - r] * th[r] * th[k - r] / th[j + k - r] *
+                   (2 * (j + k) - 4 * r + 1) / (2 * (j + k) - 2 * r + 1) * w->red[j + k - 2 * r];
+            gm[j * nc + k] = gm[k * nc + j] = g;
+          }
+      } else {
+        for (int j = 0; j < nc; ++j)
+          for (int k = j; k < nc; ++k) gm[j * nc + k] = gm[k * nc + j] = w->red[tri_index(j, k, nc)];
       }
-      // Schur complement: H -= C^T G^-1 C, column by column.
-      double col[kMaxCont];
-      for (int s = 0; s < np; ++s) {
-        for (int j = 0; j < nc; ++j) col[j] = cm[j * np + s];
-        cholesky_solve(w->gchol[a], nc, col);
-        for (int q = 0; q < np; ++q) {
-          double v = 0.0;
-          for (int j = 0; j < nc; ++j) v += cm[j * np + q] * col[j];
-          w->hess[q * np + s] -= v;
-        }
+      if (!cholesky(gm, nc)) {
+        w->ok = 0;
+        return;
+      }
+      for (int j = 0; j < nc; ++j) w->cont[a][j] = w->red[ng + j];
+      cholesky_solve(gm, nc, w->cont[a]);
+      if (!need_jac) {
+        // chi^2 at the profiled continuum without a second pass: f^T W f - q . a (the residual
+        // is W-orthogonal to the continuum space). Relative rounding ~1e-16 of f^T W f.
+        double qa = 0.0;
+        for (int j = 0; j < nc; ++j) qa += w->red[ng + j] * w->cont[a][j];
+        const double c2 = fmax(w->red[ng + nc] - qa, 0.0);
+        w->chi2 += c2;
+        w->chi2_arm[a] = c2;
       }
     });
     team.sync();
+    if (!w->ok) return;
+    if (!need_jac) continue;
+    // Pass 2: chi^2, J^T W J (packed upper triangle), J^T W r and C = A^T W J with J = P * dT,
+    // from the weighted rows sqrt(ivar) [T P_0 .. T P_deg | J_0 .. J_{np-1} | r].
+    // Layout of w->red: [1] chi^2, [ptri] J^T W J, [np] J^T W r, [nc*np] C (C_jq at j*np + q).
+    const int ptri = np * (np + 1) / 2;
+    const int m = 1 + (need_jac ? ptri + np + nc * np : 0);
+    const int cr = nc + np;  // column of r
+    const double* ca_ = w->cont[a];
+    team.reduce_gram_v(
+        n, nc + np + 1, m, w->red,
+        [&](int ii0, int cnt, double* Z) {
+          double x[V], s[V], t[V], f[V], cont[V];
+          const int ib = i0 + ii0;
+          lanes_in<V>(d, T, ib, cnt, x, s, t, f);
+          legendre_v<V>(x, cont_deg, Z);  // P_j in the first nc columns
+          for (int p = 0; p < V; ++p) cont[p] = 0.0;
+          for (int j = 0; j < nc; ++j)
+            for (int p = 0; p < V; ++p) cont[p] += ca_[j] * Z[j * V + p];
+          for (int p = 0; p < V; ++p) Z[cr * V + p] = s[p] * (f[p] - cont[p] * t[p]);
+          if (!need_jac) return;  // only the chi^2 slot (column cr) is read
+          for (int p = 0; p < V; ++p) t[p] *= s[p];
+          for (int j = 0; j < nc; ++j)
+            for (int p = 0; p < V; ++p) Z[j * V + p] *= t[p];
+          for (int p = 0; p < V; ++p) cont[p] *= s[p];
+          for (int q = 0; q < np; ++q) {
+            double* zq = Z + (nc + q) * V;
+            for (int p = 0; p < cnt; ++p) zq[p] = cont[p] * dT[(size_t)(ib + p) * np + q];
+          }
+        },
+        [&](int t, int* ca, int* cb) { profile_pass2_pair(t, nc, np, ca, cb); });
+    team.single([&] { profile_pass2_add(w, a, nc, np, need_jac); });
+    team.sync();
   }
+}
+
+// Profile the continuum and build chi^2 (profile_continuum_simd's contract), in the team's form.
+template <class Team>
+VX_HD void profile_continuum(const Team& team, const FitData& d, int cont_deg, int np,
+                             bool need_jac, const double* T, const double* dT, EvalWork* w) {
+  if constexpr (Team::kVec == 1)
+    profile_continuum_lanes(team, d, cont_deg, np, need_jac, T, dT, w);
+  else
+    profile_continuum_simd(team, d, cont_deg, np, need_jac, T, dT, w);
 }
 
 // Model flux (continuum x template) at every pixel after an evaluation: model[n_pix].

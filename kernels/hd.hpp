@@ -10,7 +10,7 @@
 // instruction-set level): internal linkage, so that the linker never merges the AVX2/AVX-512
 // copy of a helper with the baseline one (the one-definition rule; docs/performance.md).
 #define VX_HD
-#define VX_INLINE static inline
+#define VX_INLINE static inline __attribute__((always_inline))
 #define VX_NOINLINE
 #else
 #define VX_HD

@@ -42,4 +42,29 @@ VX_HD VX_INLINE void legendre(double x, int deg, double* p) {
   for (int n = 2; n <= deg; ++n) p[n] = ((2 * n - 1) * x * p[n - 1] - (n - 1) * p[n - 2]) / n;
 }
 
+// The same for V points at once, transposed: p[n * V + v] = P_n(x[v]) for n <= deg (the
+// recursion runs over the V points with unit stride: SIMD lanes on the CPU, V = 1 on the GPU).
+template <int V>
+VX_HD VX_INLINE void legendre_v(const double* x, int deg, double* p) {
+  // The last two orders are carried in local arrays (registers), p is only written.
+  double p2[V], p1[V];
+  for (int v = 0; v < V; ++v) {
+    p2[v] = 1.0;
+    p1[v] = x[v];
+    p[v] = 1.0;
+  }
+  if (deg < 1) return;
+  for (int v = 0; v < V; ++v) p[V + v] = x[v];
+  for (int n = 2; n <= deg; ++n) {
+    const double a = (2 * n - 1), b = (n - 1), inv = 1.0 / n;
+    double* pn = p + n * V;
+    for (int v = 0; v < V; ++v) {
+      const double q = (a * x[v] * p1[v] - b * p2[v]) * inv;
+      p2[v] = p1[v];
+      p1[v] = q;
+      pn[v] = q;
+    }
+  }
+}
+
 }  // namespace velox::kern

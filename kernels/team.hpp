@@ -13,7 +13,8 @@
 //                                  afterwards
 //   team.reduce_grid(n, n_o, width, out, f)
 //                                  out[o*width + k] = sum_i f(i, o, acc) contributions (acc has
-//                                  `width` <= kMaxGridWidth slots for output o), summed over i in
+//                                  `width` <= kMaxGridWidth slots for output o, indexed acc[k]:
+//                                  take it as `auto`, the CPU passes a strided view), summed over i in
 //                                  increasing order for every team: a reduction per output column
 //                                  (CCF lags, emulator coefficients); the GPU gives each column
 //                                  its own lane (register accumulators)
@@ -27,6 +28,17 @@
 //                                  every team (CPU and GPU results agree up to FMA contraction).
 //                                  The GPU stages 32 rows in shared memory and gives each lane up
 //                                  to 5 slots: register accumulators, no atomics, no shuffles.
+//   team.reduce_gram_v(n, R, m, out, rowv, pair)
+//                                  the same sums with rows written kVec at a time:
+//                                  rowv(i0, cnt, Z) writes Z[c * kVec + p] for the rows i0 + p,
+//                                  p < cnt (Z zeroed before; lanes p >= cnt must be written as
+//                                  zero rows or left alone), so that the row arithmetic runs on
+//                                  kVec pixels at once (SIMD lanes on the CPU)
+//   Team::kVec                     pixels a worker handles together in reduce_gram_v and the
+//                                  number of partial sums of per-pixel dot products
+//                                  (template_at_pixels): the CPU's vector width in doubles
+//                                  (SerialTeam 8: one AVX-512 register, two AVX2, four SSE2);
+//                                  1 on the GPU, where the lanes of a warp are the parallelism
 //   team.sync()                    all writes before are visible to all workers after
 //   team.single(f)                 f() runs once (one worker); sync() after it to publish
 #pragma once
@@ -36,6 +48,7 @@ namespace velox::kern {
 
 constexpr int kMaxReduce = 4;     // reduce_sum slots (small sums: counts, means, norms)
 constexpr int kMaxGridWidth = 5;  // 1 + kMaxLabels (emulator coefficients and derivatives)
+constexpr int kGridAccMax = 2048;  // SerialTeam::reduce_grid's column-major accumulators
 constexpr int kWarpLanes = 32;
 // reduce_gram: rows of at most kMaxCont + kMaxParams + 1 = 16 + 5 + 1 values; slots: the packed
 // continuum normal equations, 16 * 17 / 2 + 16 = 152, at most 5 per lane (kernels/fit_eval.hpp).
@@ -44,7 +57,34 @@ constexpr int kGramStride = 23;  // row stride of the GPU's staging tile (odd: f
 constexpr int kGramSlotsPerLane = 5;
 constexpr int kMaxGramSlots = kGramSlotsPerLane * kWarpLanes;
 
+// Sum of V partial sums (V a power of two) as a tree over adjacent pairs: ((a0 + a1) + (a2 +
+// a3)) + ...; the fixed order of every V-lane sum (reduce_gram_v, template_at_pixels).
+template <int V>
+VX_HD VX_INLINE double lane_sum(const double* a) {
+  static_assert(V == 1 || V == 2 || V == 4 || V == 8 || V == 16, "lane_sum: V = 1, 2, 4, 8, 16");
+  if constexpr (V == 1) {
+    return a[0];
+  } else {
+    // Written out (no loop): the partial sums stay in registers.
+    return lane_sum<V / 2>(a) + lane_sum<V / 2>(a + V / 2);
+  }
+}
+
+// A compile-time int as a value (dispatch of run-time sizes to template instantiations).
+template <int N>
+struct IntC {
+  static constexpr int value = N;
+};
+
+// 8 doubles as one GCC/clang vector (host code only): lowered to one AVX-512, two AVX2 or four
+// SSE2 operations per use by the instruction-set level the translation unit is compiled for.
+#if !defined(__CUDACC__) && (defined(__GNUC__) || defined(__clang__))
+typedef double VxVec8 __attribute__((vector_size(64), aligned(64)));
+#define VX_VEC8 ::velox::kern::VxVec8
+#endif
+
 struct SerialTeam {
+  static constexpr int kVec = 8;
   template <class F>
   VX_HD void for_each(int n, F&& f) const {
     for (int i = 0; i < n; ++i) f(i);
@@ -56,7 +96,24 @@ struct SerialTeam {
   }
   template <class F>
   VX_HD void reduce_grid(int n, int n_o, int width, double* out, F&& f) const {
-    // Rows outer, columns inner: the template / coefficient rows are read contiguously.
+    // Rows outer, columns inner: the template / coefficient rows are read contiguously, and
+    // the column loop vectorizes (f branch-free): the accumulators are held column-major
+    // (acc[k * n_o + o], f sees a strided view) and transposed into out at the end. Each
+    // column is summed over i in increasing order, as every team does.
+    if (n_o * width <= kGridAccMax) {
+      struct Col {
+        double* a;
+        int s;
+        VX_HD double& operator[](int k) const { return a[k * s]; }
+      };
+      alignas(64) double acc[kGridAccMax];
+      for (int k = 0; k < n_o * width; ++k) acc[k] = 0.0;
+      for (int i = 0; i < n; ++i)
+        for (int o = 0; o < n_o; ++o) f(i, o, Col{acc + o, n_o});
+      for (int o = 0; o < n_o; ++o)
+        for (int k = 0; k < width; ++k) out[o * width + k] = acc[k * n_o + o];
+      return;
+    }
     for (int k = 0; k < n_o * width; ++k) out[k] = 0.0;
     for (int i = 0; i < n; ++i)
       for (int o = 0; o < n_o; ++o) f(i, o, out + o * width);
@@ -75,6 +132,39 @@ struct SerialTeam {
       for (int k = 0; k < m; ++k) out[k] += z[pa[k]] * z[pb[k]];
     }
   }
+  // kVec rows per step, transposed (Z[c][p]): slot k accumulates kVec independent partial sums
+  // (pixel i goes to lane i % kVec), one vector multiply-add per slot and step, combined
+  // pairwise at the end in a fixed order.
+  template <class RowV, class Pair>
+  VX_HD void reduce_gram_v(int n, int R, int m, double* out, RowV&& rowv, Pair&& pair) const {
+    constexpr int V = kVec;
+    int pa[kMaxGramSlots], pb[kMaxGramSlots];
+    alignas(64) double acc[kMaxGramSlots * V];
+    alignas(64) double Z[kMaxGramRow * V];
+    for (int k = 0; k < m; ++k) {
+      pair(k, &pa[k], &pb[k]);
+      pa[k] *= V;
+      pb[k] *= V;
+      for (int p = 0; p < V; ++p) acc[k * V + p] = 0.0;
+    }
+    for (int i0 = 0; i0 < n; i0 += V) {
+      for (int c = 0; c < R * V; ++c) Z[c] = 0.0;
+      rowv(i0, n - i0 < V ? n - i0 : V, Z);
+      for (int k = 0; k < m; ++k) {
+#if defined(VX_VEC8)
+        // One 8-double vector operation per slot (GCC's loop vectorizer would otherwise
+        // vectorize over the slots, with gathers).
+        *(VX_VEC8*)(acc + k * V) += *(const VX_VEC8*)(Z + pa[k]) * *(const VX_VEC8*)(Z + pb[k]);
+#else
+        const double* x = Z + pa[k];
+        const double* y = Z + pb[k];
+        double* a = acc + k * V;
+        for (int p = 0; p < V; ++p) a[p] += x[p] * y[p];
+#endif
+      }
+    }
+    for (int k = 0; k < m; ++k) out[k] = lane_sum<V>(acc + k * V);
+  }
   VX_HD void sync() const {}
   template <class F>
   VX_HD void single(F&& f) const {
@@ -88,6 +178,7 @@ struct SerialTeam {
 // to one lane, which sums over i in order. Results therefore match WarpTeam's up to the device
 // compiler's FMA contraction.
 struct LaneTeam {
+  static constexpr int kVec = 1;
   template <class F>
   void for_each(int n, F&& f) const {
     for (int lane = 0; lane < kWarpLanes; ++lane)
@@ -142,6 +233,10 @@ struct LaneTeam {
           acc[k] += tile[p * kGramStride + pa[k]] * tile[p * kGramStride + pb[k]];
     }
     for (int k = 0; k < m; ++k) out[k] = acc[k];
+  }
+  template <class RowV, class Pair>
+  void reduce_gram_v(int n, int R, int m, double* out, RowV&& rowv, Pair&& pair) const {
+    reduce_gram(n, R, m, out, [&](int i, double* z) { rowv(i, 1, z); }, pair);
   }
   void sync() const {}
   template <class F>

@@ -13,6 +13,7 @@
 namespace velox::kern {
 
 struct WarpTeam {
+  static constexpr int kVec = 1;
   int lane;      // threadIdx.x % 32
   double* tile;  // this warp's staging tile for reduce_gram: [32][kGramStride], shared memory
 
@@ -84,6 +85,10 @@ struct WarpTeam {
 #else
     SerialTeam{}.reduce_gram(n, R, m, out, row, pair);
 #endif
+  }
+  template <class RowV, class Pair>
+  VX_HD void reduce_gram_v(int n, int R, int m, double* out, RowV&& rowv, Pair&& pair) const {
+    reduce_gram(n, R, m, out, [&](int i, double* z) { rowv(i, 1, z); }, pair);
   }
   VX_HD void sync() const {
 #if defined(__CUDA_ARCH__)

@@ -84,7 +84,7 @@ TEST_CASE("lane team: reduce_gram and reduce_grid sum in the serial order, bit f
       CHECK(s[kern::tri_index(1, 4, R - 1)] == Approx(ref).epsilon(1e-14));
     }
     std::vector<double> gs(3 * 40), gl(3 * 40);
-    auto cell = [&](int i, int o, double* acc) {
+    auto cell = [&](int i, int o, auto acc) {
       acc[0] += v[i * R + o % R];
       acc[2] += v[i * R] * o;
     };
