@@ -408,6 +408,52 @@ VX_HD VX_INLINE void rotated_pixel(const GridView& g, const EvalWork* w, double 
   }
 }
 
+// rotated_pixel from the grid rows Tg[row][np] (row template, label derivatives), the CPU's
+// form: the combined weights cw, cdw, cvw over the 2M + 4 rows first (the same sums as
+// rotated_pixel), then the rows in one pass with NL (labels) and JM (0 value, 1 + velocity,
+// 2 + labels) at compile time: the 1 + NL row columns as one short vector per row.
+template <int NL, int JM>
+VX_HD VX_INLINE void rotated_pixel_rows(const GridView& g, const EvalWork* w, double lnlam,
+                                        double lnd, double du_dv, int M, const double* Tg,
+                                        int np, bool jac_vsini, double* t_out, double* dt_out) {
+  int t0;
+  double f;
+  grid_stencil(g, lnlam, lnd, &t0, &f);
+  double wt[4], dwt[4];
+  cubic_weights(f, wt, dwt);
+  const int R = 2 * M + 4;
+  double cw[kMaxRotTaps + 3], cdw[kMaxRotTaps + 3], cvw[kMaxRotTaps + 3];
+  for (int r = 0; r < R; ++r) cw[r] = cdw[r] = cvw[r] = 0.0;
+  for (int tap = 0; tap < 4; ++tap)
+    for (int m = 0; m <= 2 * M; ++m) {
+      cw[tap + m] += wt[tap] * w->rot[m];
+      if (JM >= 1) {
+        cdw[tap + m] += dwt[tap] * w->rot[m];
+        cvw[tap + m] += wt[tap] * w->drot[m];
+      }
+    }
+  constexpr int NC = JM >= 2 ? 1 + NL : 1;  // row columns read: value (+ labels)
+  double a[NC], dtu = 0.0, dvs = 0.0;
+  for (int c = 0; c < NC; ++c) a[c] = 0.0;
+  const int base = t0 - 1 - M;
+  for (int r = 0; r < R; ++r) {
+    int row = base + r;
+    row = row < 0 ? 0 : (row > g.n_tpix - 1 ? g.n_tpix - 1 : row);
+    const double* tr = Tg + (size_t)row * np;
+    for (int c = 0; c < NC; ++c) a[c] += cw[r] * tr[c];
+    if (JM >= 1) {
+      dtu += cdw[r] * tr[0];
+      dvs += cvw[r] * tr[0];
+    }
+  }
+  *t_out = a[0];
+  if (JM >= 1) {
+    dt_out[0] = dtu * du_dv;
+    for (int c = 1; c < NC; ++c) dt_out[c] = a[c];
+    if (jac_vsini) dt_out[1 + NL] = dvs;
+  }
+}
+
 // profile_continuum for teams whose workers are single lanes (Team::kVec == 1: the GPU's
 // WarpTeam and its CPU emulation LaneTeam): the packed Gram sums of the design rows, one row per
 // lane, one FMA chain per sum. Kept as the GPU's form: the CPU's SIMD form below (Legendre
@@ -637,13 +683,23 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
         dispatch_labels_jac(L, label_jac ? 2 : 0, grid_rows);
       }
       team.sync();
-      team.for_each(n_eval, [&](int j) {
-        model_at_rot(ll[j], &t_out[j], &dt_out[j * np], [&](int row, double* bc, double* bdc) {
-          *bc = Tg[(size_t)row * np];
-          if (label_jac)
-            for (int l = 0; l < L; ++l) bdc[l] = Tg[(size_t)row * np + 1 + l];
+      if constexpr (V == 1) {
+        team.for_each(n_eval, [&](int j) {
+          model_at_rot(ll[j], &t_out[j], &dt_out[j * np], [&](int row, double* bc, double* bdc) {
+            *bc = Tg[(size_t)row * np];
+            if (label_jac)
+              for (int l = 0; l < L; ++l) bdc[l] = Tg[(size_t)row * np + 1 + l];
+          });
         });
-      });
+      } else {
+        auto pixels = [&](auto nlc, auto jmc) {
+          team.for_each(n_eval, [&](int j) {
+            rotated_pixel_rows<decltype(nlc)::value, decltype(jmc)::value>(
+                g, w, ll[j], lnd, du_dv, M, Tg, np, jac_vsini, &t_out[j], &dt_out[j * np]);
+          });
+        };
+        dispatch_labels_jac(L, jm, pixels);
+      }
       team.sync();  // Tg is reused by the next arm
     } else {
       team.for_each(n_eval, [&](int j) {

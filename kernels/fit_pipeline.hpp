@@ -19,7 +19,7 @@ constexpr int kMaxCcfTemplates = 64;
 struct PipelineConfig {
   double vmin_kms = -1000.0, vmax_kms = 1000.0;
   int cont_deg = 8, ccf_cont_deg = 5;
-  int n_starts = 2, n_ccf_use = 16, lag_step = 2;
+  int n_starts = 2, n_ccf_use = 8, lag_step = 4;  // FitConfig defaults
   double clip_sigma = 5.0;
   int seg_max_iter = 6;  // Gauss-Newton steps per velocity segment; 0 = no per-arm velocities
   // VSINI (theta[1 + L]): fitted when fit_vsini, starting from vsini_start km/s (where the

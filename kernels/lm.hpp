@@ -112,6 +112,18 @@ VX_HD void lm_fit(const Team& team, const EmulatorView& em, const GridView& g, c
       if (lambda > 1e12) break;
       continue;
     }
+    // Converged without another evaluation when the Gauss-Newton model predicts that the step
+    // would lower chi^2 by less than a tenth of the tolerance: g.d for the (nearly) undamped
+    // step H d = g, so the step is below sqrt(0.2 dchi2_tol) = 0.045 sigma. Only for nearly
+    // undamped steps (a large lambda shrinks the step, not the distance to the minimum).
+    if (lambda <= cfg.lambda0) {
+      double pred = 0.0;
+      for (int q = 0; q < np; ++q) pred += delta[q] * grad[q];
+      if (pred < 0.1 * cfg.dchi2_tol) {
+        status = kLMConverged;
+        break;
+      }
+    }
     // Parameters beyond np (VSINI when it is not fitted) keep their values.
     for (int q = 0; q < kMaxParams; ++q)
       trial[q] = q < np ? fmin(fmax(st->theta[q] + delta[q], cfg.lo[q]), cfg.hi[q]) : st->theta[q];

@@ -16,8 +16,8 @@ struct FitConfig {
   int cont_deg = 8;          // Legendre degree of the per-arm multiplicative continuum
   int ccf_cont_deg = 5;      // pseudo-continuum degree for the cross-correlation
   int n_starts = 2;          // LM starting points (best distinct chi^2-grid templates)
-  int n_ccf_templates = 16;  // coarse templates cross-correlated (the library stores more)
-  int ccf_lag_step = 2;      // coarse CCF lag step in template pixels (library dlnlam)
+  int n_ccf_templates = 8;   // coarse templates cross-correlated (the library stores more)
+  int ccf_lag_step = 4;      // coarse CCF lag step in template pixels (library dlnlam)
   int max_iter = 60;         // LM iteration limit
   int min_pixels = 50;       // fewer usable pixels => NO_PIXELS
   int min_arm_pixels = 20;   // an arm with fewer usable pixels is dropped
