@@ -823,11 +823,10 @@ VX_HD void profile_continuum_simd(const Team& team, const FitData& d, int cont_d
     team.sync();
     if (!w->ok) return;
     if (!need_jac) continue;
-    // Pass 2: chi^2, J^T W J (packed upper triangle), J^T W r and C = A^T W J with J = P * dT,
-    // from the weighted rows sqrt(ivar) [T P_0 .. T P_deg | J_0 .. J_{np-1} | r].
-    // Layout of w->red: [1] chi^2, [ptri] J^T W J, [np] J^T W r, [nc*np] C (C_jq at j*np + q).
-    const int ptri = np * (np + 1) / 2;
-    const int m = 1 + (need_jac ? ptri + np + nc * np : 0);
+    // Pass 2 (with the Jacobian only): chi^2, J^T W J, J^T W r and C = A^T W J with J = P * dT,
+    // from the weighted rows sqrt(ivar) [T P_0 .. T P_deg | J_0 .. J_{np-1} | r]
+    // (profile_pass2_pair's layout).
+    const int m = 1 + np * (np + 1) / 2 + np + nc * np;
     const int cr = nc + np;  // column of r
     const double* ca_ = w->cont[a];
     team.reduce_gram_v(
@@ -841,7 +840,6 @@ VX_HD void profile_continuum_simd(const Team& team, const FitData& d, int cont_d
           for (int j = 0; j < nc; ++j)
             for (int p = 0; p < V; ++p) cont[p] += ca_[j] * Z[j * V + p];
           for (int p = 0; p < V; ++p) Z[cr * V + p] = s[p] * (f[p] - cont[p] * t[p]);
-          if (!need_jac) return;  // only the chi^2 slot (column cr) is read
           for (int p = 0; p < V; ++p) t[p] *= s[p];
           for (int j = 0; j < nc; ++j)
             for (int p = 0; p < V; ++p) Z[j * V + p] *= t[p];
