@@ -668,16 +668,34 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
           row_products(B, row, &Tg[(size_t)row * np], &Tg[(size_t)row * np + 1]);
         });
       } else {
+        // V rows at a time, one row per lane (no horizontal sums): each lane sums its row's
+        // components in order.
         auto grid_rows = [&](auto nlc, auto jmc) {
           constexpr int NL = decltype(nlc)::value;
-          team.for_each(r1 - r0 + 1, [&](int rr) {
-            const int row = r0 + rr;
-            double* tg = Tg + (size_t)row * np;
-            const float* br = B + (size_t)row * K1;
-            if (decltype(jmc)::value == 2)
-              row_sums<RV, NL, true>(br, K1, w->c, w->dc, L, tg, tg + 1);
-            else
-              row_sums<RV, NL, false>(br, K1, w->c, w->dc, L, tg, tg + 1);
+          constexpr bool LJ = decltype(jmc)::value == 2;
+          constexpr int NA = LJ ? 1 + NL : 1;
+          const int nr = r1 - r0 + 1, nb = nr - nr % V;
+          team.for_each(nb / V, [&](int blk) {
+            const int rb = blk * V;
+            double acc[NA][V];
+            for (int q = 0; q < NA; ++q)
+              for (int p = 0; p < V; ++p) acc[q][p] = 0.0;
+            const float* b0 = B + (size_t)(r0 + rb) * K1;
+            for (int k = 0; k < K1; ++k) {
+              double cq[NA];
+              cq[0] = w->c[k];
+              for (int l = 1; l < NA; ++l) cq[l] = w->dc[(l - 1) * K1 + k];
+              for (int p = 0; p < V; ++p) {
+                const double b = b0[(size_t)p * K1 + k];
+                for (int q = 0; q < NA; ++q) acc[q][p] += cq[q] * b;
+              }
+            }
+            for (int p = 0; p < V; ++p)
+              for (int q = 0; q < NA; ++q) Tg[(size_t)(r0 + rb + p) * np + q] = acc[q][p];
+          });
+          team.for_each(nr - nb, [&](int rr) {  // the last rows, one at a time
+            double* tg = Tg + (size_t)(r0 + nb + rr) * np;
+            row_sums<RV, NL, LJ>(B + (size_t)(r0 + nb + rr) * K1, K1, w->c, w->dc, L, tg, tg + 1);
           });
         };
         dispatch_labels_jac(L, label_jac ? 2 : 0, grid_rows);
