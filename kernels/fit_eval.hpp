@@ -192,6 +192,21 @@ VX_HD VX_INLINE void normal_pair(int t, int n, int* a, int* b) {
   *b = j + t;
 }
 
+// The symmetric nc x nc matrix m from its packed upper triangle (tri_index order).
+VX_HD VX_INLINE void unpack_tri(const double* packed, int nc, double* m) {
+  for (int j = 0; j < nc; ++j)
+    for (int k = j; k < nc; ++k) m[j * nc + k] = m[k * nc + j] = packed[tri_index(j, k, nc)];
+}
+
+// Arm a's continuum: w->gchol[a] holds G (replaced by its Cholesky factor), q = A^T W f;
+// w->cont[a] = G^-1 q. False (cont untouched) if G is singular.
+VX_HD VX_INLINE bool solve_continuum(EvalWork* w, int a, int nc, const double* q) {
+  if (!cholesky(w->gchol[a], nc)) return false;
+  for (int j = 0; j < nc; ++j) w->cont[a][j] = q[j];
+  cholesky_solve(w->gchol[a], nc, w->cont[a]);
+  return true;
+}
+
 // chi^2, gradient and Hessian to zero before a profile (both forms).
 VX_HD VX_INLINE void profile_reset(EvalWork* w, int np) {
   w->chi2 = 0.0;
@@ -485,15 +500,8 @@ VX_HD void profile_continuum_lanes(const Team& team, const FitData& d, int cont_
         },
         [&](int t, int* ca, int* cb) { normal_pair(t, nc, ca, cb); });
     team.single([&] {
-      double* gm = w->gchol[a];
-      for (int j = 0; j < nc; ++j)
-        for (int k = j; k < nc; ++k) gm[j * nc + k] = gm[k * nc + j] = w->red[tri_index(j, k, nc)];
-      if (!cholesky(gm, nc)) {
-        w->ok = 0;
-        return;
-      }
-      for (int j = 0; j < nc; ++j) w->cont[a][j] = w->red[ntri + j];
-      cholesky_solve(gm, nc, w->cont[a]);
+      unpack_tri(w->red, nc, w->gchol[a]);
+      w->ok = solve_continuum(w, a, nc, w->red + ntri);
     });
     team.sync();
     if (!w->ok) return;
@@ -819,15 +827,9 @@ VX_HD void profile_continuum_simd(const Team& team, const FitData& d, int cont_d
             gm[j * nc + k] = gm[k * nc + j] = g;
           }
       } else {
-        for (int j = 0; j < nc; ++j)
-          for (int k = j; k < nc; ++k) gm[j * nc + k] = gm[k * nc + j] = w->red[tri_index(j, k, nc)];
+        unpack_tri(w->red, nc, gm);
       }
-      if (!cholesky(gm, nc)) {
-        w->ok = 0;
-        return;
-      }
-      for (int j = 0; j < nc; ++j) w->cont[a][j] = w->red[ng + j];
-      cholesky_solve(gm, nc, w->cont[a]);
+      if (!(w->ok = solve_continuum(w, a, nc, w->red + ng))) return;
       if (!need_jac) {
         // chi^2 at the profiled continuum without a second pass: f^T W f - q . a (the residual
         // is W-orthogonal to the continuum space). Relative rounding ~1e-16 of f^T W f.
