@@ -4,6 +4,8 @@
 #include <fitsio.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -204,12 +206,50 @@ double File::key_double(const std::string& key) const {
   return value;
 }
 
+namespace {
+// The integer a FITS value field holds ("266", "'266 '", "2.66E2", "2.66D2"), or false if it
+// holds none or one out of int64 range. Fractions truncate toward zero, as CFITSIO's do.
+bool parse_key_integer(std::string s, int64_t& out) {
+  auto trim = [](std::string& t) {
+    const size_t a = t.find_first_not_of(' '), b = t.find_last_not_of(' ');
+    t = a == std::string::npos ? std::string() : t.substr(a, b - a + 1);
+  };
+  trim(s);
+  if (s.size() >= 2 && s.front() == '\'' && s.back() == '\'') {
+    s = s.substr(1, s.size() - 2);
+    trim(s);
+  }
+  if (s.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  const long long i = std::strtoll(s.c_str(), &end, 10);
+  if (*end == '\0' && errno == 0) {
+    out = i;
+    return true;
+  }
+  for (char& c : s)
+    if (c == 'D' || c == 'd') c = 'E';
+  errno = 0;
+  const double d = std::strtod(s.c_str(), &end);
+  // 2^63 exactly is out of range; every double below it converts.
+  if (*end != '\0' || !std::isfinite(d) || std::fabs(d) >= 9223372036854775808.0) return false;
+  out = static_cast<int64_t>(d);
+  return true;
+}
+}  // namespace
+
 int64_t File::key_long(const std::string& key) const {
+  // Parsed here, not by fits_read_key(TLONGLONG): CFITSIO's ffc2j/ffc2jj write their message for
+  // a value that is not a number ("(  31", found by fuzzing the SDSS reader) into an 81-byte
+  // buffer that 30 characters of the value overflow, and a fortified libcfitsio aborts the
+  // process (glibc's __strncat_chk).
   int status = 0;
-  LONGLONG value = 0;
-  check(fits_read_key(ff(fptr_), TLONGLONG, key.c_str(), &value, nullptr, &status),
-        "keyword " + key);
-  return value;
+  char value[FLEN_VALUE] = {0}, comment[FLEN_COMMENT] = {0};
+  check(fits_read_keyword(ff(fptr_), key.c_str(), value, comment, &status), "keyword " + key);
+  int64_t out = 0;
+  if (!parse_key_integer(value, out))
+    fail("keyword " + key + ": value " + std::string(value) + " is not an integer");
+  return out;
 }
 
 std::string File::key_string(const std::string& key, const std::string& dflt) const {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iterator>
 
@@ -84,6 +85,22 @@ const std::string& small_library() {
     return p;
   }();
   return path;
+}
+
+// A one-target SDSS spec file: the primary header's integer keys (and what `more_keys` adds),
+// then a 32-pixel COADD table of unit flux and ivar.
+void write_sdss(const std::string& path, const std::vector<std::pair<std::string, int64_t>>& keys,
+                const std::function<void(fits::File&)>& more_keys = {}) {
+  auto f = fits::File::create(path);
+  f.write_image({}, {});
+  for (const auto& [key, value] : keys) f.write_key(key, value);
+  if (more_keys) more_keys(f);
+  f.create_table("COADD", 32, {"loglam", "flux", "ivar"}, {"E", "E", "E"});
+  std::vector<double> loglam(32);
+  for (int j = 0; j < 32; ++j) loglam[j] = 3.7 + 1e-4 * j;
+  f.write_column("loglam", loglam);
+  f.write_column("flux", std::vector<double>(32, 1.0));
+  f.write_column("ivar", std::vector<double>(32, 1.0));
 }
 
 }  // namespace
@@ -215,24 +232,47 @@ TEST_CASE("SDSS PLATEID/MJD/FIBERID too large to pack make a per-target problem,
   // corrupt PLATEID out of int64 (undefined behaviour).
   small_library();
   const auto path = test::tmp_dir("fuzz_sdss") + "/spec.fits";
-  {
-    auto f = fits::File::create(path);
-    f.write_image({}, {});
-    f.write_key("PLATEID", int64_t{538976288});
-    f.write_key("MJD", int64_t{55181});
-    f.write_key("FIBERID", int64_t{500});
-    f.create_table("COADD", 32, {"loglam", "flux", "ivar"}, {"E", "E", "E"});
-    std::vector<double> loglam(32);
-    for (int j = 0; j < 32; ++j) loglam[j] = 3.7 + 1e-4 * j;
-    f.write_column("loglam", loglam);
-    f.write_column("flux", std::vector<double>(32, 1.0));
-    f.write_column("ivar", std::vector<double>(32, 1.0));
-  }
+  write_sdss(path, {{"PLATEID", 538976288}, {"MJD", 55181}, {"FIBERID", 500}});
   const auto sf = read_spectra(path, SpectrumFormat::SdssSpec);
   REQUIRE(sf.spectra.size() == 1);
   CHECK(sf.spectra[0].targetid == -1);
   CHECK_THAT(sf.spectra[0].problem, Contains("PLATEID/MJD/FIBERID"));
   run("sdss", slurp(path));
+}
+
+TEST_CASE("an integer keyword holding no number is an error, not a CFITSIO abort", "[io][fuzz]") {
+  // Finding (sdss): a flipped bit turned the card FIBERID = 31 into FIBERID = (  31. CFITSIO's
+  // integer conversion formats its error message into a buffer that such a value overflows, and
+  // the fortified libcfitsio aborted the process. velox now parses integer keywords itself.
+  small_library();
+  const auto dir = test::tmp_dir("fuzz_sdss_key");
+  const auto path = dir + "/spec.fits";
+  write_sdss(path, {{"PLATEID", 266}, {"MJD", 51602}, {"FIBERID", 31}}, [](fits::File& f) {
+    f.write_key("QUOTED", std::string("266"));
+    f.write_key("FLOATED", 2.66e2);
+  });
+  {
+    // The forms CFITSIO accepts still read: a quoted integer and an integral real.
+    auto f = fits::File::open_read(path);
+    CHECK(f.key_long("FIBERID") == 31);
+    CHECK(f.key_long("QUOTED") == 266);
+    CHECK(f.key_long("FLOATED") == 266);
+  }
+  // The fuzzed card: "(" opens a complex value that the ")" of the comment closes, so CFITSIO
+  // reads the value field as "(                 31 / Fiber (1-640)".
+  std::string bad = slurp(path);
+  const size_t card = bad.find("FIBERID = ");
+  REQUIRE(card != std::string::npos);
+  bad.replace(card + 10, 40, "(                 31 / Fiber (1-640)    ");
+  spit(dir + "/bad.fits", bad);
+  CHECK_THROWS_WITH(read_spectra(dir + "/bad.fits", SpectrumFormat::SdssSpec),
+                    Contains("FIBERID") && Contains("not an integer"));
+  {
+    // CFITSIO's real conversion (ffc2d) has room for its message; it must throw, not abort.
+    auto f = fits::File::open_read(dir + "/bad.fits");
+    CHECK_THROWS_WITH(f.key_double("FIBERID"), Contains("FIBERID"));
+  }
+  run("sdss", bad);
 }
 
 TEST_CASE("a damaged or unsealed template library is refused before HDF5 parses it", "[io][fuzz]") {
