@@ -207,8 +207,9 @@ double File::key_double(const std::string& key) const {
 }
 
 namespace {
-// The integer a FITS value field holds ("266", "'266 '", "2.66E2", "2.66D2"), or false if it
-// holds none or one out of int64 range. Fractions truncate toward zero, as CFITSIO's do.
+// The integer a FITS value field holds ("266", "'266 '", "2.66E2", "2.66D2"; a logical T or F
+// as 1 or 0), or false if it holds none or one out of int64 range. Fractions truncate toward
+// zero, as CFITSIO's do.
 bool parse_key_integer(std::string s, int64_t& out) {
   auto trim = [](std::string& t) {
     const size_t a = t.find_first_not_of(' '), b = t.find_last_not_of(' ');
@@ -218,6 +219,10 @@ bool parse_key_integer(std::string s, int64_t& out) {
   if (s.size() >= 2 && s.front() == '\'' && s.back() == '\'') {
     s = s.substr(1, s.size() - 2);
     trim(s);
+  }
+  if (s == "T" || s == "F") {  // a logical reads as 1 or 0 (redrock's LOGLAM = T), as in CFITSIO
+    out = s == "T";
+    return true;
   }
   if (s.empty()) return false;
   errno = 0;

@@ -250,13 +250,15 @@ TEST_CASE("an integer keyword holding no number is an error, not a CFITSIO abort
   write_sdss(path, {{"PLATEID", 266}, {"MJD", 51602}, {"FIBERID", 31}}, [](fits::File& f) {
     f.write_key("QUOTED", std::string("266"));
     f.write_key("FLOATED", 2.66e2);
+    f.write_key("LOGICAL", true);
   });
   {
-    // The forms CFITSIO accepts still read: a quoted integer and an integral real.
+    // The forms CFITSIO accepts still read: a quoted integer, an integral real, a logical.
     auto f = fits::File::open_read(path);
     CHECK(f.key_long("FIBERID") == 31);
     CHECK(f.key_long("QUOTED") == 266);
     CHECK(f.key_long("FLOATED") == 266);
+    CHECK(f.key_long("LOGICAL") == 1);  // redrock templates carry LOGLAM = T
   }
   // The fuzzed card: "(" opens a complex value that the ")" of the comment closes, so CFITSIO
   // reads the value field as "(                 31 / Fiber (1-640)".
