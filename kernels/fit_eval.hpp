@@ -747,12 +747,13 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
 
 // The per-pixel inputs of V consecutive used pixels ib .. ib + V - 1 (cnt of them valid):
 // Legendre argument x, sqrt(ivar) s (0 past the end), template t and flux f.
-template <int V>
+// Sqrt false: s = ivar itself (0 past the end).
+template <int V, bool Sqrt = true>
 VX_HD VX_INLINE void lanes_in(const FitData& d, const double* T, int ib, int cnt, double* x,
                               double* s, double* t, double* f) {
   if (cnt == V) {  // contiguous loads
     for (int p = 0; p < V; ++p) x[p] = d.xleg[ib + p] * d.xleg_scale + d.xleg_off;
-    for (int p = 0; p < V; ++p) s[p] = sqrt((double)d.ivar[ib + p]);
+    for (int p = 0; p < V; ++p) s[p] = Sqrt ? sqrt((double)d.ivar[ib + p]) : (double)d.ivar[ib + p];
     for (int p = 0; p < V; ++p) t[p] = T[ib + p];
     for (int p = 0; p < V; ++p) f[p] = d.flux[ib + p];
     return;
@@ -760,7 +761,7 @@ VX_HD VX_INLINE void lanes_in(const FitData& d, const double* T, int ib, int cnt
   for (int p = 0; p < V; ++p) {
     const int i = ib + (p < cnt ? p : 0);
     x[p] = d.xleg[i] * d.xleg_scale + d.xleg_off;
-    s[p] = p < cnt ? sqrt((double)d.ivar[i]) : 0.0;
+    s[p] = p < cnt ? (Sqrt ? sqrt((double)d.ivar[i]) : (double)d.ivar[i]) : 0.0;
     t[p] = T[i];
     f[p] = d.flux[i];
   }
@@ -777,41 +778,66 @@ VX_HD void profile_continuum_simd(const Team& team, const FitData& d, int cont_d
   team.sync();
   for (int a = 0; a < d.n_arms; ++a) {
     const int i0 = d.arm_start[a], n = d.arm_start[a + 1] - i0;
-    // Pass 1: G = A^T W A, q = A^T W f and f^T W f from the weighted rows sqrt(ivar) T P_j
-    // and sqrt(ivar) f. Rows are built V pixels at a time (Z[c * V + p]; lanes past the arm's
-    // end get weight 0), so that the Legendre recursion and the products run on SIMD lanes on
-    // the CPU. With moments (2 deg + 2 <= kMaxGramRow), G comes from the 2 deg + 1 Legendre
-    // moments mu_l = sum_i ivar T^2 P_l by the linearization P_j P_k = sum_r theta_jkr
-    // P_{j+k-2r} (Adams 1878; all theta > 0): 2 deg + 1 sums instead of (deg + 1)(deg + 2) / 2.
+    // Pass 1: G = A^T W A, q = A^T W f and f^T W f. Rows are built V pixels at a time
+    // (Z[c * V + p]; lanes past the arm's end get weight 0), so that the Legendre recursion and
+    // the products run on SIMD lanes on the CPU. With moments (2 deg + 4 <= kMaxGramRow), G
+    // comes from the 2 deg + 1 Legendre moments mu_l = sum_i ivar T^2 P_l by the linearization
+    // P_j P_k = sum_r theta_jkr P_{j+k-2r} (Adams 1878; all theta > 0): 2 deg + 1 sums instead
+    // of (deg + 1)(deg + 2) / 2. Its rows [P_0 .. P_{2 deg} | ivar T^2 | ivar T f | ivar f^2]
+    // carry the weights in the last three columns (slots P_l u, P_j v, P_0 e): no sqrt(ivar).
+    // Without moments, the rows are sqrt(ivar) [T P_0 .. T P_deg | f] (packed Gram).
     // Layout of w->red: moments [nmom] mu, [nc] q, [1] f^T W f; direct [ntri] G, [nc] q, [1].
     const int nmom = 2 * cont_deg + 1;
-    const bool moments = nmom + 1 <= kMaxGramRow;
-    const int ncol = moments ? nmom : nc;  // design columns before f
+    const bool moments = nmom + 3 <= kMaxGramRow;
     const int ng = moments ? nmom : nc * (nc + 1) / 2;
-    team.reduce_gram_v(
-        n, ncol + 1, ng + nc + 1, w->red,
-        [&](int ii0, int cnt, double* Z) {
-          double x[V], s[V], t[V], f[V];
-          lanes_in<V>(d, T, i0 + ii0, cnt, x, s, t, f);
-          legendre_v<V>(x, ncol - 1, Z);
-          for (int p = 0; p < V; ++p) Z[ncol * V + p] = s[p] * f[p];
-          for (int p = 0; p < V; ++p) t[p] *= s[p];
-          for (int j = 0; j < ncol; ++j)
-            for (int p = 0; p < V; ++p) Z[j * V + p] *= t[p];
-        },
-        [&](int t, int* ca, int* cb) {
-          if (t < ng) {
-            if (moments) {
-              *ca = t;  // mu_t: column t times column 0 (P_0 = 1)
-              *cb = 0;
-            } else {
-              normal_pair(t, nc, ca, cb);
+    if (moments) {
+      const int cu = nmom, cv = nmom + 1, ce = nmom + 2;  // columns ivar T^2, ivar T f, ivar f^2
+      team.reduce_gram_v(
+          n, nmom + 3, ng + nc + 1, w->red,
+          [&](int ii0, int cnt, double* Z) {
+            double x[V], iv[V], t[V], f[V];
+            lanes_in<V, false>(d, T, i0 + ii0, cnt, x, iv, t, f);
+            legendre_v<V>(x, nmom - 1, Z);
+            for (int p = 0; p < V; ++p) {
+              const double ivt = iv[p] * t[p], ivf = iv[p] * f[p];
+              Z[cu * V + p] = ivt * t[p];
+              Z[cv * V + p] = ivt * f[p];
+              Z[ce * V + p] = ivf * f[p];
             }
-          } else {
-            *ca = t - ng < nc ? t - ng : ncol;  // q_j, then f^T W f
-            *cb = ncol;
-          }
-        });
+          },
+          [&](int t, int* ca, int* cb) {
+            if (t < nmom) {  // mu_t
+              *ca = t;
+              *cb = cu;
+            } else if (t < nmom + nc) {  // q_j
+              *ca = t - nmom;
+              *cb = cv;
+            } else {  // f^T W f
+              *ca = 0;
+              *cb = ce;
+            }
+          });
+    } else {
+      team.reduce_gram_v(
+          n, nc + 1, ng + nc + 1, w->red,
+          [&](int ii0, int cnt, double* Z) {
+            double x[V], s[V], t[V], f[V];
+            lanes_in<V>(d, T, i0 + ii0, cnt, x, s, t, f);
+            legendre_v<V>(x, nc - 1, Z);
+            for (int p = 0; p < V; ++p) Z[nc * V + p] = s[p] * f[p];
+            for (int p = 0; p < V; ++p) t[p] *= s[p];
+            for (int j = 0; j < nc; ++j)
+              for (int p = 0; p < V; ++p) Z[j * V + p] *= t[p];
+          },
+          [&](int t, int* ca, int* cb) {
+            if (t < ng) {
+              normal_pair(t, nc, ca, cb);
+            } else {
+              *ca = t - ng < nc ? t - ng : nc;  // q_j, then f^T W f
+              *cb = nc;
+            }
+          });
+    }
     team.single([&] {
       double* gm = w->gchol[a];
       if (moments) {
