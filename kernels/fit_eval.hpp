@@ -170,6 +170,17 @@ VX_HD VX_INLINE void grid_stencil(const GridView& g, double lnlam, double lnd, i
   *f = fr;
 }
 
+// grid_stencil's taps t0 - 1 .. t0 + 2 (t0 returned) and the cubic weights wt[4] with their
+// derivatives dwt[4] at its fraction: the preamble of every form of the template at a pixel.
+VX_HD VX_INLINE int stencil_weights(const GridView& g, double lnlam, double lnd, double* wt,
+                                    double* dwt) {
+  int t0;
+  double f;
+  grid_stencil(g, lnlam, lnd, &t0, &f);
+  cubic_weights(f, wt, dwt);
+  return t0;
+}
+
 // Index of (j, k), j <= k < n, in a packed upper triangle (row by row): the continuum normal
 // matrices are reduced packed, nc (nc + 1) / 2 slots instead of nc^2.
 VX_HD VX_INLINE int tri_index(int j, int k, int n) { return j * n - j * (j - 1) / 2 + (k - j); }
@@ -386,11 +397,8 @@ template <bool VOnly, class Fetch>
 VX_HD VX_INLINE void rotated_pixel(const GridView& g, const EvalWork* w, double lnlam, double lnd,
                                    double du_dv, int M, int L, bool need_jac, bool jac_vsini,
                                    double* t_out, double* dt_out, Fetch&& fetch) {
-  int t0;
-  double f;
-  grid_stencil(g, lnlam, lnd, &t0, &f);
   double wt[4], dwt[4];
-  cubic_weights(f, wt, dwt);
+  const int t0 = stencil_weights(g, lnlam, lnd, wt, dwt);
   double t = 0.0, dtu = 0.0, dvs = 0.0, dl[kMaxLabels] = {0.0, 0.0, 0.0, 0.0};
   const int R = 2 * M + 4;
   for (int r = 0; r < R; ++r) {
@@ -431,11 +439,8 @@ template <int NL, int JM>
 VX_HD VX_INLINE void rotated_pixel_rows(const GridView& g, const EvalWork* w, double lnlam,
                                         double lnd, double du_dv, int M, const double* Tg,
                                         int np, bool jac_vsini, double* t_out, double* dt_out) {
-  int t0;
-  double f;
-  grid_stencil(g, lnlam, lnd, &t0, &f);
   double wt[4], dwt[4];
-  cubic_weights(f, wt, dwt);
+  const int t0 = stencil_weights(g, lnlam, lnd, wt, dwt);
   const int R = 2 * M + 4;
   double cw[kMaxRotTaps + 3], cdw[kMaxRotTaps + 3], cvw[kMaxRotTaps + 3];
   for (int r = 0; r < R; ++r) cw[r] = cdw[r] = cvw[r] = 0.0;
@@ -567,11 +572,8 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
   auto model_at = [&](auto nlc, auto jmc, const float* B, double lnlam, double* t_out,
                       double* dt_out) {
     constexpr int NL = decltype(nlc)::value, JM = decltype(jmc)::value;
-    int t0;
-    double f;
-    grid_stencil(g, lnlam, lnd, &t0, &f);
     double wt[4], dwt[4];
-    cubic_weights(f, wt, dwt);
+    const int t0 = stencil_weights(g, lnlam, lnd, wt, dwt);
     const float* b0 = B + (size_t)(t0 - 1) * K1;
     double dtu = 0.0;
     component_sums<V, NL, JM>(b0, K1, w->c, w->dc, L, need_jac ? (VOnly ? 1 : 2) : 0, wt, dwt,
@@ -585,11 +587,8 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
   // no per-thread arrays beyond dl (registers on the GPU: the SIMD form's compile-time
   // instantiations raise the warp kernel's register pressure, ptxas spills 188 -> 1564 B).
   auto model_at_lane = [&](const float* B, double lnlam, double* t_out, double* dt_out) {
-    int t0;
-    double f;
-    grid_stencil(g, lnlam, lnd, &t0, &f);
     double wt[4], dwt[4];
-    cubic_weights(f, wt, dwt);
+    const int t0 = stencil_weights(g, lnlam, lnd, wt, dwt);
     const float* b0 = B + (size_t)(t0 - 1) * K1;
     double t = 0.0, dtu = 0.0, dl[kMaxLabels] = {0.0, 0.0, 0.0, 0.0};
     for (int k = 0; k < K1; ++k) {
