@@ -3,7 +3,8 @@
 //   T(t; labels) = sum_k c_k(labels) * B[t][k],   c_0 = 1 (B[.][0] is the mean spectrum),
 // with each c_k (k >= 1) a quadratic polynomial in the scaled labels plus a Gaussian-process /
 // kernel-ridge interpolant over the training stars:
-//   c_k(x) = sum_p phi_p(x) beta[p][k] + sum_i exp(-0.5 sum_l (x_l - X_il)^2 inv_len2_l) alpha[i][k]
+//   c_k(x) = sum_p phi_p(x) beta[p][k]
+//            + sum_i exp(-0.5 sum_l (x_l - X_il)^2 inv_len2_l) alpha[i][k]
 // x_l = (label_l - shift_l) / scale_l. Labels are (log10 TEFF [K], LOGG [dex], FEH [dex]
 // [, ALPHAFE [dex]]). Sources: PCA + GP emulators as in rvspecfit's interpolation and
 // Czekala et al. (2015, Starfish); kernel ridge regression (Rasmussen & Williams 2006, ch. 2).
@@ -17,12 +18,15 @@ namespace velox::kern {
 
 constexpr int kMaxLabels = 4;
 constexpr int kMaxComp = 96;  // K + 1 at most
+// Zero floats after the last row of a basis the pixel loops read (ArmModel::basis): the CPU's
+// FP32 component sums load whole 16-float vectors (kernels/fit_eval.hpp component_sums_f32).
+constexpr int kBasisPad = 16;
 
 struct EmulatorView {
-  int n_train = 0;  // N training stars
-  int n_comp = 0;   // K + 1 (mean + K components)
-  int n_label = 0;  // L
-  int n_poly = 0;   // quadratic terms: 1 + L + L(L+1)/2
+  int n_train = 0;                    // N training stars
+  int n_comp = 0;                     // K + 1 (mean + K components)
+  int n_label = 0;                    // L
+  int n_poly = 0;                     // quadratic terms: 1 + L + L(L+1)/2
   const double* train_x = nullptr;    // [N][L] scaled labels of the training stars
   const double* alpha = nullptr;      // [N][K+1] GP weights (column 0 unused, zero)
   const double* poly_coef = nullptr;  // [P][K+1] polynomial mean coefficients (column 0 unused)
@@ -168,7 +172,8 @@ VX_HD void emulator_coeffs_team(const Team& team, const EmulatorView& e, const d
     team.reduce_grid(P + e.n_train, K1 - 1, W, sums, [&](int r, int o, auto acc) {
       const double* w = rows + (long long)r * W;
       if (r >= P && w[0] == 0.0) return;
-      const double* brow = r < P ? e.poly_coef + (long long)r * K1 : e.alpha + (long long)(r - P) * K1;
+      const double* brow =
+          r < P ? e.poly_coef + (long long)r * K1 : e.alpha + (long long)(r - P) * K1;
       const double b = brow[1 + o];
       acc[0] += w[0] * b;
       for (int l = 0; l < nl; ++l) acc[1 + l] += w[1 + l] * b;
@@ -180,7 +185,8 @@ VX_HD void emulator_coeffs_team(const Team& team, const EmulatorView& e, const d
     combine(IntC<0>{});
   team.for_each(K1, [&](int k) {
     c[k] = k == 0 ? 1.0 : sums[(k - 1) * W];
-    for (int l = 0; l < L; ++l) dc[l * K1 + k] = k == 0 ? 0.0 : sums[(k - 1) * W + 1 + l] / e.scale[l];
+    for (int l = 0; l < L; ++l)
+      dc[l * K1 + k] = k == 0 ? 0.0 : sums[(k - 1) * W + 1 + l] / e.scale[l];
   });
   team.sync();
 }

@@ -29,12 +29,14 @@ constexpr int kMaxArms = 4;
 constexpr int kMaxSeg = kMaxArms;  // velocity segments (per-arm VRAD): one per arm, or B/R halves
 constexpr int kMaxCont = 16;       // continuum coefficients per arm (degree <= 15)
 constexpr int kMaxParams = 2 + kMaxLabels;  // VRAD, labels, VSINI
-constexpr int kMaxRotHalf = 40;            // rotation kernel half-width, template pixels
+constexpr int kMaxRotHalf = 40;             // rotation kernel half-width, template pixels
 constexpr int kMaxRotTaps = 2 * kMaxRotHalf + 1;
 
 // Index of VSINI in theta for L labels, and the number of fitted parameters.
 VX_HD VX_INLINE int vsini_index(int n_label) { return 1 + n_label; }
-VX_HD VX_INLINE int n_fit_params(int n_label, int fit_vsini) { return 1 + n_label + (fit_vsini ? 1 : 0); }
+VX_HD VX_INLINE int n_fit_params(int n_label, int fit_vsini) {
+  return 1 + n_label + (fit_vsini ? 1 : 0);
+}
 
 // The template grid: uniform in ln(lambda_vac / A).
 struct GridView {
@@ -333,6 +335,68 @@ VX_HD VX_INLINE void component_sums(const float* b0, int K1, const double* c, co
     for (int l = 0; l < nl; ++l) dl_out[l] = lane_sum<V>(dl[l]);
 }
 
+#if defined(VX_VEC16F)
+constexpr bool kHasF32Sums = true;
+#else
+constexpr bool kHasF32Sums = false;
+#endif
+#if defined(VX_VEC16F)
+// component_sums in FP32 for the CPU (host only: 16 floats per vector operation, twice the
+// doubles' width, and the float basis is used as stored): the same sums, with c and dc rounded
+// to float and zero-padded to KP (a multiple of 16), the weights rounded to float, 16 partial
+// sums per product (component k to lane k % 16) added as a tree at the end. Reads b0[0 ..
+// 3 K1 + KP): up to 15 floats past the 4th row, which the basis arrays carry as padding
+// (kBasisPad); those are multiplied by the zero padding of c and dc. The model's relative
+// rounding is ~1e-7, far below any survey's noise (docs/performance.md: the effect on the
+// accuracy figures).
+
+VX_INLINE float hsum16(const VxVec16f& v) {
+  VxVec8f a, b;
+  __builtin_memcpy(&a, &v, sizeof a);
+  __builtin_memcpy(&b, reinterpret_cast<const char*>(&v) + sizeof a, sizeof b);
+  a += b;
+  VxVec4f c, d;
+  __builtin_memcpy(&c, &a, sizeof c);
+  __builtin_memcpy(&d, reinterpret_cast<const char*>(&a) + sizeof c, sizeof d);
+  c += d;
+  return (c[0] + c[2]) + (c[1] + c[3]);
+}
+
+template <int NL, int JM>
+VX_INLINE void component_sums_f32(const float* b0, int K1, int KP, const float* cf,
+                                  const float* dcf, const double* wt, const double* dwt,
+                                  double* t_out, double* dtu_out, double* dl_out) {
+  typedef VxVec16f F;
+  constexpr int NLA = NL > 0 ? NL : 1;
+  const float w0 = (float)wt[0], w1 = (float)wt[1], w2 = (float)wt[2], w3 = (float)wt[3];
+  const float d0 = (float)dwt[0], d1 = (float)dwt[1], d2 = (float)dwt[2], d3 = (float)dwt[3];
+  F t = {}, dtu = {}, dl[NLA] = {};
+  const float* b1 = b0 + K1;
+  const float* b2 = b1 + K1;
+  const float* b3 = b2 + K1;
+  for (int kb = 0; kb < KP; kb += 16) {
+    F x0, x1, x2, x3;  // unaligned loads
+    __builtin_memcpy(&x0, b0 + kb, sizeof x0);
+    __builtin_memcpy(&x1, b1 + kb, sizeof x1);
+    __builtin_memcpy(&x2, b2 + kb, sizeof x2);
+    __builtin_memcpy(&x3, b3 + kb, sizeof x3);
+    const F bk = w0 * x0 + w1 * x1 + w2 * x2 + w3 * x3;
+    const F c = *reinterpret_cast<const F*>(cf + kb);
+    t += c * bk;
+    if (JM >= 1) {
+      const F dbk = d0 * x0 + d1 * x1 + d2 * x2 + d3 * x3;
+      dtu += c * dbk;
+      if (JM >= 2)
+        for (int l = 0; l < NL; ++l) dl[l] += *reinterpret_cast<const F*>(dcf + l * KP + kb) * bk;
+    }
+  }
+  *t_out = hsum16(t);
+  if (JM >= 1) *dtu_out = hsum16(dtu);
+  if (JM >= 2)
+    for (int l = 0; l < NL; ++l) dl_out[l] = hsum16(dl[l]);
+}
+#endif
+
 // sum_k v_k b_k in V partial sums (component k to sum k % V for k below the last multiple of
 // V, the rest to 0, 1, ...; lane_sum at the end).
 template <int V>
@@ -437,8 +501,8 @@ VX_HD VX_INLINE void rotated_pixel(const GridView& g, const EvalWork* w, double 
 // 2 + labels) at compile time: the 1 + NL row columns as one short vector per row.
 template <int NL, int JM>
 VX_HD VX_INLINE void rotated_pixel_rows(const GridView& g, const EvalWork* w, double lnlam,
-                                        double lnd, double du_dv, int M, const double* Tg,
-                                        int np, bool jac_vsini, double* t_out, double* dt_out) {
+                                        double lnd, double du_dv, int M, const double* Tg, int np,
+                                        bool jac_vsini, double* t_out, double* dt_out) {
   double wt[4], dwt[4];
   const int t0 = stencil_weights(g, lnlam, lnd, wt, dwt);
   const int R = 2 * M + 4;
@@ -484,7 +548,7 @@ VX_HD VX_INLINE void rotated_pixel_rows(const GridView& g, const EvalWork* w, do
 // from T/dT. Sets w->ok = 0 if a continuum normal matrix is singular.
 template <class Team>
 VX_HD void profile_continuum_lanes(const Team& team, const FitData& d, int cont_deg, int np,
-                             bool need_jac, const double* T, const double* dT, EvalWork* w) {
+                                   bool need_jac, const double* T, const double* dT, EvalWork* w) {
   const int nc = cont_deg + 1;
   team.single([&] { profile_reset(w, np); });
   team.sync();
@@ -650,11 +714,35 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
     if (M == 0) {
       if constexpr (V == 1) {
         team.for_each(n_eval, [&](int j) { model_at_lane(B, ll[j], &t_out[j], &dt_out[j * np]); });
+      } else if constexpr (kHasF32Sums && Team::kTemplateF32) {
+#if defined(VX_VEC16F)
+        // FP32 component sums (component_sums_f32): c and dc as float, zero-padded to KP.
+        const int KP = (K1 + 15) / 16 * 16;
+        alignas(64) float cf[kMaxComp + 16], dcf[kMaxLabels * (kMaxComp + 16)];
+        for (int k = 0; k < KP; ++k) {
+          cf[k] = k < K1 ? (float)w->c[k] : 0.0f;
+          for (int l = 0; l < L; ++l) dcf[l * KP + k] = k < K1 ? (float)w->dc[l * K1 + k] : 0.0f;
+        }
+        auto pixels = [&](auto nlc, auto jmc) {
+          constexpr int NL = decltype(nlc)::value, JM = decltype(jmc)::value;
+          team.for_each(n_eval, [&](int j) {
+            double wt[4], dwt[4], dtu = 0.0;
+            const int t0 = stencil_weights(g, ll[j], lnd, wt, dwt);
+            double* dt = &dt_out[j * np];
+            component_sums_f32<NL, JM>(B + (size_t)(t0 - 1) * K1, K1, KP, cf, dcf, wt, dwt,
+                                       &t_out[j], &dtu, dt + 1);
+            if (need_jac) {
+              dt[0] = dtu * du_dv;
+              if (jac_vsini) dt[1 + L] = 0.0;  // the identity kernel does not change with vsini
+            }
+          });
+        };
+        dispatch_labels_jac(L, jm, pixels);  // L and the Jacobian mode at compile time
+#endif
       } else {
         auto pixels = [&](auto nlc, auto jmc) {
-          team.for_each(n_eval, [&](int j) {
-            model_at(nlc, jmc, B, ll[j], &t_out[j], &dt_out[j * np]);
-          });
+          team.for_each(n_eval,
+                        [&](int j) { model_at(nlc, jmc, B, ll[j], &t_out[j], &dt_out[j * np]); });
         };
         dispatch_labels_jac(L, jm, pixels);  // L and the Jacobian mode at compile time
       }
@@ -847,8 +935,8 @@ VX_HD void profile_continuum_simd(const Team& team, const FitData& d, int cont_d
           for (int k = j; k < nc; ++k) {
             double g = 0.0;
             for (int r = 0; r <= j; ++r)
-              g += th[j - r] * th[r] * th[k - r] / th[j + k - r] *
-                   (2 * (j + k) - 4 * r + 1) / (2 * (j + k) - 2 * r + 1) * w->red[j + k - 2 * r];
+              g += th[j - r] * th[r] * th[k - r] / th[j + k - r] * (2 * (j + k) - 4 * r + 1) /
+                   (2 * (j + k) - 2 * r + 1) * w->red[j + k - 2 * r];
             gm[j * nc + k] = gm[k * nc + j] = g;
           }
       } else {

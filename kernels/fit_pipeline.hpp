@@ -82,9 +82,10 @@ struct PipelineResult {
 // segments are independent measurements of VRAD (RV systematics between arms show up as their
 // disagreement). T, dT: pixel scratch as for lm_fit.
 template <class Team>
-VX_HD VX_NOINLINE void segment_velocities(const Team& team, const EmulatorView& em, const GridView& g,
-                              const FitData& d, const PipelineConfig& cfg, const double* theta,
-                              EvalWork* w, double* T, double* dT, PipelineResult* out) {
+VX_HD VX_NOINLINE void segment_velocities(const Team& team, const EmulatorView& em,
+                                          const GridView& g, const FitData& d,
+                                          const PipelineConfig& cfg, const double* theta,
+                                          EvalWork* w, double* T, double* dT, PipelineResult* out) {
   const int np = kMaxParams;  // every theta entry (VSINI too) is copied; only v is stepped
   if (d.n_seg > 0 && cfg.seg_max_iter > 0) emulator_coeffs_into(team, em, theta + 1, w);
   for (int s = 0; s < kMaxSeg; ++s) {
@@ -105,8 +106,7 @@ VX_HD VX_NOINLINE void segment_velocities(const Team& team, const EmulatorView& 
             for (int q = 0; q < np; ++q) tr[q] = th[q];
             tr[0] = fmin(fmax(th[0] + step, cfg.lm.lo[0]), cfg.lm.hi[0]);
             if (evaluate<true>(team, &em, g, sd, cfg.cont_deg, tr, true, w, Ts, dTs) &&
-                w->chi2 <= chi2 &&
-                w->hess[0] > 0) {
+                w->chi2 <= chi2 && w->hess[0] > 0) {
               moved = true;
               th[0] = tr[0];
               chi2 = w->chi2;
@@ -149,7 +149,7 @@ VX_HD VX_NOINLINE void vsini_upper_limit(const Team& team, const EmulatorView& e
   auto dchi2_at = [&](double vsini) {
     th[vs] = vsini;
     return evaluate(team, &em, g, d, cfg.cont_deg, th, false, w, sc.T, sc.dT) ? w->chi2 - chi2_best
-                                                                             : INFINITY;
+                                                                              : INFINITY;
   };
   // At a best VSINI below half a template pixel the model is the VSINI = 0 one: d0 = 0.
   const double half_px = 0.5 * kSpeedOfLight_kms * g.dlnlam;
@@ -312,10 +312,14 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
       for (int q = 1 + L; q < kMaxParams; ++q) sh->cur.theta[q] = 0.0;  // VSINI held at 0
     });
     team.sync();
-    lm_fit(team, em, g, d, cfg.cont_deg, cfg.lm, &sh->cur, w, sc.T, sc.dT);
+    // Later starts stop once inside the best start's basin (LMConfig::join_dchi2).
+    lm_fit(team, em, g, d, cfg.cont_deg, cfg.lm, &sh->cur, w, sc.T, sc.dT,
+           s > 0 ? &sh->best : nullptr);
     team.single([&] {
       out->n_lm_iter += sh->cur.niter;
-      if (sh->cur.status != kLMEvalFailed && sh->cur.chi2 < sh->best.chi2) sh->best = sh->cur;
+      if (sh->cur.status != kLMEvalFailed && sh->cur.status != kLMJoined &&
+          sh->cur.chi2 < sh->best.chi2)
+        sh->best = sh->cur;
     });
     team.sync();
   }

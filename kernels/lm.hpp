@@ -1,7 +1,7 @@
 // Levenberg-Marquardt refinement of theta = [VRAD, labels[, VSINI]] for ONE spectrum, on the
 // profiled chi^2 of fit_eval.hpp, with box constraints (projection onto [lo, hi]) and
-// Marquardt's diagonal scaling. Every worker of the team runs the same control flow on shared scalars.
-// Source: Marquardt (1963); Press et al., Numerical Recipes 3rd ed., sec. 15.5.2.
+// Marquardt's diagonal scaling. Every worker of the team runs the same control flow on shared
+// scalars. Source: Marquardt (1963); Press et al., Numerical Recipes 3rd ed., sec. 15.5.2.
 #pragma once
 #include <cmath>
 
@@ -13,6 +13,11 @@ struct LMConfig {
   int max_iter = 60;
   double lambda0 = 1e-3;
   double dchi2_tol = 1e-2;  // converged when an accepted step improves chi^2 by less (absolute)
+  // A run given an attractor (an earlier run's minimum) stops as kLMJoined once it is inside that
+  // minimum's quadratic basin: chi^2 not below the attractor's and (theta - theta_a)^T H_a
+  // (theta - theta_a) < join_dchi2 (H_a = cov_a^-1, the chi^2 rise the attractor's own quadratic
+  // model predicts there). 0 = never.
+  double join_dchi2 = 25.0;
   double lo[kMaxParams] = {};
   double hi[kMaxParams] = {};
 };
@@ -21,6 +26,7 @@ enum LMStatus : int {
   kLMConverged = 0,
   kLMMaxIter = 1,
   kLMEvalFailed = 2,  // continuum normal matrix singular at the start point
+  kLMJoined = 3,      // stopped inside another run's minimum (lm_fit's `attractor`)
 };
 
 struct LMState {
@@ -46,12 +52,30 @@ VX_HD int evaluate(const Team& team, const EmulatorView* em, const GridView& g, 
   return w->ok;
 }
 
+// True when theta (at chi2) lies in the attractor's basin (LMConfig::join_dchi2): chi2 >= the
+// attractor's and the chi^2 rise the attractor's covariance predicts, d^T cov^-1 d with
+// d = theta - theta_a over the np fitted parameters, is below join_dchi2. False when the
+// attractor's covariance is not usable (singular, NaN) or join_dchi2 <= 0.
+VX_HD VX_INLINE bool joined_basin(const LMState& a, const double* theta, double chi2, int np,
+                                  double join_dchi2) {
+  if (!(join_dchi2 > 0.0) || a.status == kLMEvalFailed || !a.hess_ok || a.np != np || chi2 < a.chi2)
+    return false;
+  double l[kMaxParams * kMaxParams], x[kMaxParams], dx[kMaxParams];
+  for (int q = 0; q < np * np; ++q) l[q] = a.cov[q];
+  for (int q = 0; q < np; ++q) x[q] = dx[q] = theta[q] - a.theta[q];
+  if (!cholesky(l, np)) return false;
+  cholesky_solve(l, np, x);
+  double d2 = 0.0;
+  for (int q = 0; q < np; ++q) d2 += dx[q] * x[q];
+  return d2 < join_dchi2;
+}
+
 // Run LM from st->theta. T[n_pix] and dT[n_pix][np] are scratch. On return st holds the best
 // point, its chi^2, covariance, iteration count and status; w holds that point's continuum.
 template <class Team>
 VX_HD void lm_fit(const Team& team, const EmulatorView& em, const GridView& g, const FitData& d,
                   int cont_deg, const LMConfig& cfg, LMState* st, EvalWork* w, double* T,
-                  double* dT) {
+                  double* dT, const LMState* attractor = nullptr) {
   const int np = n_fit_params(em.n_label, w->fit_vsini);
   // Shared scalars live in *st and *w; locals below are identical on every worker.
   double grad[kMaxParams], hess[kMaxParams * kMaxParams], trial[kMaxParams];
@@ -145,6 +169,11 @@ VX_HD void lm_fit(const Team& team, const EmulatorView& em, const GridView& g, c
         ++it;
         break;
       }
+      if (attractor && joined_basin(*attractor, st->theta, chi2, np, cfg.join_dchi2)) {
+        status = kLMJoined;
+        ++it;
+        break;
+      }
     } else {
       lambda *= 10.0;
       if (lambda > 1e10) {
@@ -184,8 +213,7 @@ VX_HD void lm_fit(const Team& team, const EmulatorView& em, const GridView& g, c
       cholesky_inverse(l, nu, st->cov);
       for (int a = np - 1; a >= 0; --a)
         for (int b = np - 1; b >= 0; --b)
-          st->cov[a * np + b] =
-              pos[a] >= 0 && pos[b] >= 0 ? st->cov[pos[a] * nu + pos[b]] : NAN;
+          st->cov[a * np + b] = pos[a] >= 0 && pos[b] >= 0 ? st->cov[pos[a] * nu + pos[b]] : NAN;
     } else {
       for (int q = 0; q < np * np; ++q) st->cov[q] = NAN;
     }

@@ -14,10 +14,10 @@
 //   team.reduce_grid(n, n_o, width, out, f)
 //                                  out[o*width + k] = sum_i f(i, o, acc) contributions (acc has
 //                                  `width` <= kMaxGridWidth slots for output o, indexed acc[k]:
-//                                  take it as `auto`, the CPU passes a strided view), summed over i in
-//                                  increasing order for every team: a reduction per output column
-//                                  (CCF lags, emulator coefficients); the GPU gives each column
-//                                  its own lane (register accumulators)
+//                                  take it as `auto`, the CPU passes a strided view), summed over i
+//                                  in increasing order for every team: a reduction per output
+//                                  column (CCF lags, emulator coefficients); the GPU gives each
+//                                  column its own lane (register accumulators)
 //   team.reduce_gram(n, R, m, out, row, pair)
 //                                  out[k] = sum_i z_i[a_k] * z_i[b_k] for k < m (m <=
 //                                  kMaxGramSlots), where row(i, z) writes pixel i's row vector
@@ -46,8 +46,8 @@
 
 namespace velox::kern {
 
-constexpr int kMaxReduce = 4;     // reduce_sum slots (small sums: counts, means, norms)
-constexpr int kMaxGridWidth = 5;  // 1 + kMaxLabels (emulator coefficients and derivatives)
+constexpr int kMaxReduce = 4;      // reduce_sum slots (small sums: counts, means, norms)
+constexpr int kMaxGridWidth = 5;   // 1 + kMaxLabels (emulator coefficients and derivatives)
 constexpr int kGridAccMax = 2048;  // SerialTeam::reduce_grid's column-major accumulators
 constexpr int kWarpLanes = 32;
 // reduce_gram: rows of at most kMaxCont + kMaxParams + 1 = 16 + 5 + 1 values; slots: the packed
@@ -81,10 +81,18 @@ struct IntC {
 #if !defined(__CUDACC__) && (defined(__GNUC__) || defined(__clang__))
 typedef double VxVec8 __attribute__((vector_size(64), aligned(64)));
 #define VX_VEC8 ::velox::kern::VxVec8
+// 16 floats likewise (the CPU's FP32 template sums, kernels/fit_eval.hpp), and its halves.
+typedef float VxVec16f __attribute__((vector_size(64), aligned(64)));
+typedef float VxVec8f __attribute__((vector_size(32), aligned(32)));
+typedef float VxVec4f __attribute__((vector_size(16), aligned(16)));
+#define VX_VEC16F ::velox::kern::VxVec16f
 #endif
 
 struct SerialTeam {
   static constexpr int kVec = 8;
+  // The unrotated template's component sums in FP32 (kernels/fit_eval.hpp component_sums_f32;
+  // host code with GCC/clang vector types only); SerialTeamF64 keeps them in FP64.
+  static constexpr bool kTemplateF32 = true;
   template <class F>
   VX_HD void for_each(int n, F&& f) const {
     for (int i = 0; i < n; ++i) f(i);
@@ -172,6 +180,12 @@ struct SerialTeam {
   }
 };
 
+// SerialTeam with every template sum in FP64, as the GPU's warp computes them: the tests that
+// compare the lane decomposition with the serial one at round-off level use it.
+struct SerialTeamF64 : SerialTeam {
+  static constexpr bool kTemplateF32 = false;
+};
+
 // WarpTeam's decomposition on the CPU (host only; used by tests). Lane l handles items
 // l, l + 32, ...; reduce_sum keeps one partial sum per lane and combines them in the order of
 // WarpTeam's __shfl_xor_sync butterfly (offsets 16, 8, 4, 2, 1); reduce_grid gives each column
@@ -236,7 +250,8 @@ struct LaneTeam {
   }
   template <class RowV, class Pair>
   void reduce_gram_v(int n, int R, int m, double* out, RowV&& rowv, Pair&& pair) const {
-    reduce_gram(n, R, m, out, [&](int i, double* z) { rowv(i, 1, z); }, pair);
+    reduce_gram(
+        n, R, m, out, [&](int i, double* z) { rowv(i, 1, z); }, pair);
   }
   void sync() const {}
   template <class F>

@@ -63,6 +63,7 @@ FitConfig load_fit_config(const std::string& path) {
   get(f, "n_ccf_templates", c.n_ccf_templates, path);
   get(f, "ccf_lag_step", c.ccf_lag_step, path);
   get(f, "max_iter", c.max_iter, path);
+  get(f, "start_join_dchi2", c.start_join_dchi2, path);
   get(f, "min_pixels", c.min_pixels, path);
   get(f, "min_arm_pixels", c.min_arm_pixels, path);
   get(f, "clip_sigma", c.clip_sigma, path);
@@ -124,6 +125,7 @@ FitConfig load_fit_config(const std::string& path) {
     throw ConfigError(path + ": fit.ccf_cont_deg must be 0..15");
   if (!(c.vmin_kms < c.vmax_kms)) throw ConfigError(path + ": fit.vmin_kms must be < vmax_kms");
   if (c.n_starts < 1) throw ConfigError(path + ": fit.n_starts must be >= 1");
+  if (!(c.start_join_dchi2 >= 0.0)) throw ConfigError(path + ": fit.start_join_dchi2 must be >= 0");
   if (!(c.limb_darkening >= 0.0 && c.limb_darkening < 1.0))
     throw ConfigError(path + ": fit.limb_darkening must be in [0, 1)");
   if (!(c.vsini_max_kms > 0.0)) throw ConfigError(path + ": fit.vsini_max_kms must be > 0");
@@ -144,6 +146,7 @@ std::string dump_fit_config(const FitConfig& c) {
   e << YAML::Key << "n_ccf_templates" << YAML::Value << c.n_ccf_templates;
   e << YAML::Key << "ccf_lag_step" << YAML::Value << c.ccf_lag_step;
   e << YAML::Key << "max_iter" << YAML::Value << c.max_iter;
+  e << YAML::Key << "start_join_dchi2" << YAML::Value << c.start_join_dchi2;
   e << YAML::Key << "min_pixels" << YAML::Value << c.min_pixels;
   e << YAML::Key << "min_arm_pixels" << YAML::Value << c.min_arm_pixels;
   e << YAML::Key << "clip_sigma" << YAML::Value << c.clip_sigma;

@@ -13,15 +13,19 @@ std::map<std::string, std::map<std::string, double>> default_error_floors();
 
 struct FitConfig {
   double vmin_kms = -1000.0, vmax_kms = 1000.0;  // velocity search range
-  int cont_deg = 8;          // Legendre degree of the per-arm multiplicative continuum
-  int ccf_cont_deg = 5;      // pseudo-continuum degree for the cross-correlation
-  int n_starts = 2;          // LM starting points (best distinct chi^2-grid templates)
-  int n_ccf_templates = 8;   // coarse templates cross-correlated (the library stores more)
-  int ccf_lag_step = 4;      // coarse CCF lag step in template pixels (library dlnlam)
-  int max_iter = 60;         // LM iteration limit
-  int min_pixels = 50;       // fewer usable pixels => NO_PIXELS
-  int min_arm_pixels = 20;   // an arm with fewer usable pixels is dropped
-  double clip_sigma = 5.0;   // one re-fit after clipping |resid|/sigma above this; 0 = off
+  int cont_deg = 8;         // Legendre degree of the per-arm multiplicative continuum
+  int ccf_cont_deg = 5;     // pseudo-continuum degree for the cross-correlation
+  int n_starts = 2;         // LM starting points (best distinct chi^2-grid templates)
+  int n_ccf_templates = 8;  // coarse templates cross-correlated (the library stores more)
+  int ccf_lag_step = 4;     // coarse CCF lag step in template pixels (library dlnlam)
+  int max_iter = 60;        // LM iteration limit
+  // Later LM starts stop once inside an earlier start's minimum: chi^2 not lower and the chi^2
+  // rise that minimum's covariance predicts below this (kern::LMConfig::join_dchi2); 0 = every
+  // start runs to convergence.
+  double start_join_dchi2 = 25.0;
+  int min_pixels = 50;      // fewer usable pixels => NO_PIXELS
+  int min_arm_pixels = 20;  // an arm with fewer usable pixels is dropped
+  double clip_sigma = 5.0;  // one re-fit after clipping |resid|/sigma above this; 0 = off
   double wave_min_A = 0.0, wave_max_A = 0.0;  // optional fit range (vacuum), 0 = none
   std::vector<std::pair<double, double>> mask_bands_A = {{6865.0, 6930.0}, {7165.0, 7330.0}};
   double chisq_improvement_min = 50.0;  // RVS_WARN bit 0 threshold (rvspecfit uses 50)

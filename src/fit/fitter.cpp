@@ -99,6 +99,7 @@ kern::PipelineConfig pipeline_config(const FitConfig& cfg, const TemplateLibrary
   pc.clip_sigma = cfg.clip_sigma;
   pc.seg_max_iter = cfg.seg_max_iter;
   pc.lm.max_iter = cfg.max_iter;
+  pc.lm.join_dchi2 = cfg.start_join_dchi2;
   for (const FitParam& p : fit_params(lib, cfg)) {
     pc.lm.lo[p.theta] = p.lo;
     pc.lm.hi[p.theta] = p.hi;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/convolve.hpp"
+#include "kernels/emulator_eval.hpp"
 
 namespace velox {
 
@@ -16,13 +17,15 @@ ArmModel make_arm_model(const TemplateLibrary& lib, double R) {
   for (int t = 0; t < T; ++t) {
     const double lam = lib.wave_vac_A(t);
     const double f_inst = lam / R;
-    const double f_tmpl = std::isfinite(lib.fwhm_A) ? lib.fwhm_A
+    const double f_tmpl = std::isfinite(lib.fwhm_A)         ? lib.fwhm_A
                           : std::isfinite(lib.resolution_R) ? lam / lib.resolution_R
                                                             : 0.0;
     const double d2 = f_inst * f_inst - f_tmpl * f_tmpl;
     sigma_pix[t] = d2 > 0 ? std::sqrt(d2) * fwhm_to_sigma / (lam * lib.dlnlam) : 0.0;
   }
-  m.basis.resize(lib.basis.size());
+  // kBasisPad zero floats past the last row: the CPU's FP32 component sums read whole 16-float
+  // vectors from a pixel's 4th stencil row (kern::component_sums_f32).
+  m.basis.assign(lib.basis.size() + kern::kBasisPad, 0.0f);
   for (int k = 0; k < K1; ++k)
     kern::gaussian_convolve_column(lib.basis.data() + k, m.basis.data() + k, T, K1,
                                    sigma_pix.data());

@@ -15,7 +15,7 @@ namespace velox {
 
 struct ArmModel {
   double resolution_R = 0.0;
-  std::vector<float> basis;        // [n_tpix][K+1] at the arm resolution
+  std::vector<float> basis;          // [n_tpix][K+1] at the arm resolution, + kern::kBasisPad zeros
   std::vector<float> ccf_templates;  // [n_ccf][n_tpix] normalised flux at the arm resolution
   int n_ccf = 0;
 };

@@ -5,6 +5,7 @@
 
 #include "kernels/convolve.hpp"
 #include "kernels/linalg.hpp"
+#include "kernels/lm.hpp"
 #include "kernels/physics.hpp"
 
 using namespace velox::kern;
@@ -13,7 +14,8 @@ TEST_CASE("cholesky solves a symmetric positive definite system", "[kernels]") {
   double a[9] = {4, 2, 0.6, 2, 5, 1, 0.6, 1, 3};
   const double a0[9] = {4, 2, 0.6, 2, 5, 1, 0.6, 1, 3};
   double x_true[3] = {1.0, -2.0, 0.5}, b[3];
-  for (int i = 0; i < 3; ++i) b[i] = a0[i * 3] * x_true[0] + a0[i * 3 + 1] * x_true[1] + a0[i * 3 + 2] * x_true[2];
+  for (int i = 0; i < 3; ++i)
+    b[i] = a0[i * 3] * x_true[0] + a0[i * 3 + 1] * x_true[1] + a0[i * 3 + 2] * x_true[2];
   REQUIRE(cholesky(a, 3));
   cholesky_solve(a, 3, b);
   for (int i = 0; i < 3; ++i) CHECK(b[i] == Approx(x_true[i]).epsilon(1e-12));
@@ -96,4 +98,41 @@ TEST_CASE("rotation profile is normalised", "[kernels]") {
     s += rotation_profile(dv, vsini, 0.6) * 2 * vsini / n;
   }
   CHECK(s == Approx(1.0).epsilon(1e-4));
+}
+
+TEST_CASE("joined_basin: inside an earlier minimum's quadratic basin, by its covariance",
+          "[kernels][lm]") {
+  // Attractor at theta_a with a correlated 2 x 2 covariance: the test is the chi^2 rise
+  // d^T cov^-1 d, not a per-parameter box.
+  LMState a{};
+  a.np = 2;
+  a.hess_ok = 1;
+  a.status = kLMConverged;
+  a.chi2 = 100.0;
+  a.theta[0] = 10.0;
+  a.theta[1] = 1.0;
+  const double s0 = 2.0, s1 = 0.5, rho = 0.9;  // sigmas and correlation
+  a.cov[0] = s0 * s0;
+  a.cov[1] = a.cov[2] = rho * s0 * s1;
+  a.cov[3] = s1 * s1;
+  // d^T cov^-1 d for d = (u s0, v s1) is (u^2 - 2 rho u v + v^2) / (1 - rho^2).
+  auto rise = [&](double u, double v) {
+    return (u * u - 2 * rho * u * v + v * v) / (1 - rho * rho);
+  };
+  auto at = [&](double u, double v, double chi2, double tol) {
+    const double th[2] = {a.theta[0] + u * s0, a.theta[1] + v * s1};
+    return joined_basin(a, th, chi2, 2, tol);
+  };
+  CHECK(rise(2, 2) < 25.0);  // along the valley: 2 sigma in each, inside
+  CHECK(at(2, 2, 101.0, 25.0));
+  CHECK(rise(2, -2) > 25.0);  // across it: the same box distance, far outside
+  CHECK_FALSE(at(2, -2, 101.0, 25.0));
+  CHECK(at(2, -2, 101.0, rise(2, -2) * 1.01));  // the threshold is the chi^2 rise
+  CHECK_FALSE(at(2, -2, 101.0, rise(2, -2) * 0.99));
+  CHECK_FALSE(at(0.1, 0.1, 99.0, 25.0));  // lower chi^2 than the attractor: never joined
+  CHECK_FALSE(at(0.1, 0.1, 101.0, 0.0));  // join_dchi2 = 0: off
+  a.hess_ok = 0;
+  CHECK_FALSE(at(0.1, 0.1, 101.0, 25.0));  // no usable covariance
+  a.hess_ok = 1;
+  CHECK_FALSE(joined_basin(a, a.theta, 101.0, 3, 25.0));  // another parameter set (VSINI fitted)
 }
