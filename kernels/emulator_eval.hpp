@@ -125,6 +125,55 @@ VX_HD VX_INLINE void dispatch_labels(int L, F&& f) {
     f(IntC<4>{});
 }
 
+#if defined(VX_VEC8)
+// Phase 2 of emulator_coeffs_team on the CPU (host only) for NL labels and NV 8-column vectors
+// (K = n_comp - 1 <= 8 NV coefficients): the same products and the same order over the rows as
+// its reduce_grid form, so bitwise equal, with the (1 + NL) x NV accumulators held in registers
+// (the reduce_grid form loads and stores its column-major accumulators at every row).
+// sums[o * (1 + NL) + k] as reduce_grid writes them.
+template <int NL, int NV>
+VX_INLINE void emulator_combine_regs(const EmulatorView& e, const double* rows, double* sums) {
+  constexpr int W = 1 + NL;
+  const int K1 = e.n_comp, P = e.n_poly, nc = K1 - 1, rem = nc - 8 * (NV - 1);
+  VxVec8 acc[W][NV];
+  for (int k = 0; k < W; ++k)
+    for (int v = 0; v < NV; ++v) acc[k][v] = VxVec8{};
+  for (int r = 0; r < P + e.n_train; ++r) {
+    const double* w = rows + (long long)r * W;
+    if (r >= P && w[0] == 0.0) continue;
+    const double* brow =
+        (r < P ? e.poly_coef + (long long)r * K1 : e.alpha + (long long)(r - P) * K1) + 1;
+    VxVec8 b[NV];
+    for (int v = 0; v < NV - 1; ++v) __builtin_memcpy(&b[v], brow + 8 * v, sizeof(VxVec8));
+    alignas(64) double last[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int q = 0; q < rem; ++q) last[q] = brow[8 * (NV - 1) + q];
+    __builtin_memcpy(&b[NV - 1], last, sizeof(VxVec8));
+    for (int k = 0; k < W; ++k)
+      for (int v = 0; v < NV; ++v) acc[k][v] += w[k] * b[v];
+  }
+  for (int k = 0; k < W; ++k) {
+    alignas(64) double a[8 * NV];
+    __builtin_memcpy(a, acc[k], sizeof a);
+    for (int o = 0; o < nc; ++o) sums[o * W + k] = a[o];
+  }
+}
+
+// emulator_combine_regs<NL, NV> for the run-time K (NV = 1 .. 6: up to 48 coefficients); false
+// for larger K (then the reduce_grid form runs).
+template <int NL, int NV = 1>
+VX_INLINE bool emulator_combine_for(const EmulatorView& e, const double* rows, double* sums) {
+  if constexpr (NV > 6) {
+    return false;
+  } else {
+    if (e.n_comp - 1 <= 8 * NV) {
+      emulator_combine_regs<NL, NV>(e, rows, sums);
+      return true;
+    }
+    return emulator_combine_for<NL, NV + 1>(e, rows, sums);
+  }
+}
+#endif
+
 // emulator_coeffs() spread over a team (kernels/team.hpp): the same sums in the same order
 // (polynomial terms, then training stars, for every coefficient), in two phases:
 //  1. row weights: rows[r][0] = phi_r or the GP kernel value k_i, rows[r][1+l] = its derivative
@@ -179,10 +228,16 @@ VX_HD void emulator_coeffs_team(const Team& team, const EmulatorView& e, const d
       for (int l = 0; l < nl; ++l) acc[1 + l] += w[1 + l] * b;
     });
   };
-  if constexpr (Team::kVec > 1)
-    dispatch_labels(L, combine);
-  else
+  if constexpr (Team::kVec > 1) {
+    bool done = false;
+#if defined(VX_VEC8)
+    dispatch_labels(
+        L, [&](auto nlc) { done = emulator_combine_for<decltype(nlc)::value>(e, rows, sums); });
+#endif
+    if (!done) dispatch_labels(L, combine);
+  } else {
     combine(IntC<0>{});
+  }
   team.for_each(K1, [&](int k) {
     c[k] = k == 0 ? 1.0 : sums[(k - 1) * W];
     for (int l = 0; l < L; ++l)

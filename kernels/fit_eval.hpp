@@ -362,6 +362,36 @@ VX_INLINE float hsum16(const VxVec16f& v) {
   return (c[0] + c[2]) + (c[1] + c[3]);
 }
 
+// c[K1] and dc[L][K1] rounded to float and zero-padded to KP components: cf[KP], dcf[L][KP].
+VX_INLINE void coeffs_f32(const double* c, const double* dc, int K1, int L, int KP, float* cf,
+                          float* dcf) {
+  for (int k = 0; k < KP; ++k) {
+    cf[k] = k < K1 ? (float)c[k] : 0.0f;
+    for (int l = 0; l < L; ++l) dcf[l * KP + k] = k < K1 ? (float)dc[l * K1 + k] : 0.0f;
+  }
+}
+
+// One basis row's template and label derivatives in FP32 (row_sums' products): bc = sum_k cf_k
+// br[k], bdc[l] = sum_k dcf[l][k] br[k] over KP components (16 per vector operation, whole
+// vectors read as in component_sums_f32).
+template <int NL, bool LJ>
+VX_INLINE void row_sums_f32(const float* br, int KP, const float* cf, const float* dcf, double* bc,
+                            double* bdc) {
+  typedef VxVec16f F;
+  constexpr int NLA = NL > 0 ? NL : 1;
+  F t = {}, dl[NLA] = {};
+  for (int kb = 0; kb < KP; kb += 16) {
+    F b;
+    __builtin_memcpy(&b, br + kb, sizeof b);
+    t += *reinterpret_cast<const F*>(cf + kb) * b;
+    if (LJ)
+      for (int l = 0; l < NL; ++l) dl[l] += *reinterpret_cast<const F*>(dcf + l * KP + kb) * b;
+  }
+  *bc = hsum16(t);
+  if (LJ)
+    for (int l = 0; l < NL; ++l) bdc[l] = hsum16(dl[l]);
+}
+
 template <int NL, int JM>
 VX_INLINE void component_sums_f32(const float* b0, int K1, int KP, const float* cf,
                                   const float* dcf, const double* wt, const double* dwt,
@@ -719,10 +749,7 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
         // FP32 component sums (component_sums_f32): c and dc as float, zero-padded to KP.
         const int KP = (K1 + 15) / 16 * 16;
         alignas(64) float cf[kMaxComp + 16], dcf[kMaxLabels * (kMaxComp + 16)];
-        for (int k = 0; k < KP; ++k) {
-          cf[k] = k < K1 ? (float)w->c[k] : 0.0f;
-          for (int l = 0; l < L; ++l) dcf[l * KP + k] = k < K1 ? (float)w->dc[l * K1 + k] : 0.0f;
-        }
+        coeffs_f32(w->c, w->dc, K1, L, KP, cf, dcf);
         auto pixels = [&](auto nlc, auto jmc) {
           constexpr int NL = decltype(nlc)::value, JM = decltype(jmc)::value;
           team.for_each(n_eval, [&](int j) {
@@ -762,6 +789,22 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
           const int row = r0 + rr;
           row_products(B, row, &Tg[(size_t)row * np], &Tg[(size_t)row * np + 1]);
         });
+      } else if constexpr (kHasF32Sums && Team::kTemplateF32) {
+#if defined(VX_VEC16F)
+        // FP32 row products (row_sums_f32), one row at a time over its contiguous components.
+        const int KP = (K1 + 15) / 16 * 16;
+        alignas(64) float cf[kMaxComp + 16], dcf[kMaxLabels * (kMaxComp + 16)];
+        coeffs_f32(w->c, w->dc, K1, label_jac ? L : 0, KP, cf, dcf);
+        auto grid_rows = [&](auto nlc, auto jmc) {
+          constexpr int NL = decltype(nlc)::value;
+          constexpr bool LJ = decltype(jmc)::value == 2;
+          team.for_each(r1 - r0 + 1, [&](int rr) {
+            double* tg = Tg + (size_t)(r0 + rr) * np;
+            row_sums_f32<NL, LJ>(B + (size_t)(r0 + rr) * K1, KP, cf, dcf, tg, tg + 1);
+          });
+        };
+        dispatch_labels_jac(L, label_jac ? 2 : 0, grid_rows);
+#endif
       } else {
         // V rows at a time, one row per lane (no horizontal sums): each lane sums its row's
         // components in order.
@@ -854,6 +897,65 @@ VX_HD VX_INLINE void lanes_in(const FitData& d, const double* T, int ib, int cnt
   }
 }
 
+#if defined(VX_VEC8)
+// Pass 1 of profile_continuum_simd with moments for a compile-time continuum degree D (host
+// only): the same sums as its reduce_gram_v form, mu_l = sum ivar T^2 P_l (l <= 2D),
+// q_j = sum ivar T f P_j (j <= D) and f^T W f, with the same 8 partial sums (pixel i in lane
+// i % 8), the same products and the same final lane_sum order, so the results are bitwise
+// equal; but the 2D + 1 + D + 1 + 1 accumulators are compile-time vectors held in registers
+// instead of a run-time slot table in memory. Writes red[0 .. 3D + 3).
+template <int D>
+VX_INLINE void pass1_moments(const FitData& d, const double* T, int i0, int n, double* red) {
+  constexpr int V = 8, NM = 2 * D + 1;
+  VxVec8 mu[NM], q[D + 1], e = {};
+  for (int l = 0; l < NM; ++l) mu[l] = VxVec8{};
+  for (int j = 0; j <= D; ++j) q[j] = VxVec8{};
+  for (int ii0 = 0; ii0 < n; ii0 += V) {
+    const int cnt = n - ii0 < V ? n - ii0 : V;
+    alignas(64) double x[V], iv[V], t[V], f[V], Z[NM * V];
+    lanes_in<V, false>(d, T, i0 + ii0, cnt, x, iv, t, f);
+    legendre_v<V>(x, NM - 1, Z);
+    VxVec8 u, v, wf;
+    for (int p = 0; p < V; ++p) {
+      const double ivt = iv[p] * t[p], ivf = iv[p] * f[p];
+      u[p] = ivt * t[p];
+      v[p] = ivt * f[p];
+      wf[p] = ivf * f[p];
+    }
+    for (int l = 0; l < NM; ++l) mu[l] += *(const VxVec8*)(Z + l * V) * u;
+    for (int j = 0; j <= D; ++j) q[j] += *(const VxVec8*)(Z + j * V) * v;
+    e += *(const VxVec8*)Z * wf;
+  }
+  alignas(64) double a[V];
+  for (int l = 0; l < NM; ++l) {
+    __builtin_memcpy(a, &mu[l], sizeof a);
+    red[l] = lane_sum<V>(a);
+  }
+  for (int j = 0; j <= D; ++j) {
+    __builtin_memcpy(a, &q[j], sizeof a);
+    red[NM + j] = lane_sum<V>(a);
+  }
+  __builtin_memcpy(a, &e, sizeof a);
+  red[NM + D + 1] = lane_sum<V>(a);
+}
+
+// pass1_moments<D> for the run-time degree deg (D = 1 .. 9, the degrees with moments); false
+// for others (then the reduce_gram_v form runs).
+template <int D = 1>
+VX_INLINE bool pass1_moments_for(int deg, const FitData& d, const double* T, int i0, int n,
+                                 double* red) {
+  if constexpr (D > 9) {
+    return false;
+  } else {
+    if (deg == D) {
+      pass1_moments<D>(d, T, i0, n, red);
+      return true;
+    }
+    return pass1_moments_for<D + 1>(deg, d, T, i0, n, red);
+  }
+}
+#endif
+
 // Profile the continuum and build chi^2 (and, with need_jac, the profiled gradient and Hessian)
 // from T/dT. Sets w->ok = 0 if a continuum normal matrix is singular.
 template <class Team>
@@ -877,7 +979,12 @@ VX_HD void profile_continuum_simd(const Team& team, const FitData& d, int cont_d
     const int nmom = 2 * cont_deg + 1;
     const bool moments = nmom + 3 <= kMaxGramRow;
     const int ng = moments ? nmom : nc * (nc + 1) / 2;
-    if (moments) {
+    // The register-accumulator form of the moments pass where it exists (pass1_moments).
+    bool pass1_done = false;
+#if defined(VX_VEC8)
+    if (moments && V == 8) pass1_done = pass1_moments_for(cont_deg, d, T, i0, n, w->red);
+#endif
+    if (moments && !pass1_done) {
       const int cu = nmom, cv = nmom + 1, ce = nmom + 2;  // columns ivar T^2, ivar T f, ivar f^2
       team.reduce_gram_v(
           n, nmom + 3, ng + nc + 1, w->red,
@@ -904,7 +1011,7 @@ VX_HD void profile_continuum_simd(const Team& team, const FitData& d, int cont_d
               *cb = ce;
             }
           });
-    } else {
+    } else if (!moments) {
       team.reduce_gram_v(
           n, nc + 1, ng + nc + 1, w->red,
           [&](int ii0, int cnt, double* Z) {

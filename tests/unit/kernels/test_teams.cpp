@@ -62,8 +62,8 @@ kern::PipelineResult fit_with(const Team& team, const PreparedSpectrum& p, const
   return res;
 }
 
-// One model evaluation (kern::evaluate, with the Jacobian) of a prepared spectrum at theta:
-// T[n_pix], dT[n_pix][np], and chi^2.
+// One model evaluation (kern::evaluate, with the Jacobian; VSINI from theta, not fitted) of a
+// prepared spectrum at theta: T[n_pix], dT[n_pix][np], and chi^2.
 template <class Team>
 double evaluate_with(const Team& team, const PreparedSpectrum& p, const FitContext& ctx,
                      const double* theta, std::vector<double>* T, std::vector<double>* dT) {
@@ -78,6 +78,8 @@ double evaluate_with(const Team& team, const PreparedSpectrum& p, const FitConte
   std::vector<float> ivar = all.ivar;
   kern::FitData d = all.view(Tf.data(), dTf.data());
   d.ivar = ivar.data();
+  std::vector<double> Tg(static_cast<size_t>(lib.n_tpix) * np);  // the rotated model's rows
+  d.Tg = Tg.data();
   auto w = std::make_unique<kern::EvalWork>();
   w->emu = emu.data();
   w->fit_vsini = 0;
@@ -303,7 +305,7 @@ TEST_CASE("FP32 template sums give the FP64 model to float precision, and the sa
   FitConfig cfg;
   ArmModelCache cache(lib);
   int n_fit = 0;
-  double worst_t = 0.0, worst_dt = 0.0, worst_theta = 0.0;
+  double worst_t = 0.0, worst_dt = 0.0, worst_theta = 0.0, worst_rot = 0.0;
   each_real_spectrum(
       lib, cache, cfg,
       [&](const PreparedSpectrum& p, const FitContext& ctx, const std::string& path, int64_t row) {
@@ -314,29 +316,35 @@ TEST_CASE("FP32 template sums give the FP64 model to float precision, and the sa
         REQUIRE(r32.status == r64.status);
         if (r64.status != kern::kPipeOk) return;
         ++n_fit;
-        // One evaluation at the FP64 fit's theta (VSINI 0: the unrotated model).
-        double theta[kern::kMaxParams] = {};
-        for (int q = 0; q < 1 + lib.n_label; ++q) theta[q] = r64.best.theta[q];
-        std::vector<double> T32, dT32, T64, dT64;
-        const double c32 = evaluate_with(kern::SerialTeam{}, p, ctx, theta, &T32, &dT32);
-        const double c64 = evaluate_with(kern::SerialTeamF64{}, p, ctx, theta, &T64, &dT64);
-        const int np = 1 + lib.n_label;
-        double tmax = 0.0, dmax[kern::kMaxParams] = {};
-        for (size_t i = 0; i < T64.size(); ++i) {
-          tmax = std::max(tmax, std::fabs(T64[i]));
-          for (int q = 0; q < np; ++q) dmax[q] = std::max(dmax[q], std::fabs(dT64[i * np + q]));
+        // One evaluation at the FP64 fit's theta, unrotated (VSINI 0: per-pixel sums) and
+        // rotated (VSINI 60 km/s: the grid rows' products).
+        for (const double vsini : {0.0, 60.0}) {
+          double theta[kern::kMaxParams] = {};
+          for (int q = 0; q < 1 + lib.n_label; ++q) theta[q] = r64.best.theta[q];
+          theta[kern::vsini_index(lib.n_label)] = vsini;
+          std::vector<double> T32, dT32, T64, dT64;
+          const double c32 = evaluate_with(kern::SerialTeam{}, p, ctx, theta, &T32, &dT32);
+          const double c64 = evaluate_with(kern::SerialTeamF64{}, p, ctx, theta, &T64, &dT64);
+          const int np = 1 + lib.n_label;
+          double tmax = 0.0, dmax[kern::kMaxParams] = {};
+          for (size_t i = 0; i < T64.size(); ++i) {
+            tmax = std::max(tmax, std::fabs(T64[i]));
+            for (int q = 0; q < np; ++q) dmax[q] = std::max(dmax[q], std::fabs(dT64[i * np + q]));
+          }
+          for (size_t i = 0; i < T64.size(); ++i) {
+            // Float rounding: c, dc and the cubic weights to 2^-24 relative, 3 products summed per
+            // lane and a 16-lane tree: about 1e-7 of the template's scale. 1e-6 leaves a factor
+            // of 10; a wrong component, tap or lane would be off by percents.
+            worst_t = std::max(worst_t, std::fabs(T32[i] - T64[i]) / tmax);
+            if (vsini > 0) worst_rot = std::max(worst_rot, std::fabs(T32[i] - T64[i]) / tmax);
+            for (int q = 0; q < np; ++q)
+              worst_dt =
+                  std::max(worst_dt, std::fabs(dT32[i * np + q] - dT64[i * np + q]) / dmax[q]);
+          }
+          // chi^2 sums ~3000 pixels of (r/sigma)^2; each model value moves by 1e-7 of itself,
+          // i.e. 1e-7 x S/N (< 1e-4) sigma: chi^2 by well under 0.05.
+          CHECK(c32 == Approx(c64).margin(0.05));
         }
-        for (size_t i = 0; i < T64.size(); ++i) {
-          // Float rounding: c, dc and the cubic weights to 2^-24 relative, 3 products summed per
-          // lane and a 16-lane tree: about 1e-7 of the template's scale. 1e-6 leaves a factor
-          // of 10; a wrong component, tap or lane would be off by percents.
-          worst_t = std::max(worst_t, std::fabs(T32[i] - T64[i]) / tmax);
-          for (int q = 0; q < np; ++q)
-            worst_dt = std::max(worst_dt, std::fabs(dT32[i * np + q] - dT64[i * np + q]) / dmax[q]);
-        }
-        // chi^2 sums ~3000 pixels of (r/sigma)^2; each model value moves by 1e-7 of itself,
-        // i.e. 1e-7 x S/N (< 1e-4) sigma: chi^2 by well under 0.05.
-        CHECK(c32 == Approx(c64).margin(0.05));
         // Whole fits: LM stops within dchi2_tol = 0.01 of the minimum on either model, so
         // the fitted values differ by that stopping point, 0.1 sigma at most on the 134 LAMOST
         // stars (docs/performance.md); 0.3 sigma is the bound.
@@ -349,13 +357,36 @@ TEST_CASE("FP32 template sums give the FP64 model to float precision, and the sa
           CHECK(z < 0.3);
         }
       });
-  INFO("worst relative T " << worst_t << ", dT " << worst_dt << ", theta " << worst_theta
-                           << " sigma");
+  INFO("worst relative T " << worst_t << " (rotated " << worst_rot << "), dT " << worst_dt
+                           << ", theta " << worst_theta << " sigma");
   CHECK(n_fit >= 12);
   CHECK(worst_t < 1e-6);
   // Derivatives: dT/dv is a difference of nearby rows and the label derivatives sum components
   // that partly cancel, so their rounding relative to the column scale is larger (7.8e-6
   // measured with this library).
   CHECK(worst_dt < 5e-5);
-  CHECK(worst_t > 0.0);  // the FP32 path did run (FP64 would agree bitwise)
+  CHECK(worst_t > 0.0);    // the FP32 path did run (FP64 would agree bitwise)
+  CHECK(worst_rot > 0.0);  // and the rotated model's FP32 rows too
+}
+
+TEST_CASE("the CPU's register-accumulator emulator sums equal the lane team's, bit for bit",
+          "[kernels][team]") {
+  // emulator_coeffs_team on SerialTeam takes emulator_combine_regs (accumulators in registers),
+  // on LaneTeam reduce_grid (one column per lane): both sum every coefficient over the same
+  // rows in the same order, so c and dc must agree exactly, at labels across the library.
+  BuildConfig bc;
+  bc.n_components = 30;
+  const auto lib = build_library(read_templates(test::data("templates/miles/miles_thin")), bc);
+  const auto em = lib.view();
+  const int K1 = em.n_comp, L = em.n_label;
+  std::vector<double> scratch(static_cast<size_t>(kern::emulator_scratch_size(em)));
+  const double labels[][3] = {{3.76, 4.4, 0.0}, {3.60, 1.0, -2.0}, {4.10, 4.0, 0.3}};
+  for (const auto& lab : labels) {
+    std::vector<double> cs(K1), dcs(L * K1), cl(K1), dcl(L * K1);
+    kern::emulator_coeffs_team(kern::SerialTeam{}, em, lab, scratch.data(), cs.data(), dcs.data());
+    kern::emulator_coeffs_team(kern::LaneTeam{}, em, lab, scratch.data(), cl.data(), dcl.data());
+    CHECK(cs == cl);
+    CHECK(dcs == dcl);
+    CHECK(cs[1] != 0.0);  // real coefficients, not an untouched buffer
+  }
 }
