@@ -19,7 +19,8 @@ namespace velox::kern {
 constexpr int kMaxLabels = 4;
 constexpr int kMaxComp = 96;  // K + 1 at most
 // Zero floats after the last row of a basis the pixel loops read (ArmModel::basis): the CPU's
-// FP32 component sums load whole 16-float vectors (kernels/fit_eval.hpp component_sums_f32).
+// FP32 component sums load whole float vectors (up to 16) (kernels/fit_eval.hpp
+// component_sums_f32).
 constexpr int kBasisPad = 16;
 
 struct EmulatorView {

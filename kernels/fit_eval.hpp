@@ -341,27 +341,40 @@ constexpr bool kHasF32Sums = true;
 constexpr bool kHasF32Sums = false;
 #endif
 #if defined(VX_VEC16F)
-// component_sums in FP32 for the CPU (host only: 16 floats per vector operation, twice the
-// doubles' width, and the float basis is used as stored): the same sums, with c and dc rounded
-// to float and zero-padded to KP (a multiple of 16), the weights rounded to float, 16 partial
-// sums per product (component k to lane k % 16) added as a tree at the end. Reads b0[0 ..
-// 3 K1 + KP): up to 15 floats past the 4th row, which the basis arrays carry as padding
+// component_sums in FP32 for the CPU (host only: kVecF floats per vector operation, 16 with
+// AVX-512, twice the doubles' width, and the float basis is used as stored): the same sums, with
+// c and dc rounded to float and zero-padded to KP (a multiple of 16), the weights rounded to
+// float, kVecF partial sums per product (component k to lane k % kVecF) added as a tree at the
+// end. Reads b0[0 .. 3 K1 + KP): up to 15 floats past the 4th row, which the basis arrays carry
+// as padding
 // (kBasisPad); those are multiplied by the zero padding of c and dc. The model's relative
 // rounding is ~1e-7, far below any survey's noise (docs/performance.md: the effect on the
 // accuracy figures).
 
-VX_INLINE float hsum16(const VxVec16f& v) {
-  VxVec8f a, b;
-  __builtin_memcpy(&a, &v, sizeof a);
-  __builtin_memcpy(&b, reinterpret_cast<const char*>(&v) + sizeof a, sizeof b);
-  a += b;
-  VxVec4f c, d;
-  __builtin_memcpy(&c, &a, sizeof c);
-  __builtin_memcpy(&d, reinterpret_cast<const char*>(&a) + sizeof c, sizeof d);
-  c += d;
+VX_INLINE float hsum_f(const VxVecF& v) {
+  // Halves added as vectors down to 4 lanes, then ((a0 + a2) + (a1 + a3)).
+  typedef float F8 __attribute__((vector_size(32)));
+  typedef float F4 __attribute__((vector_size(16)));
+  F4 c;
+  if constexpr (kVecF == 16) {
+    F8 a, b;
+    __builtin_memcpy(&a, &v, sizeof a);
+    __builtin_memcpy(&b, reinterpret_cast<const char*>(&v) + sizeof a, sizeof b);
+    a += b;
+    F4 x, y;
+    __builtin_memcpy(&x, &a, sizeof x);
+    __builtin_memcpy(&y, reinterpret_cast<const char*>(&a) + sizeof x, sizeof y);
+    c = x + y;
+  } else if constexpr (kVecF == 8) {
+    F4 x, y;
+    __builtin_memcpy(&x, &v, sizeof x);
+    __builtin_memcpy(&y, reinterpret_cast<const char*>(&v) + sizeof x, sizeof y);
+    c = x + y;
+  } else {
+    __builtin_memcpy(&c, &v, sizeof c);
+  }
   return (c[0] + c[2]) + (c[1] + c[3]);
 }
-
 // c[K1] and dc[L][K1] rounded to float and zero-padded to KP components: cf[KP], dcf[L][KP].
 VX_INLINE void coeffs_f32(const double* c, const double* dc, int K1, int L, int KP, float* cf,
                           float* dcf) {
@@ -372,31 +385,31 @@ VX_INLINE void coeffs_f32(const double* c, const double* dc, int K1, int L, int 
 }
 
 // One basis row's template and label derivatives in FP32 (row_sums' products): bc = sum_k cf_k
-// br[k], bdc[l] = sum_k dcf[l][k] br[k] over KP components (16 per vector operation, whole
+// br[k], bdc[l] = sum_k dcf[l][k] br[k] over KP components (kVecF per vector operation, whole
 // vectors read as in component_sums_f32).
 template <int NL, bool LJ>
 VX_INLINE void row_sums_f32(const float* br, int KP, const float* cf, const float* dcf, double* bc,
                             double* bdc) {
-  typedef VxVec16f F;
+  typedef VxVecF F;
   constexpr int NLA = NL > 0 ? NL : 1;
   F t = {}, dl[NLA] = {};
-  for (int kb = 0; kb < KP; kb += 16) {
+  for (int kb = 0; kb < KP; kb += kVecF) {
     F b;
     __builtin_memcpy(&b, br + kb, sizeof b);
     t += *reinterpret_cast<const F*>(cf + kb) * b;
     if (LJ)
       for (int l = 0; l < NL; ++l) dl[l] += *reinterpret_cast<const F*>(dcf + l * KP + kb) * b;
   }
-  *bc = hsum16(t);
+  *bc = hsum_f(t);
   if (LJ)
-    for (int l = 0; l < NL; ++l) bdc[l] = hsum16(dl[l]);
+    for (int l = 0; l < NL; ++l) bdc[l] = hsum_f(dl[l]);
 }
 
 template <int NL, int JM>
 VX_INLINE void component_sums_f32(const float* b0, int K1, int KP, const float* cf,
                                   const float* dcf, const double* wt, const double* dwt,
                                   double* t_out, double* dtu_out, double* dl_out) {
-  typedef VxVec16f F;
+  typedef VxVecF F;
   constexpr int NLA = NL > 0 ? NL : 1;
   const float w0 = (float)wt[0], w1 = (float)wt[1], w2 = (float)wt[2], w3 = (float)wt[3];
   const float d0 = (float)dwt[0], d1 = (float)dwt[1], d2 = (float)dwt[2], d3 = (float)dwt[3];
@@ -404,7 +417,7 @@ VX_INLINE void component_sums_f32(const float* b0, int K1, int KP, const float* 
   const float* b1 = b0 + K1;
   const float* b2 = b1 + K1;
   const float* b3 = b2 + K1;
-  for (int kb = 0; kb < KP; kb += 16) {
+  for (int kb = 0; kb < KP; kb += kVecF) {
     F x0, x1, x2, x3;  // unaligned loads
     __builtin_memcpy(&x0, b0 + kb, sizeof x0);
     __builtin_memcpy(&x1, b1 + kb, sizeof x1);
@@ -420,10 +433,10 @@ VX_INLINE void component_sums_f32(const float* b0, int K1, int KP, const float* 
         for (int l = 0; l < NL; ++l) dl[l] += *reinterpret_cast<const F*>(dcf + l * KP + kb) * bk;
     }
   }
-  *t_out = hsum16(t);
-  if (JM >= 1) *dtu_out = hsum16(dtu);
+  *t_out = hsum_f(t);
+  if (JM >= 1) *dtu_out = hsum_f(dtu);
   if (JM >= 2)
-    for (int l = 0; l < NL; ++l) dl_out[l] = hsum16(dl[l]);
+    for (int l = 0; l < NL; ++l) dl_out[l] = hsum_f(dl[l]);
 }
 #endif
 

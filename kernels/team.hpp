@@ -81,11 +81,20 @@ struct IntC {
 #if !defined(__CUDACC__) && (defined(__GNUC__) || defined(__clang__))
 typedef double VxVec8 __attribute__((vector_size(64), aligned(64)));
 #define VX_VEC8 ::velox::kern::VxVec8
-// 16 floats likewise (the CPU's FP32 template sums, kernels/fit_eval.hpp), and its halves.
-typedef float VxVec16f __attribute__((vector_size(64), aligned(64)));
-typedef float VxVec8f __attribute__((vector_size(32), aligned(32)));
-typedef float VxVec4f __attribute__((vector_size(16), aligned(16)));
-#define VX_VEC16F ::velox::kern::VxVec16f
+// Floats in one native register of the translation unit's instruction set (the CPU's FP32
+// template sums, kernels/fit_eval.hpp): 16 with AVX-512, 8 with AVX, 4 otherwise. A 64-byte
+// float vector lowered to two AVX2 registers made those sums slower than SSE2 (horizontal sums
+// through memory). Per-ISA translation units give their helpers internal linkage (hd.hpp), so
+// the width may differ between them.
+#if defined(__AVX512F__)
+typedef float VxVecF __attribute__((vector_size(64), aligned(64)));
+#elif defined(__AVX__)
+typedef float VxVecF __attribute__((vector_size(32), aligned(32)));
+#else
+typedef float VxVecF __attribute__((vector_size(16), aligned(16)));
+#endif
+constexpr int kVecF = static_cast<int>(sizeof(VxVecF) / sizeof(float));
+#define VX_VEC16F ::velox::kern::VxVecF
 #endif
 
 struct SerialTeam {
