@@ -335,12 +335,10 @@ VX_HD VX_INLINE void component_sums(const float* b0, int K1, const double* c, co
     for (int l = 0; l < nl; ++l) dl_out[l] = lane_sum<V>(dl[l]);
 }
 
-#if defined(VX_VEC16F)
-constexpr bool kHasF32Sums = true;
-#else
+#if !defined(VX_VECF)
 constexpr bool kHasF32Sums = false;
-#endif
-#if defined(VX_VEC16F)
+#else
+constexpr bool kHasF32Sums = true;
 // component_sums in FP32 for the CPU (host only: kVecF floats per vector operation, 16 with
 // AVX-512, twice the doubles' width, and the float basis is used as stored): the same sums, with
 // c and dc rounded to float and zero-padded to KP (a multiple of 16), the weights rounded to
@@ -375,12 +373,19 @@ VX_INLINE float hsum_f(const VxVecF& v) {
   }
   return (c[0] + c[2]) + (c[1] + c[3]);
 }
-// c[K1] and dc[L][K1] rounded to float and zero-padded to KP components: cf[KP], dcf[L][KP].
-VX_INLINE void coeffs_f32(const double* c, const double* dc, int K1, int L, int KP, float* cf,
-                          float* dcf) {
+// c[K1] and dc[L][K1] rounded to float and zero-padded to KP components (K1 rounded up to a
+// multiple of 16): cf[KP], dcf[L][KP].
+struct CoeffsF32 {
+  int KP;
+  alignas(64) float cf[kMaxComp + 16];
+  alignas(64) float dcf[kMaxLabels * (kMaxComp + 16)];
+};
+VX_INLINE void coeffs_f32(const double* c, const double* dc, int K1, int L, CoeffsF32* o) {
+  const int KP = (K1 + 15) / 16 * 16;
+  o->KP = KP;
   for (int k = 0; k < KP; ++k) {
-    cf[k] = k < K1 ? (float)c[k] : 0.0f;
-    for (int l = 0; l < L; ++l) dcf[l * KP + k] = k < K1 ? (float)dc[l * K1 + k] : 0.0f;
+    o->cf[k] = k < K1 ? (float)c[k] : 0.0f;
+    for (int l = 0; l < L; ++l) o->dcf[l * KP + k] = k < K1 ? (float)dc[l * K1 + k] : 0.0f;
   }
 }
 
@@ -758,18 +763,17 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
       if constexpr (V == 1) {
         team.for_each(n_eval, [&](int j) { model_at_lane(B, ll[j], &t_out[j], &dt_out[j * np]); });
       } else if constexpr (kHasF32Sums && Team::kTemplateF32) {
-#if defined(VX_VEC16F)
-        // FP32 component sums (component_sums_f32): c and dc as float, zero-padded to KP.
-        const int KP = (K1 + 15) / 16 * 16;
-        alignas(64) float cf[kMaxComp + 16], dcf[kMaxLabels * (kMaxComp + 16)];
-        coeffs_f32(w->c, w->dc, K1, L, KP, cf, dcf);
+#if defined(VX_VECF)
+        // FP32 component sums (component_sums_f32): c and dc as float, zero-padded (CoeffsF32).
+        CoeffsF32 cw;
+        coeffs_f32(w->c, w->dc, K1, L, &cw);
         auto pixels = [&](auto nlc, auto jmc) {
           constexpr int NL = decltype(nlc)::value, JM = decltype(jmc)::value;
           team.for_each(n_eval, [&](int j) {
             double wt[4], dwt[4], dtu = 0.0;
             const int t0 = stencil_weights(g, ll[j], lnd, wt, dwt);
             double* dt = &dt_out[j * np];
-            component_sums_f32<NL, JM>(B + (size_t)(t0 - 1) * K1, K1, KP, cf, dcf, wt, dwt,
+            component_sums_f32<NL, JM>(B + (size_t)(t0 - 1) * K1, K1, cw.KP, cw.cf, cw.dcf, wt, dwt,
                                        &t_out[j], &dtu, dt + 1);
             if (need_jac) {
               dt[0] = dtu * du_dv;
@@ -803,17 +807,16 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
           row_products(B, row, &Tg[(size_t)row * np], &Tg[(size_t)row * np + 1]);
         });
       } else if constexpr (kHasF32Sums && Team::kTemplateF32) {
-#if defined(VX_VEC16F)
+#if defined(VX_VECF)
         // FP32 row products (row_sums_f32), one row at a time over its contiguous components.
-        const int KP = (K1 + 15) / 16 * 16;
-        alignas(64) float cf[kMaxComp + 16], dcf[kMaxLabels * (kMaxComp + 16)];
-        coeffs_f32(w->c, w->dc, K1, label_jac ? L : 0, KP, cf, dcf);
+        CoeffsF32 cw;
+        coeffs_f32(w->c, w->dc, K1, label_jac ? L : 0, &cw);
         auto grid_rows = [&](auto nlc, auto jmc) {
           constexpr int NL = decltype(nlc)::value;
           constexpr bool LJ = decltype(jmc)::value == 2;
           team.for_each(r1 - r0 + 1, [&](int rr) {
             double* tg = Tg + (size_t)(r0 + rr) * np;
-            row_sums_f32<NL, LJ>(B + (size_t)(r0 + rr) * K1, KP, cf, dcf, tg, tg + 1);
+            row_sums_f32<NL, LJ>(B + (size_t)(r0 + rr) * K1, cw.KP, cw.cf, cw.dcf, tg, tg + 1);
           });
         };
         dispatch_labels_jac(L, label_jac ? 2 : 0, grid_rows);

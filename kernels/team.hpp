@@ -94,7 +94,7 @@ typedef float VxVecF __attribute__((vector_size(32), aligned(32)));
 typedef float VxVecF __attribute__((vector_size(16), aligned(16)));
 #endif
 constexpr int kVecF = static_cast<int>(sizeof(VxVecF) / sizeof(float));
-#define VX_VEC16F ::velox::kern::VxVecF
+#define VX_VECF ::velox::kern::VxVecF
 #endif
 
 struct SerialTeam {
