@@ -1,6 +1,8 @@
 // One evaluation of the forward model and its chi^2 for ONE spectrum, with the per-arm
-// multiplicative Legendre continuum profiled out (variable projection, Golub & Pereyra 2003):
+// multiplicative polynomial continuum profiled out (variable projection, Golub & Pereyra 2003):
 //   model_i = P_a(x_i) * T(u_i(v); labels),   P_a = sum_j a_aj Leg_j(x_i)  for pixel i in arm a,
+// (a polynomial of degree cont_deg in the arm's x in [-1, 1]; the GPU's lane form uses the
+// Legendre basis Leg_j, the CPU's SIMD form the Chebyshev basis: the same space, so the same fit),
 //   u_i(v) = (ln lambda_obs,i - ln D(v) - lnlam0) / dlnlam   (template grid coordinate).
 // For fixed (v, labels) the continuum a is the weighted least-squares solution. The gradient of
 // the profiled chi^2 is J^T W r (A^T W r = 0 at the optimum a) and its Gauss-Newton Hessian is the
@@ -915,32 +917,45 @@ VX_HD VX_INLINE void lanes_in(const FitData& d, const double* T, int ib, int cnt
 
 #if defined(VX_VEC8)
 // Pass 1 of profile_continuum_simd with moments for a compile-time continuum degree D (host
-// only): the same sums as its reduce_gram_v form, mu_l = sum ivar T^2 P_l (l <= 2D),
-// q_j = sum ivar T f P_j (j <= D) and f^T W f, with the same 8 partial sums (pixel i in lane
-// i % 8), the same products and the same final lane_sum order, so the results are bitwise
-// equal; but the 2D + 1 + D + 1 + 1 accumulators are compile-time vectors held in registers
-// instead of a run-time slot table in memory. Writes red[0 .. 3D + 3).
+// only): mu_l = sum ivar T^2 C_l (l <= 2D), q_j = sum ivar T f C_j (j <= D) and f^T W f, with
+// C_l the Chebyshev polynomials (chebyshev_v), 8 partial sums (pixel i in lane i % 8) and the
+// reduce_gram_v form's final lane_sum order. The recursion runs in registers (one multiply-add
+// per order, no row array) and the 2D + 1 + D + 1 + 1 accumulators are compile-time vectors.
+// Writes red[0 .. 3D + 3).
 template <int D>
 VX_INLINE void pass1_moments(const FitData& d, const double* T, int i0, int n, double* red) {
   constexpr int V = 8, NM = 2 * D + 1;
   VxVec8 mu[NM], q[D + 1], e = {};
   for (int l = 0; l < NM; ++l) mu[l] = VxVec8{};
   for (int j = 0; j <= D; ++j) q[j] = VxVec8{};
+  const VxVec8 one = VxVec8{} + 1.0;
   for (int ii0 = 0; ii0 < n; ii0 += V) {
     const int cnt = n - ii0 < V ? n - ii0 : V;
-    alignas(64) double x[V], iv[V], t[V], f[V], Z[NM * V];
+    alignas(64) double x[V], iv[V], t[V], f[V];
     lanes_in<V, false>(d, T, i0 + ii0, cnt, x, iv, t, f);
-    legendre_v<V>(x, NM - 1, Z);
-    VxVec8 u, v, wf;
+    VxVec8 X, u, v, wf;
+    __builtin_memcpy(&X, x, sizeof X);
     for (int p = 0; p < V; ++p) {
       const double ivt = iv[p] * t[p], ivf = iv[p] * f[p];
       u[p] = ivt * t[p];
       v[p] = ivt * f[p];
       wf[p] = ivf * f[p];
     }
-    for (int l = 0; l < NM; ++l) mu[l] += *(const VxVec8*)(Z + l * V) * u;
-    for (int j = 0; j <= D; ++j) q[j] += *(const VxVec8*)(Z + j * V) * v;
-    e += *(const VxVec8*)Z * wf;
+    mu[0] += u;
+    q[0] += v;
+    e += wf;
+    mu[1] += X * u;
+    q[1] += X * v;
+    const VxVec8 Y = X + X;
+    VxVec8 c2 = one, c1 = X;
+#pragma GCC unroll 32
+    for (int l = 2; l < NM; ++l) {
+      const VxVec8 c = Y * c1 - c2;
+      mu[l] += c * u;
+      if (l <= D) q[l] += c * v;
+      c2 = c1;
+      c1 = c;
+    }
   }
   alignas(64) double a[V];
   for (int l = 0; l < NM; ++l) {
@@ -983,14 +998,16 @@ VX_HD void profile_continuum_simd(const Team& team, const FitData& d, int cont_d
   team.sync();
   for (int a = 0; a < d.n_arms; ++a) {
     const int i0 = d.arm_start[a], n = d.arm_start[a + 1] - i0;
-    // Pass 1: G = A^T W A, q = A^T W f and f^T W f. Rows are built V pixels at a time
-    // (Z[c * V + p]; lanes past the arm's end get weight 0), so that the Legendre recursion and
-    // the products run on SIMD lanes on the CPU. With moments (2 deg + 4 <= kMaxGramRow), G
-    // comes from the 2 deg + 1 Legendre moments mu_l = sum_i ivar T^2 P_l by the linearization
-    // P_j P_k = sum_r theta_jkr P_{j+k-2r} (Adams 1878; all theta > 0): 2 deg + 1 sums instead
-    // of (deg + 1)(deg + 2) / 2. Its rows [P_0 .. P_{2 deg} | ivar T^2 | ivar T f | ivar f^2]
-    // carry the weights in the last three columns (slots P_l u, P_j v, P_0 e): no sqrt(ivar).
-    // Without moments, the rows are sqrt(ivar) [T P_0 .. T P_deg | f] (packed Gram).
+    // Pass 1: G = A^T W A, q = A^T W f and f^T W f. The continuum's basis here is Chebyshev's
+    // (chebyshev_v: the same polynomial space as the lane form's Legendre basis, so the same
+    // chi^2 and Hessian up to rounding; a one-FMA recursion). Rows are built V pixels at a time
+    // (Z[c * V + p]; lanes past the arm's end get weight 0), so that the recursion and the
+    // products run on SIMD lanes on the CPU. With moments (2 deg + 4 <= kMaxGramRow), G comes
+    // from the 2 deg + 1 moments mu_l = sum_i ivar T^2 C_l by C_j C_k = (C_{j+k} + C_{|j-k|}) / 2:
+    // 2 deg + 1 sums instead of (deg + 1)(deg + 2) / 2. Its rows [C_0 .. C_{2 deg} | ivar T^2 |
+    // ivar T f | ivar f^2] carry the weights in the last three columns (slots C_l u, C_j v,
+    // C_0 e): no sqrt(ivar). Without moments, the rows are sqrt(ivar) [T C_0 .. T C_deg | f]
+    // (packed Gram).
     // Layout of w->red: moments [nmom] mu, [nc] q, [1] f^T W f; direct [ntri] G, [nc] q, [1].
     const int nmom = 2 * cont_deg + 1;
     const bool moments = nmom + 3 <= kMaxGramRow;
@@ -1007,7 +1024,7 @@ VX_HD void profile_continuum_simd(const Team& team, const FitData& d, int cont_d
           [&](int ii0, int cnt, double* Z) {
             double x[V], iv[V], t[V], f[V];
             lanes_in<V, false>(d, T, i0 + ii0, cnt, x, iv, t, f);
-            legendre_v<V>(x, nmom - 1, Z);
+            chebyshev_v<V>(x, nmom - 1, Z);
             for (int p = 0; p < V; ++p) {
               const double ivt = iv[p] * t[p], ivf = iv[p] * f[p];
               Z[cu * V + p] = ivt * t[p];
@@ -1033,7 +1050,7 @@ VX_HD void profile_continuum_simd(const Team& team, const FitData& d, int cont_d
           [&](int ii0, int cnt, double* Z) {
             double x[V], s[V], t[V], f[V];
             lanes_in<V>(d, T, i0 + ii0, cnt, x, s, t, f);
-            legendre_v<V>(x, nc - 1, Z);
+            chebyshev_v<V>(x, nc - 1, Z);
             for (int p = 0; p < V; ++p) Z[nc * V + p] = s[p] * f[p];
             for (int p = 0; p < V; ++p) t[p] *= s[p];
             for (int j = 0; j < nc; ++j)
@@ -1051,17 +1068,10 @@ VX_HD void profile_continuum_simd(const Team& team, const FitData& d, int cont_d
     team.single([&] {
       double* gm = w->gchol[a];
       if (moments) {
-        double th[2 * kMaxCont];  // Adams' A_r = (2r - 1)!! / r!
-        th[0] = 1.0;
-        for (int r = 1; r < nmom; ++r) th[r] = th[r - 1] * (2 * r - 1) / r;
+        // G_jk = sum ivar T^2 C_j C_k = (mu_{j+k} + mu_{|j-k|}) / 2.
         for (int j = 0; j < nc; ++j)
-          for (int k = j; k < nc; ++k) {
-            double g = 0.0;
-            for (int r = 0; r <= j; ++r)
-              g += th[j - r] * th[r] * th[k - r] / th[j + k - r] * (2 * (j + k) - 4 * r + 1) /
-                   (2 * (j + k) - 2 * r + 1) * w->red[j + k - 2 * r];
-            gm[j * nc + k] = gm[k * nc + j] = g;
-          }
+          for (int k = j; k < nc; ++k)
+            gm[j * nc + k] = gm[k * nc + j] = 0.5 * (w->red[j + k] + w->red[k - j]);
       } else {
         unpack_tri(w->red, nc, gm);
       }
@@ -1091,7 +1101,7 @@ VX_HD void profile_continuum_simd(const Team& team, const FitData& d, int cont_d
           double x[V], s[V], t[V], f[V], cont[V];
           const int ib = i0 + ii0;
           lanes_in<V>(d, T, ib, cnt, x, s, t, f);
-          legendre_v<V>(x, cont_deg, Z);  // P_j in the first nc columns
+          chebyshev_v<V>(x, cont_deg, Z);  // C_j in the first nc columns
           for (int p = 0; p < V; ++p) cont[p] = 0.0;
           for (int j = 0; j < nc; ++j)
             for (int p = 0; p < V; ++p) cont[p] += ca_[j] * Z[j * V + p];
@@ -1130,7 +1140,11 @@ VX_HD void model_at_pixels(const Team& team, const FitData& d, int cont_deg, con
     team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
       const int i = i0 + ii;
       double p[kMaxCont];
-      legendre(d.xleg[i] * d.xleg_scale + d.xleg_off, cont_deg, p);
+      // The continuum's basis of the team's profile_continuum form.
+      if constexpr (Team::kVec > 1)
+        chebyshev(d.xleg[i] * d.xleg_scale + d.xleg_off, cont_deg, p);
+      else
+        legendre(d.xleg[i] * d.xleg_scale + d.xleg_off, cont_deg, p);
       double cont = 0.0;
       for (int j = 0; j <= cont_deg; ++j) cont += w->cont[a][j] * p[j];
       model[i] = cont * T[i];

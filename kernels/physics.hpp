@@ -67,4 +67,39 @@ VX_HD VX_INLINE void legendre_v(const double* x, int deg, double* p) {
   }
 }
 
+// Chebyshev polynomials of the first kind T_0..T_deg at x in [-1, 1] (T_n = 2x T_{n-1} - T_{n-2}:
+// one multiply-add per order) into p[deg+1]. The CPU's SIMD continuum uses them as its basis:
+// they span the same polynomials as Legendre's of the same degree, so the profiled continuum,
+// chi^2, gradient and Hessian are the same up to rounding (only the coefficients differ), and
+// products linearize simply, T_j T_k = (T_{j+k} + T_{|j-k|}) / 2 (Mason & Handscomb 2003, 2.38).
+VX_HD VX_INLINE void chebyshev(double x, int deg, double* p) {
+  p[0] = 1.0;
+  if (deg >= 1) p[1] = x;
+  const double y = 2.0 * x;
+  for (int n = 2; n <= deg; ++n) p[n] = y * p[n - 1] - p[n - 2];
+}
+
+// The same for V points at once, transposed: p[n * V + v] = T_n(x[v]) for n <= deg.
+template <int V>
+VX_HD VX_INLINE void chebyshev_v(const double* x, int deg, double* p) {
+  double p2[V], p1[V], y[V];
+  for (int v = 0; v < V; ++v) {
+    p2[v] = 1.0;
+    p1[v] = x[v];
+    y[v] = 2.0 * x[v];
+    p[v] = 1.0;
+  }
+  if (deg < 1) return;
+  for (int v = 0; v < V; ++v) p[V + v] = x[v];
+  for (int n = 2; n <= deg; ++n) {
+    double* pn = p + n * V;
+    for (int v = 0; v < V; ++v) {
+      const double q = y[v] * p1[v] - p2[v];
+      p2[v] = p1[v];
+      p1[v] = q;
+      pn[v] = q;
+    }
+  }
+}
+
 }  // namespace velox::kern
