@@ -65,6 +65,7 @@ struct BatchView {
   double* dTf = nullptr;             // [n_slots][slot_full][np]
   long long slot_grid = 0;           // template-grid rows per slot (0: no rotated model)
   double* Tg = nullptr;              // [n_slots][slot_grid][np] rotated model's grid scratch
+  double* Tr = nullptr;              // CPU only: [n_slots][np][slot_grid] (FitData::Tr)
   double* ccf = nullptr;             // [n_slots][n_out]
   double* acc = nullptr;             // [n_slots][8 * n_out]
   double* emu = nullptr;             // [n_slots][emulator_scratch_size(em)]
@@ -110,6 +111,7 @@ VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d
   d->Tf = b.Tf ? b.Tf + f : nullptr;
   d->dTf = b.dTf ? b.dTf + f * b.np : nullptr;
   d->Tg = b.Tg && b.slot_grid > 0 ? b.Tg + (long long)slot * b.slot_grid * b.np : nullptr;
+  d->Tr = b.Tr && d->Tg ? b.Tr + (long long)slot * b.slot_grid * b.np : nullptr;
   sc->T = b.T + p;
   sc->dT = b.dT + p * b.np;
   sc->fn = b.fn + p;

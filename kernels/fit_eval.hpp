@@ -76,6 +76,10 @@ struct FitData {
   // Scratch [n_tpix][np] for the rotated model: the template (and its label derivatives) on the
   // grid rows an arm spans, computed once per evaluation. nullptr: per-pixel sums instead.
   double* Tg = nullptr;
+  // CPU only (nullptr on the GPU): scratch [np][n_tpix] for the rotated model's grid rows
+  // convolved with the rotation kernel (rotated_rows_cpu); with it, Tg is used column-major,
+  // [np][n_tpix], too.
+  double* Tr = nullptr;
   // Velocity segments (per-arm VRAD with the labels fixed): segment s owns the used pixels
   // [seg_start[s], seg_start[s+1]), all inside arm seg_arm[s]. n_seg == 0: none.
   int n_seg = 0;
@@ -112,6 +116,7 @@ VX_HD VX_INLINE FitData segment_view(const FitData& d, int s) {
   v.Tf = d.Tf;
   v.dTf = d.dTf;
   v.Tg = d.Tg;
+  v.Tr = d.Tr;
   v.fit_vsini = d.fit_vsini;
   return v;
 }
@@ -588,6 +593,95 @@ VX_HD VX_INLINE void rotated_pixel_rows(const GridView& g, const EvalWork* w, do
   }
 }
 
+#if defined(VX_VECF)
+// The rotated model on the CPU (host only), in three steps over the arm's grid rows instead of
+// the 2M + 4 rows of every pixel's convolved stencil (rotated_pixel_rows):
+//  1. rows [r0, r1] of the template and its label derivatives, column-major into
+//     Tg[c * S + row] (S = n_tpix; c = 0 value, 1 + l labels): row_sums_f32;
+//  2. the rows the pixels' cubic stencils touch, [s0, s1], convolved with the rotation kernel:
+//     Tr[c * S + row] = sum_m rot[m] Tg[c][clamp(row + m - M)] (and the VSINI derivative column
+//     Tr[NC * S + row] with drot), 8 rows per vector operation;
+//  3. each pixel: the 4-tap cubic interpolation of the convolved rows, for the value, the
+//     velocity (dwt), the labels and VSINI.
+// Convolution and interpolation are both linear, so this is rotated_pixel_rows' sum in another
+// order (the rows clamped at the grid's ends alike). NL labels, JM Jacobian mode as in
+// component_sums; cf/dcf the FP32 coefficients (CoeffsF32).
+template <int NL, int JM>
+VX_INLINE void rotated_rows_cpu(const GridView& g, const EvalWork* w, const float* B, int K1,
+                                const CoeffsF32& cw, int r0, int r1, int s0, int s1, int M,
+                                bool jac_vsini, double* Tg, double* Tr) {
+  constexpr bool LJ = JM >= 2;
+  constexpr int NC = LJ ? 1 + NL : 1;  // row columns: value (+ labels)
+  const int S = g.n_tpix;
+  for (int row = r0; row <= r1; ++row) {
+    double bc, bdc[NL > 0 ? NL : 1];
+    row_sums_f32<NL, LJ>(B + (size_t)row * K1, cw.KP, cw.cf, cw.dcf, &bc, bdc);
+    Tg[row] = bc;
+    if (LJ)
+      for (int l = 0; l < NL; ++l) Tg[(1 + l) * S + row] = bdc[l];
+  }
+  const bool dv = JM >= 1 && jac_vsini;  // the VSINI column
+  const int nk = 2 * M + 1;
+  auto clampr = [&](int r) { return r < 0 ? 0 : (r > S - 1 ? S - 1 : r); };
+  // Interior rows (no clamping): [lo, hi] with lo - M >= 0 and hi + M <= S - 1.
+  const int lo = s0 - M >= 0 ? s0 : M, hi = s1 + M <= S - 1 ? s1 : S - 1 - M;
+  auto edge_row = [&](int row) {
+    for (int c = 0; c < NC; ++c) {
+      double a = 0.0;
+      for (int m = 0; m < nk; ++m) a += w->rot[m] * Tg[c * S + clampr(row + m - M)];
+      Tr[c * S + row] = a;
+    }
+    if (dv) {
+      double a = 0.0;
+      for (int m = 0; m < nk; ++m) a += w->drot[m] * Tg[clampr(row + m - M)];
+      Tr[NC * S + row] = a;
+    }
+  };
+  int row = s0;
+  for (; row < lo && row <= s1; ++row) edge_row(row);
+  for (; row + 7 <= hi; row += 8) {
+    VxVec8 acc[NC], av = {};
+    for (int c = 0; c < NC; ++c) acc[c] = VxVec8{};
+    for (int m = 0; m < nk; ++m) {
+      const double* src = Tg + row + m - M;
+      for (int c = 0; c < NC; ++c) {
+        VxVec8 x;
+        __builtin_memcpy(&x, src + c * S, sizeof x);
+        acc[c] += w->rot[m] * x;
+        if (c == 0 && dv) av += w->drot[m] * x;
+      }
+    }
+    for (int c = 0; c < NC; ++c) __builtin_memcpy(Tr + c * S + row, &acc[c], sizeof acc[c]);
+    if (dv) __builtin_memcpy(Tr + NC * S + row, &av, sizeof av);
+  }
+  for (; row <= s1; ++row) edge_row(row);
+}
+
+// Step 3 of rotated_rows_cpu: pixel j's template and derivatives from the convolved rows Tr.
+template <int NL, int JM>
+VX_INLINE void rotated_pixel_cpu(const GridView& g, double lnlam, double lnd, double du_dv,
+                                 const double* Tr, bool jac_vsini, double* t_out,
+                                 double* dt_out) {
+  double wt[4], dwt[4];
+  const int t0 = stencil_weights(g, lnlam, lnd, wt, dwt);
+  const int S = g.n_tpix;
+  const double* r = Tr + t0 - 1;
+  *t_out = wt[0] * r[0] + wt[1] * r[1] + wt[2] * r[2] + wt[3] * r[3];
+  if (JM >= 1) {
+    dt_out[0] = (dwt[0] * r[0] + dwt[1] * r[1] + dwt[2] * r[2] + dwt[3] * r[3]) * du_dv;
+    constexpr int NC = JM >= 2 ? 1 + NL : 1;
+    for (int c = 1; c < NC; ++c) {
+      const double* rc = r + c * S;
+      dt_out[c] = wt[0] * rc[0] + wt[1] * rc[1] + wt[2] * rc[2] + wt[3] * rc[3];
+    }
+    if (jac_vsini) {
+      const double* rv = r + NC * S;
+      dt_out[1 + NL] = wt[0] * rv[0] + wt[1] * rv[1] + wt[2] * rv[2] + wt[3] * rv[3];
+    }
+  }
+}
+#endif
+
 // profile_continuum for teams whose workers are single lanes (Team::kVec == 1: the GPU's
 // WarpTeam and its CPU emulation LaneTeam): the packed Gram sums of the design rows, one row per
 // lane, one FMA chain per sum. Kept as the GPU's form: the CPU's SIMD form below (Legendre
@@ -792,6 +886,29 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
         };
         dispatch_labels_jac(L, jm, pixels);  // L and the Jacobian mode at compile time
       }
+    } else if (kHasF32Sums && Team::kTemplateF32 && d.Tg && d.Tr) {
+#if defined(VX_VECF)
+      // The CPU's rotated model: grid rows, convolved rows, then 4 taps per pixel
+      // (rotated_rows_cpu).
+      int ta, tb;
+      double fa;
+      grid_stencil(g, ll[0], lnd, &ta, &fa);
+      grid_stencil(g, ll[n_eval - 1], lnd, &tb, &fa);
+      const int lo_t = ta < tb ? ta : tb, hi_t = ta < tb ? tb : ta;
+      const int r0 = lo_t - 1 - M > 0 ? lo_t - 1 - M : 0;
+      const int r1 = hi_t + 2 + M < g.n_tpix - 1 ? hi_t + 2 + M : g.n_tpix - 1;
+      CoeffsF32 cw;
+      coeffs_f32(w->c, w->dc, K1, label_jac ? L : 0, &cw);
+      auto rows_pixels = [&](auto nlc, auto jmc) {
+        constexpr int NL = decltype(nlc)::value, JM = decltype(jmc)::value;
+        rotated_rows_cpu<NL, JM>(g, w, B, K1, cw, r0, r1, lo_t - 1, hi_t + 2, M, jac_vsini, d.Tg,
+                                 d.Tr);
+        for (int j = 0; j < n_eval; ++j)
+          rotated_pixel_cpu<NL, JM>(g, ll[j], lnd, du_dv, d.Tr, jac_vsini, &t_out[j],
+                                    &dt_out[j * np]);
+      };
+      dispatch_labels_jac(L, jm, rows_pixels);
+#endif
     } else if (d.Tg) {
       // ... or once per grid row the arm spans, into d.Tg (each row serves the 2M + 4 stencils
       // that touch it: fewer products when pixels are closer than 2M + 4 rows).

@@ -28,6 +28,7 @@ void SlotScratch::ensure(int n, const SlotSizes& s) {
   Tf.assign(f, 0.0);
   dTf.assign(f * sizes.np, 0.0);
   Tg.assign(ns * sizes.slot_grid * sizes.np, 0.0);
+  Tr.assign(ns * sizes.slot_grid * sizes.np, 0.0);
   ccf.assign(ns * sizes.n_out, 0.0);
   acc.assign(ns * 8 * sizes.n_out, 0.0);
   emu.assign(ns * std::max<long long>(sizes.emu, 1), 0.0);
@@ -138,6 +139,7 @@ kern::BatchView HostBatch::view(SlotScratch& sc) {
   b.dTf = sc.dTf.data();
   b.slot_grid = sc.sizes.slot_grid;
   b.Tg = sc.Tg.empty() ? nullptr : sc.Tg.data();
+  b.Tr = sc.Tr.empty() ? nullptr : sc.Tr.data();
   b.ccf = sc.ccf.data();
   b.acc = sc.acc.data();
   b.emu = sc.emu.data();

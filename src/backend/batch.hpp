@@ -24,7 +24,7 @@ struct SlotSizes {
 
 // Host scratch for n_slots slots of the given sizes.
 struct SlotScratch {
-  std::vector<double> T, dT, fn, wts, frac, Tf, dTf, Tg, ccf, acc, emu;
+  std::vector<double> T, dT, fn, wts, frac, Tf, dTf, Tg, Tr, ccf, acc, emu;
   std::vector<int> t0;
   std::unique_ptr<kern::PipelineShared[]> shared;
   int n_slots = 0;
