@@ -40,6 +40,7 @@ struct BatchView {
   int np = 0;                              // n_fit_params(L, 1) = 2 + L (VSINI column)
   int n_out = 0;                           // max(ccf_lags(cfg, grid), 7)
   const float* const* basis = nullptr;     // [n_models] -> [n_tpix][K+1]
+  const float* const* basis_t = nullptr;   // CPU only: [n_models] -> [K+1][n_tpix] (or nullptr)
   const float* const* ccf_tmpl = nullptr;  // [n_models] -> [n_ccf][n_tpix]
   // Per spectrum.
   int n_spec = 0;
@@ -97,6 +98,7 @@ VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d
   for (int a = 0; a < kMaxArms; ++a) {
     const bool on = a < bs.n_arms;
     d->basis[a] = on ? b.basis[bs.model[a]] : nullptr;
+    d->basis_t[a] = on && b.basis_t ? b.basis_t[bs.model[a]] : nullptr;
     tmpl[a] = on ? b.ccf_tmpl[bs.model[a]] : nullptr;
     d->n_full[a] = on ? bs.n_full[a] : 0;
     d->ndiag[a] = on ? bs.ndiag[a] : 0;

@@ -60,6 +60,8 @@ struct FitData {
   const float* flux = nullptr;        // [n_pix]
   const float* ivar = nullptr;        // [n_pix], all > 0
   const float* basis[kMaxArms] = {};  // per arm: basis at the arm's resolution, [n_tpix][K+1]
+  // CPU only (nullptr on the GPU, or rows from basis): the same transposed, [K+1][n_tpix].
+  const float* basis_t[kMaxArms] = {};
   // Optional resolution-matrix forward model per arm (DESI): the model is evaluated on the arm's
   // full pixel grid (full_lnlam[a][n_full[a]]) and the used pixel i gets
   //   model_i = sum_k rmat[a][j * ndiag + k] * model_full[j + k - ndiag/2],  j = full_idx[i].
@@ -107,6 +109,7 @@ VX_HD VX_INLINE FitData segment_view(const FitData& d, int s) {
   v.flux = d.flux + i0;
   v.ivar = d.ivar + i0;
   v.basis[0] = d.basis[a];
+  v.basis_t[0] = d.basis_t[a];
   v.n_full[0] = d.n_full[a];
   v.ndiag[0] = d.ndiag[a];
   v.full_off[0] = d.full_off[a];
@@ -607,13 +610,31 @@ VX_HD VX_INLINE void rotated_pixel_rows(const GridView& g, const EvalWork* w, do
 // order (the rows clamped at the grid's ends alike). NL labels, JM Jacobian mode as in
 // component_sums; cf/dcf the FP32 coefficients (CoeffsF32).
 template <int NL, int JM>
-VX_INLINE void rotated_rows_cpu(const GridView& g, const EvalWork* w, const float* B, int K1,
-                                const CoeffsF32& cw, int r0, int r1, int s0, int s1, int M,
-                                bool jac_vsini, double* Tg, double* Tr) {
+VX_INLINE void rotated_rows_cpu(const GridView& g, const EvalWork* w, const float* B,
+                                const float* BT, int K1, const CoeffsF32& cw, int r0, int r1,
+                                int s0, int s1, int M, bool jac_vsini, double* Tg, double* Tr) {
   constexpr bool LJ = JM >= 2;
   constexpr int NC = LJ ? 1 + NL : 1;  // row columns: value (+ labels)
   const int S = g.n_tpix;
-  for (int row = r0; row <= r1; ++row) {
+  int row0 = r0;
+  if (BT) {
+    // kVecF rows per vector operation from the transposed basis (component k's row BT[k]):
+    // sums over k in order, no horizontal sums.
+    typedef VxVecF F;
+    for (; row0 + kVecF - 1 <= r1; row0 += kVecF) {
+      F acc[NC];
+      for (int c = 0; c < NC; ++c) acc[c] = F{};
+      for (int k = 0; k < K1; ++k) {
+        F b;
+        __builtin_memcpy(&b, BT + (size_t)k * S + row0, sizeof b);
+        acc[0] += cw.cf[k] * b;
+        for (int c = 1; c < NC; ++c) acc[c] += cw.dcf[(c - 1) * cw.KP + k] * b;
+      }
+      for (int c = 0; c < NC; ++c)
+        for (int p = 0; p < kVecF; ++p) Tg[c * S + row0 + p] = acc[c][p];
+    }
+  }
+  for (int row = row0; row <= r1; ++row) {
     double bc, bdc[NL > 0 ? NL : 1];
     row_sums_f32<NL, LJ>(B + (size_t)row * K1, cw.KP, cw.cf, cw.dcf, &bc, bdc);
     Tg[row] = bc;
@@ -901,8 +922,8 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
       coeffs_f32(w->c, w->dc, K1, label_jac ? L : 0, &cw);
       auto rows_pixels = [&](auto nlc, auto jmc) {
         constexpr int NL = decltype(nlc)::value, JM = decltype(jmc)::value;
-        rotated_rows_cpu<NL, JM>(g, w, B, K1, cw, r0, r1, lo_t - 1, hi_t + 2, M, jac_vsini, d.Tg,
-                                 d.Tr);
+        rotated_rows_cpu<NL, JM>(g, w, B, d.basis_t[a], K1, cw, r0, r1, lo_t - 1, hi_t + 2, M,
+                                 jac_vsini, d.Tg, d.Tr);
         for (int j = 0; j < n_eval; ++j)
           rotated_pixel_cpu<NL, JM>(g, ll[j], lnd, du_dv, d.Tr, jac_vsini, &t_out[j],
                                     &dt_out[j * np]);

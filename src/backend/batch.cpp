@@ -82,6 +82,7 @@ HostBatch::HostBatch(const std::vector<const PreparedSpectrum*>& specs, const Te
         n_ccf = m->n_ccf;
         models.push_back(m);
         basis.push_back(m->basis.data());
+        basis_t.push_back(m->basis_t.empty() ? nullptr : m->basis_t.data());
         ccf_tmpl.push_back(m->ccf_templates.data());
         it = models.end() - 1;
       }
@@ -114,6 +115,7 @@ kern::BatchView HostBatch::view(SlotScratch& sc) {
   b.np = sizes_.np;
   b.n_out = sizes_.n_out;
   b.basis = basis.data();
+  b.basis_t = basis_t.data();
   b.ccf_tmpl = ccf_tmpl.data();
   b.n_spec = n_spec();
   b.spec = spec.data();

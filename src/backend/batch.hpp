@@ -60,7 +60,7 @@ class HostBatch {
   std::vector<kern::PipelineResult> results;
   // The model table: distinct ArmModels in order of first use, and their arrays.
   std::vector<const ArmModel*> models;
-  std::vector<const float*> basis, ccf_tmpl;
+  std::vector<const float*> basis, basis_t, ccf_tmpl;
   int n_ccf = 0;
   kern::EmulatorView em;
   kern::GridView grid;

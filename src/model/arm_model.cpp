@@ -29,6 +29,10 @@ ArmModel make_arm_model(const TemplateLibrary& lib, double R) {
   for (int k = 0; k < K1; ++k)
     kern::gaussian_convolve_column(lib.basis.data() + k, m.basis.data() + k, T, K1,
                                    sigma_pix.data());
+  m.basis_t.resize(static_cast<size_t>(K1) * T);
+  for (int t = 0; t < T; ++t)
+    for (int k = 0; k < K1; ++k)
+      m.basis_t[static_cast<size_t>(k) * T + t] = m.basis[static_cast<size_t>(t) * K1 + k];
   const int L = lib.n_label;
   m.n_ccf = static_cast<int>(lib.ccf_labels.size()) / L;
   m.ccf_templates.resize(static_cast<size_t>(m.n_ccf) * T);
