@@ -41,6 +41,8 @@ struct BatchView {
   int n_out = 0;                           // max(ccf_lags(cfg, grid), 7)
   const float* const* basis = nullptr;     // [n_models] -> [n_tpix][K+1]
   const float* const* basis_t = nullptr;   // CPU only: [n_models] -> [K+1][n_tpix] (or nullptr)
+  const float* const* ccf_ph = nullptr;    // CPU only: [n_models] -> de-interleaved CCF templates
+  CcfPhases ccf_ph_geom;                   // their layout (kernels/fit_eval.hpp CcfPhases)
   const float* const* ccf_tmpl = nullptr;  // [n_models] -> [n_ccf][n_tpix]
   // Per spectrum.
   int n_spec = 0;
@@ -86,6 +88,7 @@ VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d
   for (int k = 0; k <= kMaxSeg; ++k) d->seg_start[k] = bs.seg_start[k];
   for (int k = 0; k < kMaxSeg; ++k) d->seg_arm[k] = bs.seg_arm[k];
   d->fit_vsini = bs.fit_vsini;
+  d->ccf_ph_geom = b.ccf_ph_geom;
   d->lnlam = b.lnlam + o;
   d->xleg = b.xleg + o;
   d->xleg_scale = 1.0;
@@ -99,6 +102,7 @@ VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d
     const bool on = a < bs.n_arms;
     d->basis[a] = on ? b.basis[bs.model[a]] : nullptr;
     d->basis_t[a] = on && b.basis_t ? b.basis_t[bs.model[a]] : nullptr;
+    d->ccf_ph[a] = on && b.ccf_ph ? b.ccf_ph[bs.model[a]] : nullptr;
     tmpl[a] = on ? b.ccf_tmpl[bs.model[a]] : nullptr;
     d->n_full[a] = on ? bs.n_full[a] : 0;
     d->ndiag[a] = on ? bs.ndiag[a] : 0;

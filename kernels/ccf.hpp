@@ -15,9 +15,19 @@ namespace velox::kern {
 // (0 where cont <= 0). Upper-envelope clipping: pixels more than 1.5 sigma below (absorption) or
 // 4 sigma above (cosmics) the current fit are dropped from the next iteration.
 template <class Team>
+VX_HD void pseudo_normalise_simd(const Team& team, const FitData& d, int deg, int n_iter,
+                                 EvalWork* w, double* fn, double* wts);
+
+template <class Team>
 VX_HD void pseudo_normalise(const Team& team, const FitData& d, int deg, int n_iter,
                             EvalWork* w, double* fn, double* wts) {
   const int nc = deg + 1;
+  if constexpr (Team::kVec > 1) {
+    if (2 * deg + 3 <= kMaxGramRow) {
+      pseudo_normalise_simd(team, d, deg, n_iter, w, fn, wts);
+      return;
+    }
+  }
   team.for_each(d.n_pix, [&](int i) { wts[i] = 1.0; });  // 1 = used in the continuum fit
   team.sync();
   for (int a = 0; a < d.n_arms; ++a) {
@@ -70,6 +80,102 @@ VX_HD void pseudo_normalise(const Team& team, const FitData& d, int deg, int n_i
   }
 }
 
+// pseudo_normalise for teams with kVec > 1 (the CPU): the same clipped fits in the Chebyshev
+// basis (the same polynomials, kernels/physics.hpp chebyshev), G from the 2 deg + 1 moments
+// mu_l = sum ivar C_l of the used pixels (G_jk = (mu_{j+k} + mu_{|j-k|}) / 2, as in
+// profile_continuum_simd), kVec pixels per step; no square roots.
+template <class Team>
+VX_HD void pseudo_normalise_simd(const Team& team, const FitData& d, int deg, int n_iter,
+                                 EvalWork* w, double* fn, double* wts) {
+  constexpr int V = Team::kVec;
+  const int nc = deg + 1, nmom = 2 * deg + 1;
+  team.for_each(d.n_pix, [&](int i) { wts[i] = 1.0; });  // 1 = used in the continuum fit
+  team.sync();
+  for (int a = 0; a < d.n_arms; ++a) {
+    const int i0 = d.arm_start[a], n = d.arm_start[a + 1] - i0;
+    for (int it = 0; it < n_iter; ++it) {
+      // Rows [C_0 .. C_{2 deg} | ivar | ivar f] (0 for clipped pixels and lanes past the end).
+      team.reduce_gram_v(
+          n, nmom + 2, nmom + nc, w->red,
+          [&](int ii0, int cnt, double* Z) {
+            double x[V];
+            for (int p = 0; p < V; ++p) x[p] = d.xleg[i0 + ii0 + (p < cnt ? p : 0)];
+            chebyshev_v<V>(x, nmom - 1, Z);
+            for (int p = 0; p < V; ++p) {
+              const int i = i0 + ii0 + (p < cnt ? p : 0);
+              const double u = p < cnt && wts[i] != 0.0 ? (double)d.ivar[i] : 0.0;
+              Z[nmom * V + p] = u;
+              Z[(nmom + 1) * V + p] = u * d.flux[i];
+            }
+          },
+          [&](int t, int* ca, int* cb) {
+            *ca = t < nmom ? t : t - nmom;
+            *cb = t < nmom ? nmom : nmom + 1;
+          });
+      team.single([&] {
+        double* gm = w->gchol[a];
+        for (int j = 0; j < nc; ++j)
+          for (int k = j; k < nc; ++k)
+            gm[j * nc + k] = gm[k * nc + j] = 0.5 * (w->red[j + k] + w->red[k - j]);
+        for (int j = 0; j < nc; ++j) w->cont[a][j] = w->red[nmom + j];
+        if (cholesky(gm, nc))
+          cholesky_solve(gm, nc, w->cont[a]);
+        else
+          for (int j = 0; j < nc; ++j) w->cont[a][j] = (j == 0) ? 1.0 : 0.0;
+      });
+      team.sync();
+      const bool last = (it == n_iter - 1);
+      team.for_each(n, [&](int ii) {
+        const int i = i0 + ii;
+        double p[kMaxCont];
+        chebyshev(d.xleg[i], deg, p);
+        double c = 0.0;
+        for (int j = 0; j < nc; ++j) c += w->cont[a][j] * p[j];
+        if (!last) {
+          const double z = (d.flux[i] - c) * sqrt((double)d.ivar[i]);
+          wts[i] = (z < -1.5 || z > 4.0) ? 0.0 : 1.0;
+        } else if (c > 0.0) {
+          fn[i] = d.flux[i] / c - 1.0;
+          wts[i] = d.ivar[i] * c * c;
+        } else {
+          fn[i] = 0.0;
+          wts[i] = 0.0;
+        }
+      });
+      team.sync();
+    }
+  }
+}
+
+// The chi^2 grid's template positions: every pixel's cubic stencil at velocity v_kms,
+// t0[i] (grid_stencil's first interior tap) and frac[i], computed once for all the grid's
+// templates (fixed_template_stencils). Only for arms without a resolution matrix.
+template <class Team>
+VX_HD void grid_stencils_at(const Team& team, const GridView& g, const FitData& d, double v_kms,
+                            int* t0, double* frac) {
+  const double lnd = ln_doppler(v_kms);
+  team.for_each(d.n_pix, [&](int i) { grid_stencil(g, d.lnlam[i], lnd, &t0[i], &frac[i]); });
+  team.sync();
+}
+
+// fixed_template_at_pixels from the stencils of grid_stencils_at (arms without a matrix).
+template <class Team>
+VX_HD void fixed_template_stencils(const Team& team, const GridView& g, const FitData& d,
+                                   const float* const* tmpl, int j, const int* t0,
+                                   const double* frac, double* T) {
+  for (int a = 0; a < d.n_arms; ++a) {
+    const float* t = tmpl[a] + (size_t)j * g.n_tpix;
+    const int i0 = d.arm_start[a];
+    team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
+      const int i = i0 + ii, k = t0[i];
+      double wt[4], dwt[4];
+      cubic_weights(frac[i], wt, dwt);
+      T[i] = wt[0] * t[k - 1] + wt[1] * t[k] + wt[2] * t[k + 1] + wt[3] * t[k + 2];
+    });
+  }
+  team.sync();
+}
+
 // Template-grid position of every pixel at zero velocity: t0[i] (integer, -1 if the pixel is
 // excluded) and frac[i], so that a lag of L template pixels reads t[t0 - L] .. t[t0 - L + 1].
 template <class Team>
@@ -83,6 +189,71 @@ VX_HD void pixel_positions(const Team& team, const GridView& g, const FitData& d
   });
   team.sync();
 }
+
+// Fill ph[n_tmpl * step * len] from tmpl[n_ccf][n_tpix] (host).
+inline void fill_ccf_phases(const CcfPhases& c, const float* tmpl, int n_tpix, float* ph) {
+  for (long long q = 0; q < (long long)c.n_tmpl * c.step * c.len; ++q) ph[q] = 0.0f;
+  for (int j = 0; j < c.n_tmpl; ++j)
+    for (int r = 0; r < c.step; ++r)
+      for (int m = 0; m * c.step + r < n_tpix; ++m)
+        ph[((long long)j * c.step + r) * c.len + c.pad + c.mlen - 1 - m] =
+            tmpl[(long long)j * n_tpix + m * c.step + r];
+}
+
+#if defined(VX_VEC8)
+// cross_correlate's per-lag sums for one arm (host only) from the de-interleaved template
+// (CcfPhases): 8 lags per vector operation, lags outside and pixels inside, so each lag is still
+// summed over the pixels in increasing order. Pixel i at lag o reads t[k] and t[k + 1] with
+// k = kk - o s, kk = t0[i] - lag_lo: with kk = m s + r, t[k] is phase r's element m - o, which
+// the reversed storage puts at ascending addresses in o. Lags with k outside [0, n_tpix - 2]
+// get weight 0 (as in the direct form). part[o * 4 + 0..3] as reduce_grid writes them.
+inline void ccf_sums_phased(const CcfPhases& c, const float* ph_j, int n_tpix, int i0, int n,
+                            int lag_lo, int n_out, const int* t0, const double* frac,
+                            const double* fn, const double* wts, double fmean, double* part) {
+  const int s = c.step;
+  constexpr int NB = 4;  // 8-lag blocks per pass over the pixels: 16 accumulators in registers
+  // For kk = q s + r: the last valid lag is q (k >= 0), the first q - hf[r] (k <= n_tpix - 2).
+  int hf[kMaxCcfStep];
+  for (int r = 0; r < s; ++r) hf[r] = (n_tpix - 2 - r) / s;
+  typedef float F8 __attribute__((vector_size(32)));
+  for (int ob0 = 0; ob0 < n_out; ob0 += 8 * NB) {
+    VxVec8 S[NB][4], ov[NB];
+    for (int bk = 0; bk < NB; ++bk) {
+      for (int k = 0; k < 4; ++k) S[bk][k] = VxVec8{};
+      for (int p = 0; p < 8; ++p) ov[bk][p] = ob0 + 8 * bk + p;
+    }
+    for (int ii = 0; ii < n; ++ii) {
+      const int i = i0 + ii;
+      const int kk = t0[i] - lag_lo;
+      if (kk < 0) continue;  // k < 0 at every lag o >= 0
+      const int q = kk / s, r = kk - q * s;
+      const int o_hi = q, o_lo = q - hf[r] > 0 ? q - hf[r] : 0;
+      if (o_hi < ob0 || o_lo > ob0 + 8 * NB - 1 || o_lo > o_hi) continue;
+      const float* a = ph_j + (long long)r * c.len + c.pad + c.mlen - 1 - q + ob0;
+      const float* b = r + 1 < s ? a + c.len : ph_j + c.pad + c.mlen - 2 - q + ob0;
+      const double fr = frac[i], wv = wts[i], fm = fn[i] - fmean;
+#pragma GCC unroll 4
+      for (int bk = 0; bk < NB; ++bk) {
+        F8 af, bf;
+        __builtin_memcpy(&af, a + 8 * bk, sizeof af);
+        __builtin_memcpy(&bf, b + 8 * bk, sizeof bf);
+        const VxVec8 t0v = __builtin_convertvector(af, VxVec8);
+        const VxVec8 t1v = __builtin_convertvector(bf, VxVec8);
+        const VxVec8 tv = t0v + fr * (t1v - t0v);
+        VxVec8 wi;
+        for (int p = 0; p < 8; ++p) wi[p] = (ov[bk][p] >= o_lo && ov[bk][p] <= o_hi) ? wv : 0.0;
+        S[bk][0] += wi;
+        S[bk][1] += wi * tv;
+        S[bk][2] += wi * tv * tv;
+        S[bk][3] += wi * fm * tv;
+      }
+    }
+    for (int bk = 0; bk < NB; ++bk)
+      for (int p = 0; p < 8 && ob0 + 8 * bk + p < n_out; ++p)
+        for (int k = 0; k < 4; ++k) part[(ob0 + 8 * bk + p) * 4 + k] = S[bk][k][p];
+  }
+}
+#endif
 
 // Normalised cross-correlation (Pearson, -1..1) of fn (weights wts) with template j of each
 // arm's set tmpl[a] (template grid, normalised flux) at integer template-pixel lags
@@ -113,6 +284,19 @@ VX_HD void cross_correlate(const Team& team, const GridView& g, const FitData& d
     // Branch-free (a pixel out of the template's range adds zeros), so that the CPU's loop over
     // the lags vectorizes.
     const int n_tpix = g.n_tpix;
+#if defined(VX_VEC8)
+    if constexpr (Team::kVec > 1) {
+      const CcfPhases c = d.ccf_ph_geom;
+      if (d.ccf_ph[a] && j < c.n_tmpl && lag_step == c.step && c.step <= kMaxCcfStep &&
+          n_out + 8 * 4 + 8 <= c.pad) {
+        ccf_sums_phased(c, d.ccf_ph[a] + (long long)j * c.step * c.len, n_tpix, i0,
+                        d.arm_start[a + 1] - i0, lag_lo, n_out, t0, frac, fn, wts, fmean, part);
+        if (a > 0)
+          for (int q = 0; q < 4 * n_out; ++q) acc[q] += part[q];
+        continue;
+      }
+    }
+#endif
     team.reduce_grid(d.arm_start[a + 1] - i0, n_out, 4, part, [=](int ii, int o, auto s) {
       const int i = i0 + ii;
       const int k = t0[i] - (lag_lo + o * lag_step);

@@ -47,6 +47,25 @@ struct GridView {
   double dlnlam = 0.0;
 };
 
+// The coarse CCF templates de-interleaved by the lag step s, so that the CPU's lag loop reads
+// them with unit stride (cross_correlate_phased): template j's phase r (0 <= r < s) holds
+// t[m s + r] for m = 0 .. mlen - 1 (mlen = ceil(n_tpix / s)) in reverse order, between `pad`
+// zeros on each side: ph[(j * s + r) * len + pad + mlen - 1 - m] = t[m s + r], len = mlen + 2 pad.
+// pad >= n_out + 40 keeps every vector load of a used pixel inside the array (the CPU reads 32
+// lags per pass).
+constexpr int kMaxCcfStep = 64;  // the phased form's largest lag step
+struct CcfPhases {
+  int n_tmpl = 0, step = 0, mlen = 0, pad = 0, len = 0;
+};
+VX_HD VX_INLINE CcfPhases ccf_phases(int n_tmpl, int step, int n_tpix, int n_out) {
+  CcfPhases c;
+  c.n_tmpl = n_tmpl;
+  c.step = step;
+  c.mlen = (n_tpix + step - 1) / step;
+  c.pad = n_out + 48;
+  c.len = c.mlen + 2 * c.pad;
+  return c;
+}
 // One spectrum's usable pixels, arms contiguous: arm a owns [arm_start[a], arm_start[a+1]).
 struct FitData {
   int n_pix = 0;
@@ -62,6 +81,10 @@ struct FitData {
   const float* basis[kMaxArms] = {};  // per arm: basis at the arm's resolution, [n_tpix][K+1]
   // CPU only (nullptr on the GPU, or rows from basis): the same transposed, [K+1][n_tpix].
   const float* basis_t[kMaxArms] = {};
+  // CPU only (nullptr: direct form): the first ccf_ph.n_tmpl coarse CCF templates of each arm's
+  // set de-interleaved by the lag step (CcfPhases, kernels/ccf.hpp).
+  const float* ccf_ph[kMaxArms] = {};
+  CcfPhases ccf_ph_geom;
   // Optional resolution-matrix forward model per arm (DESI): the model is evaluated on the arm's
   // full pixel grid (full_lnlam[a][n_full[a]]) and the used pixel i gets
   //   model_i = sum_k rmat[a][j * ndiag + k] * model_full[j + k - ndiag/2],  j = full_idx[i].
@@ -110,6 +133,8 @@ VX_HD VX_INLINE FitData segment_view(const FitData& d, int s) {
   v.ivar = d.ivar + i0;
   v.basis[0] = d.basis[a];
   v.basis_t[0] = d.basis_t[a];
+  v.ccf_ph[0] = d.ccf_ph[a];
+  v.ccf_ph_geom = d.ccf_ph_geom;
   v.n_full[0] = d.n_full[a];
   v.ndiag[0] = d.ndiag[a];
   v.full_off[0] = d.full_off[a];

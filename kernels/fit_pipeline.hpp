@@ -275,8 +275,16 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
   out->v_ccf = v_ccf;
 
   // ---- chi^2 grid: every coarse template at the CCF velocity, sorted (insertion) -------------
+  // The CPU computes the pixels' stencils once for all templates (sc.t0 and sc.frac are free
+  // after the CCF); arms with a resolution matrix evaluate on their full grid instead.
+  bool stencils = Team::kVec > 1;
+  for (int a = 0; a < d.n_arms; ++a) stencils = stencils && d.n_full[a] == 0;
+  if (stencils) grid_stencils_at(team, g, d, v_ccf, sc.t0, sc.frac);
   for (int j = 0; j < n_ccf; ++j) {
-    fixed_template_at_pixels(team, g, d, ccf_tmpl, j, v_ccf, sc.T);
+    if (stencils)
+      fixed_template_stencils(team, g, d, ccf_tmpl, j, sc.t0, sc.frac, sc.T);
+    else
+      fixed_template_at_pixels(team, g, d, ccf_tmpl, j, v_ccf, sc.T);
     profile_continuum(team, d, cfg.cont_deg, 1, false, sc.T, sc.dT, w);
     team.single([&] {
       if (!w->ok) return;
