@@ -211,16 +211,23 @@ inline void ccf_sums_phased(const CcfPhases& c, const float* ph_j, int n_tpix, i
                             int lag_lo, int n_out, const int* t0, const double* frac,
                             const double* fn, const double* wts, double fmean, double* part) {
   const int s = c.step;
-  constexpr int NB = 4;  // 8-lag blocks per pass over the pixels: 16 accumulators in registers
+  typedef VxVecD D;
+  constexpr int V = kVecD;
+  // V-lag blocks per pass over the pixels: 4 NB accumulators in registers (16 with AVX-512's
+  // 32 registers, 12 with AVX2's and SSE2's 16).
+  constexpr int NB = V == 8 ? 4 : 3, LP = V * NB;
   // For kk = q s + r: the last valid lag is q (k >= 0), the first q - hf[r] (k <= n_tpix - 2).
   int hf[kMaxCcfStep];
   for (int r = 0; r < s; ++r) hf[r] = (n_tpix - 2 - r) / s;
-  typedef float F8 __attribute__((vector_size(32)));
-  for (int ob0 = 0; ob0 < n_out; ob0 += 8 * NB) {
-    VxVec8 S[NB][4], ov[NB];
+  alignas(64) double iota_a[V];
+  for (int p = 0; p < V; ++p) iota_a[p] = p;
+  D iota;
+  __builtin_memcpy(&iota, iota_a, sizeof iota);
+  for (int ob0 = 0; ob0 < n_out; ob0 += LP) {
+    D S[NB][4], ov[NB];
     for (int bk = 0; bk < NB; ++bk) {
-      for (int k = 0; k < 4; ++k) S[bk][k] = VxVec8{};
-      for (int p = 0; p < 8; ++p) ov[bk][p] = ob0 + 8 * bk + p;
+      for (int k = 0; k < 4; ++k) S[bk][k] = D{};
+      ov[bk] = iota + (double)(ob0 + V * bk);  // the block's lag indices
     }
     for (int ii = 0; ii < n; ++ii) {
       const int i = i0 + ii;
@@ -228,20 +235,20 @@ inline void ccf_sums_phased(const CcfPhases& c, const float* ph_j, int n_tpix, i
       if (kk < 0) continue;  // k < 0 at every lag o >= 0
       const int q = kk / s, r = kk - q * s;
       const int o_hi = q, o_lo = q - hf[r] > 0 ? q - hf[r] : 0;
-      if (o_hi < ob0 || o_lo > ob0 + 8 * NB - 1 || o_lo > o_hi) continue;
+      if (o_hi < ob0 || o_lo > ob0 + LP - 1 || o_lo > o_hi) continue;
       const float* a = ph_j + (long long)r * c.len + c.pad + c.mlen - 1 - q + ob0;
       const float* b = r + 1 < s ? a + c.len : ph_j + c.pad + c.mlen - 2 - q + ob0;
-      const double fr = frac[i], wv = wts[i], fm = fn[i] - fmean;
+      const double fm = fn[i] - fmean, wv = wts[i], fx = frac[i];
+      const D lo = D{} + (double)o_lo, hi = D{} + (double)o_hi;
 #pragma GCC unroll 4
       for (int bk = 0; bk < NB; ++bk) {
-        F8 af, bf;
-        __builtin_memcpy(&af, a + 8 * bk, sizeof af);
-        __builtin_memcpy(&bf, b + 8 * bk, sizeof bf);
-        const VxVec8 t0v = __builtin_convertvector(af, VxVec8);
-        const VxVec8 t1v = __builtin_convertvector(bf, VxVec8);
-        const VxVec8 tv = t0v + fr * (t1v - t0v);
-        VxVec8 wi;
-        for (int p = 0; p < 8; ++p) wi[p] = (ov[bk][p] >= o_lo && ov[bk][p] <= o_hi) ? wv : 0.0;
+        VxVecDF af, bf;
+        __builtin_memcpy(&af, a + V * bk, sizeof af);
+        __builtin_memcpy(&bf, b + V * bk, sizeof bf);
+        const D t0v = __builtin_convertvector(af, D);
+        const D t1v = __builtin_convertvector(bf, D);
+        const D tv = t0v + fx * (t1v - t0v);
+        const D wi = (ov[bk] >= lo && ov[bk] <= hi) ? D{} + wv : D{};
         S[bk][0] += wi;
         S[bk][1] += wi * tv;
         S[bk][2] += wi * tv * tv;
@@ -249,8 +256,8 @@ inline void ccf_sums_phased(const CcfPhases& c, const float* ph_j, int n_tpix, i
       }
     }
     for (int bk = 0; bk < NB; ++bk)
-      for (int p = 0; p < 8 && ob0 + 8 * bk + p < n_out; ++p)
-        for (int k = 0; k < 4; ++k) part[(ob0 + 8 * bk + p) * 4 + k] = S[bk][k][p];
+      for (int p = 0; p < V && ob0 + V * bk + p < n_out; ++p)
+        for (int k = 0; k < 4; ++k) part[(ob0 + V * bk + p) * 4 + k] = S[bk][k][p];
   }
 }
 #endif

@@ -135,27 +135,39 @@ VX_HD VX_INLINE void dispatch_labels(int L, F&& f) {
 template <int NL, int NV>
 VX_INLINE void emulator_combine_regs(const EmulatorView& e, const double* rows, double* sums) {
   constexpr int W = 1 + NL;
-  const int K1 = e.n_comp, P = e.n_poly, nc = K1 - 1, rem = nc - 8 * (NV - 1);
-  VxVec8 acc[W][NV];
-  for (int k = 0; k < W; ++k)
-    for (int v = 0; v < NV; ++v) acc[k][v] = VxVec8{};
-  for (int r = 0; r < P + e.n_train; ++r) {
-    const double* w = rows + (long long)r * W;
-    if (r >= P && w[0] == 0.0) continue;
-    const double* brow =
-        (r < P ? e.poly_coef + (long long)r * K1 : e.alpha + (long long)(r - P) * K1) + 1;
-    VxVec8 b[NV];
-    for (int v = 0; v < NV - 1; ++v) __builtin_memcpy(&b[v], brow + 8 * v, sizeof(VxVec8));
-    alignas(64) double last[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int q = 0; q < rem; ++q) last[q] = brow[8 * (NV - 1) + q];
-    __builtin_memcpy(&b[NV - 1], last, sizeof(VxVec8));
+  // In native vectors (kVecD columns each, NVD of them), CH per pass over the rows so that the
+  // W x CH accumulators fit the registers: all with AVX-512's 32, 3 (12 registers) with AVX2's
+  // and SSE2's 16. Each column is still summed over the rows in order.
+  typedef VxVecD D;
+  constexpr int NVD = NV * 8 / kVecD, CH = kVecD == 8 ? NVD : 3;
+  const int K1 = e.n_comp, P = e.n_poly, nc = K1 - 1;
+  for (int v0 = 0; v0 < NVD; v0 += CH) {
+    D acc[W][CH];
     for (int k = 0; k < W; ++k)
-      for (int v = 0; v < NV; ++v) acc[k][v] += w[k] * b[v];
-  }
-  for (int k = 0; k < W; ++k) {
-    alignas(64) double a[8 * NV];
-    __builtin_memcpy(a, acc[k], sizeof a);
-    for (int o = 0; o < nc; ++o) sums[o * W + k] = a[o];
+      for (int v = 0; v < CH; ++v) acc[k][v] = D{};
+    const int c0 = kVecD * v0;  // first column of this pass
+    const bool tail = c0 + kVecD * CH > nc;
+    for (int r = 0; r < P + e.n_train; ++r) {
+      const double* w = rows + (long long)r * W;
+      if (r >= P && w[0] == 0.0) continue;
+      const double* brow =
+          (r < P ? e.poly_coef + (long long)r * K1 : e.alpha + (long long)(r - P) * K1) + 1 + c0;
+      D b[CH];
+      if (!tail) {
+        __builtin_memcpy(b, brow, sizeof b);
+      } else {
+        alignas(64) double last[kVecD * CH];
+        for (int q = 0; q < kVecD * CH; ++q) last[q] = c0 + q < nc ? brow[q] : 0.0;
+        __builtin_memcpy(b, last, sizeof b);
+      }
+      for (int k = 0; k < W; ++k)
+        for (int v = 0; v < CH; ++v) acc[k][v] += w[k] * b[v];
+    }
+    for (int k = 0; k < W; ++k) {
+      alignas(64) double a[kVecD * CH];
+      __builtin_memcpy(a, acc[k], sizeof a);
+      for (int o = c0; o < nc && o < c0 + kVecD * CH; ++o) sums[o * W + k] = a[o - c0];
+    }
   }
 }
 

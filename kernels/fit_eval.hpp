@@ -445,6 +445,49 @@ VX_INLINE void row_sums_f32(const float* br, int KP, const float* cf, const floa
     for (int l = 0; l < NL; ++l) bdc[l] = hsum_f(dl[l]);
 }
 
+// Horizontal sums of N float vectors at once (N <= kVecF): out[q] = sum of v[q]'s lanes. The
+// vectors are padded with zeros to M (a power of two) and folded pairwise, each fold (two
+// shuffles and one add) halving the partial sums per quantity and doubling the quantities per
+// vector, until one vector holds every quantity at lane q: log2(kVecF) + ... folds instead of
+// N separate hsum_f trees (component_sums_f32's 5 sums per pixel).
+template <int G>
+VX_INLINE VxVecF fold_f(const VxVecF& x, const VxVecF& y) {
+  // x and y hold W / G quantities of G partial sums each; the result holds 2 W / G quantities
+  // (x's, then y's) of G / 2 partial sums.
+  constexpr int W = kVecF, Q = W / G;
+  typedef int I __attribute__((vector_size(sizeof(VxVecF))));
+  I lo, hi;
+  for (int q = 0; q < 2 * Q; ++q)
+    for (int s = 0; s < G / 2; ++s) {
+      const int src = (q < Q ? 0 : W) + (q % Q) * G + s;
+      lo[q * (G / 2) + s] = src;
+      hi[q * (G / 2) + s] = src + G / 2;
+    }
+  return __builtin_shuffle(x, y, lo) + __builtin_shuffle(x, y, hi);
+}
+template <int M, int G>
+VX_INLINE void fold_levels(VxVecF* v) {
+  // M vectors of group size G -> fold until one vector of group size 1.
+  if constexpr (G > 1) {
+    if constexpr (M > 1) {
+      for (int k = 0; k < M / 2; ++k) v[k] = fold_f<G>(v[2 * k], v[2 * k + 1]);
+      fold_levels<M / 2, G / 2>(v);
+    } else {
+      v[0] = fold_f<G>(v[0], v[0]);
+      fold_levels<1, G / 2>(v);
+    }
+  }
+}
+template <int N>
+VX_INLINE void hsum_n(const VxVecF* v, double* out) {
+  constexpr int M = N <= 1 ? 1 : N <= 2 ? 2 : N <= 4 ? 4 : N <= 8 ? 8 : 16;
+  static_assert(M <= kVecF, "hsum_n: at most kVecF vectors");
+  VxVecF a[M];
+  for (int q = 0; q < M; ++q) a[q] = q < N ? v[q] : VxVecF{};
+  fold_levels<M, kVecF>(a);
+  for (int q = 0; q < N; ++q) out[q] = a[0][q];
+}
+
 template <int NL, int JM>
 VX_INLINE void component_sums_f32(const float* b0, int K1, int KP, const float* cf,
                                   const float* dcf, const double* wt, const double* dwt,
@@ -473,10 +516,28 @@ VX_INLINE void component_sums_f32(const float* b0, int K1, int KP, const float* 
         for (int l = 0; l < NL; ++l) dl[l] += *reinterpret_cast<const F*>(dcf + l * KP + kb) * bk;
     }
   }
-  *t_out = hsum_f(t);
-  if (JM >= 1) *dtu_out = hsum_f(dtu);
-  if (JM >= 2)
-    for (int l = 0; l < NL; ++l) dl_out[l] = hsum_f(dl[l]);
+  if constexpr (JM >= 2 && 2 + NL <= kVecF) {
+    VxVecF v[2 + NLA];
+    v[0] = t;
+    v[1] = dtu;
+    for (int l = 0; l < NL; ++l) v[2 + l] = dl[l];
+    double o[2 + NLA];
+    hsum_n<2 + NL>(v, o);
+    *t_out = o[0];
+    *dtu_out = o[1];
+    for (int l = 0; l < NL; ++l) dl_out[l] = o[2 + l];
+  } else if constexpr (JM == 1) {
+    const VxVecF v[2] = {t, dtu};
+    double o[2];
+    hsum_n<2>(v, o);
+    *t_out = o[0];
+    *dtu_out = o[1];
+  } else {
+    *t_out = hsum_f(t);
+    if (JM >= 1) *dtu_out = hsum_f(dtu);
+    if (JM >= 2)
+      for (int l = 0; l < NL; ++l) dl_out[l] = hsum_f(dl[l]);
+  }
 }
 #endif
 
@@ -628,7 +689,7 @@ VX_HD VX_INLINE void rotated_pixel_rows(const GridView& g, const EvalWork* w, do
 //     Tg[c * S + row] (S = n_tpix; c = 0 value, 1 + l labels): row_sums_f32;
 //  2. the rows the pixels' cubic stencils touch, [s0, s1], convolved with the rotation kernel:
 //     Tr[c * S + row] = sum_m rot[m] Tg[c][clamp(row + m - M)] (and the VSINI derivative column
-//     Tr[NC * S + row] with drot), 8 rows per vector operation;
+//     Tr[NC * S + row] with drot), kVecD rows per vector operation;
 //  3. each pixel: the 4-tap cubic interpolation of the convolved rows, for the value, the
 //     velocity (dwt), the labels and VSINI.
 // Convolution and interpolation are both linear, so this is rotated_pixel_rows' sum in another
@@ -685,13 +746,14 @@ VX_INLINE void rotated_rows_cpu(const GridView& g, const EvalWork* w, const floa
   };
   int row = s0;
   for (; row < lo && row <= s1; ++row) edge_row(row);
-  for (; row + 7 <= hi; row += 8) {
-    VxVec8 acc[NC], av = {};
-    for (int c = 0; c < NC; ++c) acc[c] = VxVec8{};
+  typedef VxVecD D;
+  for (; row + kVecD - 1 <= hi; row += kVecD) {
+    D acc[NC], av = {};
+    for (int c = 0; c < NC; ++c) acc[c] = D{};
     for (int m = 0; m < nk; ++m) {
       const double* src = Tg + row + m - M;
       for (int c = 0; c < NC; ++c) {
-        VxVec8 x;
+        D x;
         __builtin_memcpy(&x, src + c * S, sizeof x);
         acc[c] += w->rot[m] * x;
         if (c == 0 && dv) av += w->drot[m] * x;

@@ -95,6 +95,12 @@ typedef float VxVecF __attribute__((vector_size(16), aligned(16)));
 #endif
 constexpr int kVecF = static_cast<int>(sizeof(VxVecF) / sizeof(float));
 #define VX_VECF ::velox::kern::VxVecF
+// Doubles in one native register (8, 4 or 2), and floats of the same lane count: the loops
+// whose accumulators must stay in registers (the CCF's lags, the rotated rows) use these, so
+// that AVX2 and SSE2 (16 registers) do not spill 64-byte vectors.
+typedef double VxVecD __attribute__((vector_size(sizeof(VxVecF)), aligned(sizeof(VxVecF))));
+constexpr int kVecD = static_cast<int>(sizeof(VxVecD) / sizeof(double));
+typedef float VxVecDF __attribute__((vector_size(sizeof(VxVecF) / 2)));
 #endif
 
 struct SerialTeam {
