@@ -424,6 +424,19 @@ VX_INLINE void coeffs_f32(const double* c, const double* dc, int K1, int L, Coef
   }
 }
 
+#endif
+
+// True for the CPU teams whose template sums run in FP32 (Team::kTemplateF32, kVec > 1); the
+// single-lane teams (the GPU's warp, LaneTeam) have no such member.
+template <class Team>
+VX_HD constexpr bool team_f32_sums() {
+  if constexpr (Team::kVec > 1)
+    return kHasF32Sums && Team::kTemplateF32;
+  else
+    return false;
+}
+
+#if defined(VX_VECF)
 // One basis row's template and label derivatives in FP32 (row_sums' products): bc = sum_k cf_k
 // br[k], bdc[l] = sum_k dcf[l][k] br[k] over KP components (kVecF per vector operation, whole
 // vectors read as in component_sums_f32).
@@ -463,7 +476,15 @@ VX_INLINE VxVecF fold_f(const VxVecF& x, const VxVecF& y) {
       lo[q * (G / 2) + s] = src;
       hi[q * (G / 2) + s] = src + G / 2;
     }
+#if defined(__clang__)
+  // clang has no run-time-mask __builtin_shuffle (the sanitizer build): the same lanes by index.
+  VxVecF r;
+  for (int p = 0; p < W; ++p)
+    r[p] = (lo[p] < W ? x[lo[p]] : y[lo[p] - W]) + (hi[p] < W ? x[hi[p]] : y[hi[p] - W]);
+  return r;
+#else
   return __builtin_shuffle(x, y, lo) + __builtin_shuffle(x, y, hi);
+#endif
 }
 template <int M, int G>
 VX_INLINE void fold_levels(VxVecF* v) {
@@ -488,14 +509,14 @@ VX_INLINE void hsum_n(const VxVecF* v, double* out) {
   for (int q = 0; q < N; ++q) out[q] = a[0][q];
 }
 
+// component_sums_f32 with the cubic weights already rounded to float (w0..w3, d0..d3).
 template <int NL, int JM>
-VX_INLINE void component_sums_f32(const float* b0, int K1, int KP, const float* cf,
-                                  const float* dcf, const double* wt, const double* dwt,
-                                  double* t_out, double* dtu_out, double* dl_out) {
+VX_INLINE void component_sums_f32w(const float* b0, int K1, int KP, const float* cf,
+                                   const float* dcf, float w0, float w1, float w2, float w3,
+                                   float d0, float d1, float d2, float d3, double* t_out,
+                                   double* dtu_out, double* dl_out) {
   typedef VxVecF F;
   constexpr int NLA = NL > 0 ? NL : 1;
-  const float w0 = (float)wt[0], w1 = (float)wt[1], w2 = (float)wt[2], w3 = (float)wt[3];
-  const float d0 = (float)dwt[0], d1 = (float)dwt[1], d2 = (float)dwt[2], d3 = (float)dwt[3];
   F t = {}, dtu = {}, dl[NLA] = {};
   const float* b1 = b0 + K1;
   const float* b2 = b1 + K1;
@@ -537,6 +558,44 @@ VX_INLINE void component_sums_f32(const float* b0, int K1, int KP, const float* 
     if (JM >= 1) *dtu_out = hsum_f(dtu);
     if (JM >= 2)
       for (int l = 0; l < NL; ++l) dl_out[l] = hsum_f(dl[l]);
+  }
+}
+
+template <int NL, int JM>
+VX_INLINE void component_sums_f32(const float* b0, int K1, int KP, const float* cf,
+                                  const float* dcf, const double* wt, const double* dwt,
+                                  double* t_out, double* dtu_out, double* dl_out) {
+  component_sums_f32w<NL, JM>(b0, K1, KP, cf, dcf, (float)wt[0], (float)wt[1], (float)wt[2],
+                              (float)wt[3], (float)dwt[0], (float)dwt[1], (float)dwt[2],
+                              (float)dwt[3], t_out, dtu_out, dl_out);
+}
+
+// The cubic stencils of PB consecutive evaluation points ll[j0 ..] at ln D = lnd (grid_stencil
+// and cubic_weights, the same arithmetic), written as arrays so that the loop over the points
+// vectorizes: first taps k0[p] and the float weights w[tap][p], dw[tap][p]. Points past cnt
+// repeat the last one.
+template <int PB>
+VX_INLINE void stencil_block(const GridView& g, const double* ll, int j0, int cnt, double lnd,
+                             int* k0, float (*wf)[PB], float (*df)[PB]) {
+  for (int p = 0; p < PB; ++p) {
+    const double u = (ll[j0 + (p < cnt ? p : cnt - 1)] - lnd - g.lnlam0) / g.dlnlam;
+    int k = (int)floor(u);
+    double f = u - k;
+    const bool lo = k < 1, hi = k > g.n_tpix - 3;
+    k = lo ? 1 : k;
+    f = lo ? 0.0 : f;
+    k = hi ? g.n_tpix - 3 : k;
+    f = hi ? 1.0 : f;
+    k0[p] = k;
+    const double f2 = f * f, f3 = f2 * f;
+    wf[0][p] = (float)(-0.5 * f3 + f2 - 0.5 * f);
+    wf[1][p] = (float)(1.5 * f3 - 2.5 * f2 + 1.0);
+    wf[2][p] = (float)(-1.5 * f3 + 2.0 * f2 + 0.5 * f);
+    wf[3][p] = (float)(0.5 * f3 - 0.5 * f2);
+    df[0][p] = (float)(-1.5 * f2 + 2.0 * f - 0.5);
+    df[1][p] = (float)(4.5 * f2 - 5.0 * f);
+    df[2][p] = (float)(-4.5 * f2 + 4.0 * f + 0.5);
+    df[3][p] = (float)(1.5 * f2 - f);
   }
 }
 #endif
@@ -971,19 +1030,28 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
         // FP32 component sums (component_sums_f32): c and dc as float, zero-padded (CoeffsF32).
         CoeffsF32 cw;
         coeffs_f32(w->c, w->dc, K1, L, &cw);
+        // The stencils PB points at a time (stencil_block: a vectorized loop), then the sums.
         auto pixels = [&](auto nlc, auto jmc) {
           constexpr int NL = decltype(nlc)::value, JM = decltype(jmc)::value;
-          team.for_each(n_eval, [&](int j) {
-            double wt[4], dwt[4], dtu = 0.0;
-            const int t0 = stencil_weights(g, ll[j], lnd, wt, dwt);
-            double* dt = &dt_out[j * np];
-            component_sums_f32<NL, JM>(B + (size_t)(t0 - 1) * K1, K1, cw.KP, cw.cf, cw.dcf, wt, dwt,
-                                       &t_out[j], &dtu, dt + 1);
-            if (need_jac) {
-              dt[0] = dtu * du_dv;
-              if (jac_vsini) dt[1 + L] = 0.0;  // the identity kernel does not change with vsini
+          constexpr int PB = 16;
+          for (int j0 = 0; j0 < n_eval; j0 += PB) {
+            const int cnt = n_eval - j0 < PB ? n_eval - j0 : PB;
+            int k0[PB];
+            alignas(64) float wf[4][PB], df[4][PB];
+            stencil_block<PB>(g, ll, j0, cnt, lnd, k0, wf, df);
+            for (int p = 0; p < cnt; ++p) {
+              const int j = j0 + p;
+              double dtu = 0.0;
+              double* dt = &dt_out[j * np];
+              component_sums_f32w<NL, JM>(B + (size_t)(k0[p] - 1) * K1, K1, cw.KP, cw.cf, cw.dcf,
+                                          wf[0][p], wf[1][p], wf[2][p], wf[3][p], df[0][p],
+                                          df[1][p], df[2][p], df[3][p], &t_out[j], &dtu, dt + 1);
+              if (need_jac) {
+                dt[0] = dtu * du_dv;
+                if (jac_vsini) dt[1 + L] = 0.0;  // the identity kernel does not change with vsini
+              }
             }
-          });
+          }
         };
         dispatch_labels_jac(L, jm, pixels);  // L and the Jacobian mode at compile time
 #endif
@@ -994,7 +1062,7 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
         };
         dispatch_labels_jac(L, jm, pixels);  // L and the Jacobian mode at compile time
       }
-    } else if (kHasF32Sums && Team::kTemplateF32 && d.Tg && d.Tr) {
+    } else if (team_f32_sums<Team>() && d.Tg && d.Tr) {
 #if defined(VX_VECF)
       // The CPU's rotated model: grid rows, convolved rows, then 4 taps per pixel
       // (rotated_rows_cpu).

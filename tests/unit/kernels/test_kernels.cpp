@@ -3,7 +3,11 @@
 #include <cmath>
 #include <vector>
 
+#include <random>
+
 #include "kernels/convolve.hpp"
+#include "kernels/emulator_eval.hpp"
+#include "kernels/fit_eval.hpp"
 #include "kernels/linalg.hpp"
 #include "kernels/lm.hpp"
 #include "kernels/physics.hpp"
@@ -71,6 +75,81 @@ TEST_CASE("legendre polynomials match closed forms", "[kernels]") {
     CHECK(p[4] == Approx((35 * std::pow(x, 4) - 30 * x * x + 3) / 8).margin(1e-14));
   }
 }
+
+TEST_CASE("chebyshev polynomials match closed forms, one point and 8 at once", "[kernels]") {
+  double p[5], pv[5 * 8], xs[8];
+  for (int v = 0; v < 8; ++v) xs[v] = -1.0 + 2.0 * v / 7.0;
+  chebyshev_v<8>(xs, 4, pv);
+  for (int v = 0; v < 8; ++v) {
+    const double x = xs[v];
+    chebyshev(x, 4, p);
+    CHECK(p[0] == 1.0);
+    CHECK(p[1] == x);
+    CHECK(p[2] == Approx(2 * x * x - 1).margin(1e-14));
+    CHECK(p[3] == Approx(4 * x * x * x - 3 * x).margin(1e-14));
+    CHECK(p[4] == Approx(8 * std::pow(x, 4) - 8 * x * x + 1).margin(1e-14));
+    for (int n = 0; n <= 4; ++n) CHECK(pv[n * 8 + v] == p[n]);  // the same recursion
+    // T_n(cos t) = cos(n t): the identity behind G_jk = (mu_{j+k} + mu_{|j-k|}) / 2.
+    const double t = std::acos(x);
+    for (int n = 0; n <= 4; ++n) CHECK(p[n] == Approx(std::cos(n * t)).margin(1e-13));
+  }
+}
+
+#if defined(VX_VEC8)
+TEST_CASE("exp_v8 agrees with libm's exp to 2 ulp on the emulator's range", "[kernels]") {
+  // The CPU emulator's GP kernel values exp(-d2/2), d2 <= 60 (emulator_coeffs_team): x in
+  // [-30, 0]. Cody-Waite reduction and a 13th-order Taylor series: measured 1 ulp (2.2e-16)
+  // at most; 4.5e-16 (2 ulp) is the bound, a wrong coefficient would be off by > 1e-10.
+  double worst = 0.0;
+  int n = 0;
+  for (double x0 = -30.0; x0 <= 0.0; x0 += 0.0371) {
+    VxVec8 v;
+    for (int p = 0; p < 8; ++p) v[p] = std::min(0.0, x0 + p * 0.00463);
+    VxVec8 e = v;
+    exp_v8(e);
+    for (int p = 0; p < 8; ++p, ++n) {
+      const double ref = std::exp(v[p]);
+      worst = std::max(worst, std::fabs(e[p] - ref) / ref);
+    }
+  }
+  INFO(n << " points, worst relative error " << worst);
+  CHECK(worst < 4.5e-16);
+  VxVec8 z = {};
+  exp_v8(z);
+  for (int p = 0; p < 8; ++p) CHECK(z[p] == 1.0);
+}
+#endif
+
+#if defined(VX_VECF)
+TEST_CASE("hsum_n gives each of up to 8 float vectors' lane sums at once", "[kernels]") {
+  // hsum_n folds the vectors pairwise (shuffles and adds); every output must be its own
+  // vector's sum (a wrong shuffle index would mix vectors: errors of order 1), to float
+  // rounding: kVecF terms of size <= 1, 4 additions deep, below 1e-6.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  VxVecF v[8];
+  for (auto& x : v)
+    for (int p = 0; p < kVecF; ++p) x[p] = u(rng);
+  auto check = [&](auto nc) {
+    constexpr int N = decltype(nc)::value;
+    double out[N];
+    hsum_n<N>(v, out);
+    for (int q = 0; q < N; ++q) {
+      double ref = 0.0;
+      for (int p = 0; p < kVecF; ++p) ref += v[q][p];
+      CHECK(out[q] == Approx(ref).margin(1e-6));
+    }
+  };
+  check(IntC<1>{});
+  check(IntC<2>{});
+  check(IntC<3>{});
+  check(IntC<4>{});
+  // 5 and 8 vectors (the pixel sums' count with 3 and 6 labels) where they fit a vector's lanes
+  // (kVecF = 4 with SSE2, this file's baseline build; 16 in the AVX-512 kernel).
+  check(IntC<(kVecF >= 8 ? 5 : 3)>{});
+  check(IntC<(kVecF >= 8 ? 8 : 4)>{});
+}
+#endif
 
 TEST_CASE("gaussian convolution keeps a flat spectrum flat and adds variance", "[kernels]") {
   const int n = 401;
