@@ -88,7 +88,6 @@ VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d
   for (int k = 0; k <= kMaxSeg; ++k) d->seg_start[k] = bs.seg_start[k];
   for (int k = 0; k < kMaxSeg; ++k) d->seg_arm[k] = bs.seg_arm[k];
   d->fit_vsini = bs.fit_vsini;
-  d->ccf_ph_geom = b.ccf_ph_geom;
   d->lnlam = b.lnlam + o;
   d->xleg = b.xleg + o;
   d->xleg_scale = 1.0;
@@ -101,8 +100,6 @@ VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d
   for (int a = 0; a < kMaxArms; ++a) {
     const bool on = a < bs.n_arms;
     d->basis[a] = on ? b.basis[bs.model[a]] : nullptr;
-    d->basis_t[a] = on && b.basis_t ? b.basis_t[bs.model[a]] : nullptr;
-    d->ccf_ph[a] = on && b.ccf_ph ? b.ccf_ph[bs.model[a]] : nullptr;
     tmpl[a] = on ? b.ccf_tmpl[bs.model[a]] : nullptr;
     d->n_full[a] = on ? bs.n_full[a] : 0;
     d->ndiag[a] = on ? bs.ndiag[a] : 0;
@@ -117,7 +114,6 @@ VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d
   d->Tf = b.Tf ? b.Tf + f : nullptr;
   d->dTf = b.dTf ? b.dTf + f * b.np : nullptr;
   d->Tg = b.Tg && b.slot_grid > 0 ? b.Tg + (long long)slot * b.slot_grid * b.np : nullptr;
-  d->Tr = b.Tr && d->Tg ? b.Tr + (long long)slot * b.slot_grid * b.np : nullptr;
   sc->T = b.T + p;
   sc->dT = b.dT + p * b.np;
   sc->fn = b.fn + p;
@@ -128,6 +124,19 @@ VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d
   sc->ccf = b.ccf + (long long)slot * b.n_out;
   sc->acc = b.acc + (long long)slot * 8 * b.n_out;
   sc->emu = b.emu + (long long)slot * emulator_scratch_size(b.em);
+}
+
+// The CPU-only inputs (CpuFitExtras) of spectrum s in slot `slot` (host code: the CPU backend
+// sets FitData::cpu to them after batch_views; the GPU leaves it nullptr).
+inline void cpu_fit_extras(const BatchView& b, int s, int slot, CpuFitExtras* x) {
+  const BatchSpectrum& bs = b.spec[s];
+  for (int a = 0; a < kMaxArms; ++a) {
+    const bool on = a < bs.n_arms;
+    x->basis_t[a] = on && b.basis_t ? b.basis_t[bs.model[a]] : nullptr;
+    x->ccf_ph[a] = on && b.ccf_ph ? b.ccf_ph[bs.model[a]] : nullptr;
+  }
+  x->ccf_ph_geom = b.ccf_ph_geom;
+  x->Tr = b.Tr && b.Tg && b.slot_grid > 0 ? b.Tr + (long long)slot * b.slot_grid * b.np : nullptr;
 }
 
 }  // namespace velox::kern

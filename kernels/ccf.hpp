@@ -293,10 +293,11 @@ VX_HD void cross_correlate(const Team& team, const GridView& g, const FitData& d
     const int n_tpix = g.n_tpix;
 #if defined(VX_VEC8)
     if constexpr (Team::kVec > 1) {
-      const CcfPhases c = d.ccf_ph_geom;
-      if (d.ccf_ph[a] && j < c.n_tmpl && lag_step == c.step && c.step <= kMaxCcfStep &&
+      const float* ph = cpu_ccf_ph(d, a);
+      const CcfPhases c = d.cpu ? d.cpu->ccf_ph_geom : CcfPhases{};
+      if (ph && j < c.n_tmpl && lag_step == c.step && c.step <= kMaxCcfStep &&
           n_out + 8 * 4 + 8 <= c.pad) {
-        ccf_sums_phased(c, d.ccf_ph[a] + (long long)j * c.step * c.len, n_tpix, i0,
+        ccf_sums_phased(c, ph + (long long)j * c.step * c.len, n_tpix, i0,
                         d.arm_start[a + 1] - i0, lag_lo, n_out, t0, frac, fn, wts, fmean, part);
         if (a > 0)
           for (int q = 0; q < 4 * n_out; ++q) acc[q] += part[q];

@@ -66,6 +66,8 @@ VX_HD VX_INLINE CcfPhases ccf_phases(int n_tmpl, int step, int n_tpix, int n_out
   c.len = c.mlen + 2 * c.pad;
   return c;
 }
+struct CpuFitExtras;  // below: the CPU-only inputs
+
 // One spectrum's usable pixels, arms contiguous: arm a owns [arm_start[a], arm_start[a+1]).
 struct FitData {
   int n_pix = 0;
@@ -79,12 +81,6 @@ struct FitData {
   const float* flux = nullptr;        // [n_pix]
   const float* ivar = nullptr;        // [n_pix], all > 0
   const float* basis[kMaxArms] = {};  // per arm: basis at the arm's resolution, [n_tpix][K+1]
-  // CPU only (nullptr on the GPU, or rows from basis): the same transposed, [K+1][n_tpix].
-  const float* basis_t[kMaxArms] = {};
-  // CPU only (nullptr: direct form): the first ccf_ph.n_tmpl coarse CCF templates of each arm's
-  // set de-interleaved by the lag step (CcfPhases, kernels/ccf.hpp).
-  const float* ccf_ph[kMaxArms] = {};
-  CcfPhases ccf_ph_geom;
   // Optional resolution-matrix forward model per arm (DESI): the model is evaluated on the arm's
   // full pixel grid (full_lnlam[a][n_full[a]]) and the used pixel i gets
   //   model_i = sum_k rmat[a][j * ndiag + k] * model_full[j + k - ndiag/2],  j = full_idx[i].
@@ -101,10 +97,10 @@ struct FitData {
   // Scratch [n_tpix][np] for the rotated model: the template (and its label derivatives) on the
   // grid rows an arm spans, computed once per evaluation. nullptr: per-pixel sums instead.
   double* Tg = nullptr;
-  // CPU only (nullptr on the GPU): scratch [np][n_tpix] for the rotated model's grid rows
-  // convolved with the rotation kernel (rotated_rows_cpu); with it, Tg is used column-major,
-  // [np][n_tpix], too.
-  double* Tr = nullptr;
+  // CPU-only inputs (CpuFitExtras; nullptr on the GPU, whose FitData copies stay small), and
+  // the index of this view's arm 0 in their per-arm arrays (a segment_view's arm).
+  const CpuFitExtras* cpu = nullptr;
+  int cpu_arm0 = 0;
   // Velocity segments (per-arm VRAD with the labels fixed): segment s owns the used pixels
   // [seg_start[s], seg_start[s+1]), all inside arm seg_arm[s]. n_seg == 0: none.
   int n_seg = 0;
@@ -132,9 +128,8 @@ VX_HD VX_INLINE FitData segment_view(const FitData& d, int s) {
   v.flux = d.flux + i0;
   v.ivar = d.ivar + i0;
   v.basis[0] = d.basis[a];
-  v.basis_t[0] = d.basis_t[a];
-  v.ccf_ph[0] = d.ccf_ph[a];
-  v.ccf_ph_geom = d.ccf_ph_geom;
+  v.cpu = d.cpu;
+  v.cpu_arm0 = d.cpu_arm0 + a;
   v.n_full[0] = d.n_full[a];
   v.ndiag[0] = d.ndiag[a];
   v.full_off[0] = d.full_off[a];
@@ -144,9 +139,30 @@ VX_HD VX_INLINE FitData segment_view(const FitData& d, int s) {
   v.Tf = d.Tf;
   v.dTf = d.dTf;
   v.Tg = d.Tg;
-  v.Tr = d.Tr;
   v.fit_vsini = d.fit_vsini;
   return v;
+}
+
+// CPU-only inputs of one spectrum's fit (host code; the CPU backend fills them from its
+// BatchView, kern::cpu_fit_extras): behind one pointer so that the GPU's FitData, which the
+// warp kernel copies onto its stack (segment_view), does not grow.
+struct CpuFitExtras {
+  // Scratch [np][n_tpix] for the rotated model's grid rows convolved with the rotation kernel
+  // (rotated_rows_cpu); with it, FitData::Tg is used column-major, [np][n_tpix], too.
+  double* Tr = nullptr;
+  // Per arm: the basis transposed, [K+1][n_tpix] (nullptr: rows from FitData::basis).
+  const float* basis_t[kMaxArms] = {};
+  // Per arm: the first ccf_ph_geom.n_tmpl coarse CCF templates de-interleaved by the lag step
+  // (CcfPhases; nullptr: the direct form).
+  const float* ccf_ph[kMaxArms] = {};
+  CcfPhases ccf_ph_geom;
+};
+VX_HD VX_INLINE double* cpu_Tr(const FitData& d) { return d.cpu ? d.cpu->Tr : nullptr; }
+VX_HD VX_INLINE const float* cpu_basis_t(const FitData& d, int a) {
+  return d.cpu ? d.cpu->basis_t[d.cpu_arm0 + a] : nullptr;
+}
+VX_HD VX_INLINE const float* cpu_ccf_ph(const FitData& d, int a) {
+  return d.cpu ? d.cpu->ccf_ph[d.cpu_arm0 + a] : nullptr;
 }
 
 // Apply an arm's resolution matrix rows to full-grid values v[n_full][stride] (component c) for
@@ -1062,7 +1078,7 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
         };
         dispatch_labels_jac(L, jm, pixels);  // L and the Jacobian mode at compile time
       }
-    } else if (team_f32_sums<Team>() && d.Tg && d.Tr) {
+    } else if (team_f32_sums<Team>() && d.Tg && cpu_Tr(d)) {
 #if defined(VX_VECF)
       // The CPU's rotated model: grid rows, convolved rows, then 4 taps per pixel
       // (rotated_rows_cpu).
@@ -1077,10 +1093,10 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
       coeffs_f32(w->c, w->dc, K1, label_jac ? L : 0, &cw);
       auto rows_pixels = [&](auto nlc, auto jmc) {
         constexpr int NL = decltype(nlc)::value, JM = decltype(jmc)::value;
-        rotated_rows_cpu<NL, JM>(g, w, B, d.basis_t[a], K1, cw, r0, r1, lo_t - 1, hi_t + 2, M,
-                                 jac_vsini, d.Tg, d.Tr);
+        rotated_rows_cpu<NL, JM>(g, w, B, cpu_basis_t(d, a), K1, cw, r0, r1, lo_t - 1, hi_t + 2,
+                                 M, jac_vsini, d.Tg, cpu_Tr(d));
         for (int j = 0; j < n_eval; ++j)
-          rotated_pixel_cpu<NL, JM>(g, ll[j], lnd, du_dv, d.Tr, jac_vsini, &t_out[j],
+          rotated_pixel_cpu<NL, JM>(g, ll[j], lnd, du_dv, cpu_Tr(d), jac_vsini, &t_out[j],
                                     &dt_out[j * np]);
       };
       dispatch_labels_jac(L, jm, rows_pixels);

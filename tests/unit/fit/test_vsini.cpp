@@ -91,8 +91,10 @@ struct RotModel {
     w.emu = emu.data();
     w.fit_vsini = 1;
     d.Tg = mode >= 1 ? Tg.data() : nullptr;
-    d.Tr = mode == 2 ? Tr.data() : nullptr;
-    d.basis_t[0] = mode == 2 ? arm.basis_t.data() : nullptr;
+    kern::CpuFitExtras extras;
+    extras.Tr = Tr.data();
+    extras.basis_t[0] = arm.basis_t.data();
+    d.cpu = mode == 2 ? &extras : nullptr;
     T->assign(lnlam.size(), 0.0);
     dT->assign(lnlam.size() * np, 0.0);
     kern::template_at_pixels(team, &em, g, d, theta, true, &w, T->data(), dT->data());

@@ -84,9 +84,11 @@ double evaluate_with(const Team& team, const PreparedSpectrum& p, const FitConte
   // cpu_rows: the CPU backend's rotated model (convolved rows Tr, transposed basis), as
   // kern::batch_views gives it.
   std::vector<double> Tr(static_cast<size_t>(lib.n_tpix) * (np + 1));
+  kern::CpuFitExtras extras;
   if (cpu_rows) {
-    d.Tr = Tr.data();
-    for (int a = 0; a < all.n_arms; ++a) d.basis_t[a] = all.models[a]->basis_t.data();
+    extras.Tr = Tr.data();
+    for (int a = 0; a < all.n_arms; ++a) extras.basis_t[a] = all.models[a]->basis_t.data();
+    d.cpu = &extras;
   }
   auto w = std::make_unique<kern::EvalWork>();
   w->emu = emu.data();
@@ -478,8 +480,10 @@ TEST_CASE("the CPU's CCF from de-interleaved templates and its Chebyshev pseudo-
           kern::cross_correlate(kern::SerialTeam{}, grid, dd, tmpl, j, lag_lo, n_out, pc.lag_step,
                                 t0.data(), frac.data(), fn.data(), wts.data(), w.get(),
                                 acc.data(), ccf_b.data());
-          for (int a = 0; a < all.n_arms; ++a) dd.ccf_ph[a] = ph[a].data();
-          dd.ccf_ph_geom = c;
+          kern::CpuFitExtras extras;
+          for (int a = 0; a < all.n_arms; ++a) extras.ccf_ph[a] = ph[a].data();
+          extras.ccf_ph_geom = c;
+          dd.cpu = &extras;
           kern::cross_correlate(kern::SerialTeam{}, grid, dd, tmpl, j, lag_lo, n_out, pc.lag_step,
                                 t0.data(), frac.data(), fn.data(), wts.data(), w.get(),
                                 acc.data(), ccf_a.data());

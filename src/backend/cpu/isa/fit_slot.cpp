@@ -38,6 +38,9 @@ void fit_spectrum(const kern::BatchView& b, int s, int slot, double* model) {
   kern::PipelineScratch sc;
   const float* tmpl[kern::kMaxArms] = {};
   kern::batch_views(b, s, slot, &d, &sc, tmpl);
+  kern::CpuFitExtras extras;  // the CPU's transposed basis, CCF phases and convolved-row scratch
+  kern::cpu_fit_extras(b, s, slot, &extras);
+  d.cpu = &extras;
   kern::PipelineShared* sh = b.shared + slot;
   kern::PipelineResult* res = b.results + s;
   const IsaTeam team;
