@@ -14,6 +14,47 @@ namespace velox::kern {
 // Pseudo-continuum normalisation of each arm: fn[i] = flux/cont - 1, wts[i] = ivar * cont^2
 // (0 where cont <= 0). Upper-envelope clipping: pixels more than 1.5 sigma below (absorption) or
 // 4 sigma above (cosmics) the current fit are dropped from the next iteration.
+// The end of one pseudo_normalise iteration on arm a (both forms): solve G c = q (G in
+// w->gchol[a], q[deg + 1]; a flat continuum if G is singular), then per pixel either the next
+// iteration's use flag in wts (0 for pixels 1.5 sigma below or 4 sigma above the fit) or, after
+// the last iteration, fn = flux / continuum - 1 and wts = ivar continuum^2. Cheb: the
+// continuum's basis is Chebyshev's (the CPU's form), else Legendre's.
+template <bool Cheb, class Team>
+VX_HD void pseudo_step(const Team& team, const FitData& d, int a, int deg, const double* q,
+                       bool last, EvalWork* w, double* fn, double* wts) {
+  const int nc = deg + 1, i0 = d.arm_start[a];
+  team.single([&] {
+    double* gm = w->gchol[a];
+    for (int j = 0; j < nc; ++j) w->cont[a][j] = q[j];
+    if (cholesky(gm, nc))
+      cholesky_solve(gm, nc, w->cont[a]);
+    else
+      for (int j = 0; j < nc; ++j) w->cont[a][j] = (j == 0) ? 1.0 : 0.0;
+  });
+  team.sync();
+  team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
+    const int i = i0 + ii;
+    double p[kMaxCont];
+    if (Cheb)
+      chebyshev(d.xleg[i], deg, p);
+    else
+      legendre(d.xleg[i], deg, p);
+    double c = 0.0;
+    for (int j = 0; j < nc; ++j) c += w->cont[a][j] * p[j];
+    if (!last) {
+      const double z = (d.flux[i] - c) * sqrt((double)d.ivar[i]);
+      wts[i] = (z < -1.5 || z > 4.0) ? 0.0 : 1.0;
+    } else if (c > 0.0) {
+      fn[i] = d.flux[i] / c - 1.0;
+      wts[i] = d.ivar[i] * c * c;
+    } else {
+      fn[i] = 0.0;
+      wts[i] = 0.0;
+    }
+  });
+  team.sync();
+}
+
 template <class Team>
 VX_HD void pseudo_normalise_simd(const Team& team, const FitData& d, int deg, int n_iter,
                                  EvalWork* w, double* fn, double* wts);
@@ -50,32 +91,8 @@ VX_HD void pseudo_normalise(const Team& team, const FitData& d, int deg, int n_i
         double* gm = w->gchol[a];
         for (int j = 0; j < nc; ++j)
           for (int k = j; k < nc; ++k) gm[j * nc + k] = gm[k * nc + j] = w->red[tri_index(j, k, nc)];
-        for (int j = 0; j < nc; ++j) w->cont[a][j] = w->red[ntri + j];
-        if (cholesky(gm, nc))
-          cholesky_solve(gm, nc, w->cont[a]);
-        else
-          for (int j = 0; j < nc; ++j) w->cont[a][j] = (j == 0) ? 1.0 : 0.0;
       });
-      team.sync();
-      const bool last = (it == n_iter - 1);
-      team.for_each(n, [&](int ii) {
-        const int i = i0 + ii;
-        double p[kMaxCont];
-        legendre(d.xleg[i], deg, p);
-        double c = 0.0;
-        for (int j = 0; j < nc; ++j) c += w->cont[a][j] * p[j];
-        if (!last) {
-          const double z = (d.flux[i] - c) * sqrt((double)d.ivar[i]);
-          wts[i] = (z < -1.5 || z > 4.0) ? 0.0 : 1.0;
-        } else if (c > 0.0) {
-          fn[i] = d.flux[i] / c - 1.0;
-          wts[i] = d.ivar[i] * c * c;
-        } else {
-          fn[i] = 0.0;
-          wts[i] = 0.0;
-        }
-      });
-      team.sync();
+      pseudo_step<false>(team, d, a, deg, w->red + ntri, it == n_iter - 1, w, fn, wts);
     }
   }
 }
@@ -117,32 +134,8 @@ VX_HD void pseudo_normalise_simd(const Team& team, const FitData& d, int deg, in
         for (int j = 0; j < nc; ++j)
           for (int k = j; k < nc; ++k)
             gm[j * nc + k] = gm[k * nc + j] = 0.5 * (w->red[j + k] + w->red[k - j]);
-        for (int j = 0; j < nc; ++j) w->cont[a][j] = w->red[nmom + j];
-        if (cholesky(gm, nc))
-          cholesky_solve(gm, nc, w->cont[a]);
-        else
-          for (int j = 0; j < nc; ++j) w->cont[a][j] = (j == 0) ? 1.0 : 0.0;
       });
-      team.sync();
-      const bool last = (it == n_iter - 1);
-      team.for_each(n, [&](int ii) {
-        const int i = i0 + ii;
-        double p[kMaxCont];
-        chebyshev(d.xleg[i], deg, p);
-        double c = 0.0;
-        for (int j = 0; j < nc; ++j) c += w->cont[a][j] * p[j];
-        if (!last) {
-          const double z = (d.flux[i] - c) * sqrt((double)d.ivar[i]);
-          wts[i] = (z < -1.5 || z > 4.0) ? 0.0 : 1.0;
-        } else if (c > 0.0) {
-          fn[i] = d.flux[i] / c - 1.0;
-          wts[i] = d.ivar[i] * c * c;
-        } else {
-          fn[i] = 0.0;
-          wts[i] = 0.0;
-        }
-      });
-      team.sync();
+      pseudo_step<true>(team, d, a, deg, w->red + nmom, it == n_iter - 1, w, fn, wts);
     }
   }
 }

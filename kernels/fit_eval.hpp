@@ -671,6 +671,22 @@ VX_HD VX_INLINE void dispatch_labels_jac(int L, int jm, F&& f) {
   });
 }
 
+// The grid rows a rotated evaluation of points ll[0 .. n) needs at ln D = lnd: the first taps
+// of the first and last points' cubic stencils lo_t <= hi_t (points in wavelength order), and
+// the rows [r0, r1] that their stencils convolved with the M-tap kernel touch (clamped to the
+// grid).
+VX_HD VX_INLINE void rotated_row_span(const GridView& g, const double* ll, int n, double lnd, int M,
+                                      int* lo_t, int* hi_t, int* r0, int* r1) {
+  int ta, tb;
+  double fa;
+  grid_stencil(g, ll[0], lnd, &ta, &fa);
+  grid_stencil(g, ll[n - 1], lnd, &tb, &fa);
+  *lo_t = ta < tb ? ta : tb;
+  *hi_t = ta < tb ? tb : ta;
+  *r0 = *lo_t - 1 - M > 0 ? *lo_t - 1 - M : 0;
+  *r1 = *hi_t + 2 + M < g.n_tpix - 1 ? *hi_t + 2 + M : g.n_tpix - 1;
+}
+
 // One pixel of the rotated model (both forms of template_at_pixels): the cubic stencil at ln D
 // = lnd convolved with the M-tap rotation kernel w->rot spans the 2M + 4 grid rows t0 - 1 - M ..
 // t0 + 2 + M (clamped at the grid's ends). fetch(row, &bc, bdc) gives a row's template B_r.c and
@@ -1082,13 +1098,8 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
 #if defined(VX_VECF)
       // The CPU's rotated model: grid rows, convolved rows, then 4 taps per pixel
       // (rotated_rows_cpu).
-      int ta, tb;
-      double fa;
-      grid_stencil(g, ll[0], lnd, &ta, &fa);
-      grid_stencil(g, ll[n_eval - 1], lnd, &tb, &fa);
-      const int lo_t = ta < tb ? ta : tb, hi_t = ta < tb ? tb : ta;
-      const int r0 = lo_t - 1 - M > 0 ? lo_t - 1 - M : 0;
-      const int r1 = hi_t + 2 + M < g.n_tpix - 1 ? hi_t + 2 + M : g.n_tpix - 1;
+      int lo_t, hi_t, r0, r1;
+      rotated_row_span(g, ll, n_eval, lnd, M, &lo_t, &hi_t, &r0, &r1);
       CoeffsF32 cw;
       coeffs_f32(w->c, w->dc, K1, label_jac ? L : 0, &cw);
       auto rows_pixels = [&](auto nlc, auto jmc) {
@@ -1104,13 +1115,8 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
     } else if (d.Tg) {
       // ... or once per grid row the arm spans, into d.Tg (each row serves the 2M + 4 stencils
       // that touch it: fewer products when pixels are closer than 2M + 4 rows).
-      int ta, tb;
-      double fa;
-      grid_stencil(g, ll[0], lnd, &ta, &fa);
-      grid_stencil(g, ll[n_eval - 1], lnd, &tb, &fa);
-      const int lo_t = ta < tb ? ta : tb, hi_t = ta < tb ? tb : ta;
-      const int r0 = lo_t - 1 - M > 0 ? lo_t - 1 - M : 0;
-      const int r1 = hi_t + 2 + M < g.n_tpix - 1 ? hi_t + 2 + M : g.n_tpix - 1;
+      int lo_t, hi_t, r0, r1;
+      rotated_row_span(g, ll, n_eval, lnd, M, &lo_t, &hi_t, &r0, &r1);
       double* Tg = d.Tg;
       if constexpr (V == 1) {
         team.for_each(r1 - r0 + 1, [&](int rr) {

@@ -30,6 +30,17 @@ std::vector<double> random_values(int n, unsigned seed) {
   return v;
 }
 
+// The thin MILES library with 30 components, built once per process for the tests below that
+// share it.
+const TemplateLibrary& thin30() {
+  static const TemplateLibrary lib = [] {
+    BuildConfig bc;
+    bc.n_components = 30;
+    return build_library(read_templates(test::data("templates/miles/miles_thin")), bc);
+  }();
+  return lib;
+}
+
 // kern::fit_one with any team on one prepared spectrum (the scratch a backend would give it).
 template <class Team>
 kern::PipelineResult fit_with(const Team& team, const PreparedSpectrum& p, const FitContext& ctx,
@@ -386,9 +397,7 @@ TEST_CASE("the CPU's rotated model from convolved grid rows equals the per-pixel
   // interpolates 4 rows per pixel; without them each pixel combines its 2M + 4 rows. The same
   // linear operations in another order, FP32 rows both ways: T and dT/dtheta agree to float
   // rounding (1e-6 and 5e-5 of their scales, as in the FP32 test above), at several VSINI.
-  BuildConfig bc;
-  bc.n_components = 30;
-  const auto lib = build_library(read_templates(test::data("templates/miles/miles_thin")), bc);
+  const auto& lib = thin30();
   FitConfig cfg;
   ArmModelCache cache(lib);
   int n = 0;
@@ -406,17 +415,7 @@ TEST_CASE("the CPU's rotated model from convolved grid rows equals the per-pixel
           const double cb = evaluate_with(kern::SerialTeam{}, p, ctx, theta, &Tb, &dTb, false);
           REQUIRE(std::isfinite(ca));
           CHECK(ca == Approx(cb).margin(0.05));  // as the FP32 test: well under 0.05
-          const int np = 1 + lib.n_label;
-          double tmax = 0.0, dmax[kern::kMaxParams] = {};
-          for (size_t i = 0; i < Tb.size(); ++i) {
-            tmax = std::max(tmax, std::fabs(Tb[i]));
-            for (int q = 0; q < np; ++q) dmax[q] = std::max(dmax[q], std::fabs(dTb[i * np + q]));
-          }
-          for (size_t i = 0; i < Tb.size(); ++i) {
-            worst_t = std::max(worst_t, std::fabs(Ta[i] - Tb[i]) / tmax);
-            for (int q = 0; q < np; ++q)
-              worst_dt = std::max(worst_dt, std::fabs(dTa[i * np + q] - dTb[i * np + q]) / dmax[q]);
-          }
+          test::worst_rel_diff(Ta, dTa, Tb, dTb, 1 + lib.n_label, &worst_t, &worst_dt);
         }
       });
   INFO("worst relative T " << worst_t << ", dT " << worst_dt);
@@ -434,9 +433,7 @@ TEST_CASE("the CPU's CCF from de-interleaved templates and its Chebyshev pseudo-
   // LaneTeam form (Legendre, direct Gram): the same clipped polynomial fits, so the normalised
   // flux agrees to rounding except where a pixel sits on a clipping threshold (none allowed
   // beyond 0.1% of the pixels).
-  BuildConfig bc;
-  bc.n_components = 30;
-  const auto lib = build_library(read_templates(test::data("templates/miles/miles_thin")), bc);
+  const auto& lib = thin30();
   FitConfig cfg;
   ArmModelCache cache(lib);
   const auto grid = lib.grid();
