@@ -128,7 +128,7 @@ VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d
 
 // The CPU-only inputs (CpuFitExtras) of spectrum s in slot `slot` (host code: the CPU backend
 // sets FitData::cpu to them after batch_views; the GPU leaves it nullptr).
-inline void cpu_fit_extras(const BatchView& b, int s, int slot, CpuFitExtras* x) {
+VX_INLINE void cpu_fit_extras(const BatchView& b, int s, int slot, CpuFitExtras* x) {
   const BatchSpectrum& bs = b.spec[s];
   for (int a = 0; a < kMaxArms; ++a) {
     const bool on = a < bs.n_arms;

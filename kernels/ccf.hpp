@@ -60,8 +60,8 @@ VX_HD void pseudo_normalise_simd(const Team& team, const FitData& d, int deg, in
                                  EvalWork* w, double* fn, double* wts);
 
 template <class Team>
-VX_HD void pseudo_normalise(const Team& team, const FitData& d, int deg, int n_iter,
-                            EvalWork* w, double* fn, double* wts) {
+VX_HD void pseudo_normalise(const Team& team, const FitData& d, int deg, int n_iter, EvalWork* w,
+                            double* fn, double* wts) {
   const int nc = deg + 1;
   if constexpr (Team::kVec > 1) {
     if (2 * deg + 3 <= kMaxGramRow) {
@@ -90,7 +90,8 @@ VX_HD void pseudo_normalise(const Team& team, const FitData& d, int deg, int n_i
       team.single([&] {
         double* gm = w->gchol[a];
         for (int j = 0; j < nc; ++j)
-          for (int k = j; k < nc; ++k) gm[j * nc + k] = gm[k * nc + j] = w->red[tri_index(j, k, nc)];
+          for (int k = j; k < nc; ++k)
+            gm[j * nc + k] = gm[k * nc + j] = w->red[tri_index(j, k, nc)];
       });
       pseudo_step<false>(team, d, a, deg, w->red + ntri, it == n_iter - 1, w, fn, wts);
     }
@@ -184,7 +185,7 @@ VX_HD void pixel_positions(const Team& team, const GridView& g, const FitData& d
 }
 
 // Fill ph[n_tmpl * step * len] from tmpl[n_ccf][n_tpix] (host).
-inline void fill_ccf_phases(const CcfPhases& c, const float* tmpl, int n_tpix, float* ph) {
+VX_INLINE void fill_ccf_phases(const CcfPhases& c, const float* tmpl, int n_tpix, float* ph) {
   for (long long q = 0; q < (long long)c.n_tmpl * c.step * c.len; ++q) ph[q] = 0.0f;
   for (int j = 0; j < c.n_tmpl; ++j)
     for (int r = 0; r < c.step; ++r)
@@ -200,9 +201,9 @@ inline void fill_ccf_phases(const CcfPhases& c, const float* tmpl, int n_tpix, f
 // k = kk - o s, kk = t0[i] - lag_lo: with kk = m s + r, t[k] is phase r's element m - o, which
 // the reversed storage puts at ascending addresses in o. Lags with k outside [0, n_tpix - 2]
 // get weight 0 (as in the direct form). part[o * 4 + 0..3] as reduce_grid writes them.
-inline void ccf_sums_phased(const CcfPhases& c, const float* ph_j, int n_tpix, int i0, int n,
-                            int lag_lo, int n_out, const int* t0, const double* frac,
-                            const double* fn, const double* wts, double fmean, double* part) {
+VX_INLINE void ccf_sums_phased(const CcfPhases& c, const float* ph_j, int n_tpix, int i0, int n,
+                               int lag_lo, int n_out, const int* t0, const double* frac,
+                               const double* fn, const double* wts, double fmean, double* part) {
   const int s = c.step;
   typedef VxVecD D;
   constexpr int V = kVecD;
@@ -290,8 +291,8 @@ VX_HD void cross_correlate(const Team& team, const GridView& g, const FitData& d
       const CcfPhases c = d.cpu ? d.cpu->ccf_ph_geom : CcfPhases{};
       if (ph && j < c.n_tmpl && lag_step == c.step && c.step <= kMaxCcfStep &&
           n_out + 8 * 4 + 8 <= c.pad) {
-        ccf_sums_phased(c, ph + (long long)j * c.step * c.len, n_tpix, i0,
-                        d.arm_start[a + 1] - i0, lag_lo, n_out, t0, frac, fn, wts, fmean, part);
+        ccf_sums_phased(c, ph + (long long)j * c.step * c.len, n_tpix, i0, d.arm_start[a + 1] - i0,
+                        lag_lo, n_out, t0, frac, fn, wts, fmean, part);
         if (a > 0)
           for (int q = 0; q < 4 * n_out; ++q) acc[q] += part[q];
         continue;

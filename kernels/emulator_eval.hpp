@@ -179,14 +179,22 @@ VX_INLINE void exp_v8(VxVec8& x) {
   typedef long long I8 __attribute__((vector_size(64)));
   VxVec8 h;  // round to nearest (half away from 0) through truncation
   for (int p = 0; p < 8; ++p) h[p] = x[p] < 0 ? -0.5 : 0.5;
-  const VxVec8 n = __builtin_convertvector(
-      __builtin_convertvector(x * 1.4426950408889634 + h, I8), VxVec8);
+  const VxVec8 n =
+      __builtin_convertvector(__builtin_convertvector(x * 1.4426950408889634 + h, I8), VxVec8);
   const VxVec8 r = (x - n * 0.693147180369123816490) - n * 1.90821492927058770002e-10;
   VxVec8 p = VxVec8{} + 1.0 / 6227020800.0;  // 1/13!
-  const double inv_fact[13] = {1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0,
-                               1.0 / 362880.0,    1.0 / 40320.0,    1.0 / 5040.0,
-                               1.0 / 720.0,       1.0 / 120.0,      1.0 / 24.0,
-                               1.0 / 6.0,         0.5,              1.0,
+  const double inv_fact[13] = {1.0 / 479001600.0,
+                               1.0 / 39916800.0,
+                               1.0 / 3628800.0,
+                               1.0 / 362880.0,
+                               1.0 / 40320.0,
+                               1.0 / 5040.0,
+                               1.0 / 720.0,
+                               1.0 / 120.0,
+                               1.0 / 24.0,
+                               1.0 / 6.0,
+                               0.5,
+                               1.0,
                                1.0};
   for (int k = 0; k < 13; ++k) p = p * r + inv_fact[k];
   const I8 e = (__builtin_convertvector(n, I8) + 1023) << 52;

@@ -597,7 +597,7 @@ VX_INLINE void stencil_block(const GridView& g, const double* ll, int j0, int cn
     const double u = (ll[j0 + (p < cnt ? p : cnt - 1)] - lnd - g.lnlam0) / g.dlnlam;
     int k = (int)floor(u);
     double f = u - k;
-    const bool lo = k < 1, hi = k > g.n_tpix - 3;
+    const bool lo = k<1, hi = k> g.n_tpix - 3;
     k = lo ? 1 : k;
     f = lo ? 0.0 : f;
     k = hi ? g.n_tpix - 3 : k;
@@ -859,8 +859,7 @@ VX_INLINE void rotated_rows_cpu(const GridView& g, const EvalWork* w, const floa
 // Step 3 of rotated_rows_cpu: pixel j's template and derivatives from the convolved rows Tr.
 template <int NL, int JM>
 VX_INLINE void rotated_pixel_cpu(const GridView& g, double lnlam, double lnd, double du_dv,
-                                 const double* Tr, bool jac_vsini, double* t_out,
-                                 double* dt_out) {
+                                 const double* Tr, bool jac_vsini, double* t_out, double* dt_out) {
   double wt[4], dwt[4];
   const int t0 = stencil_weights(g, lnlam, lnd, wt, dwt);
   const int S = g.n_tpix;
@@ -1104,8 +1103,8 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
       coeffs_f32(w->c, w->dc, K1, label_jac ? L : 0, &cw);
       auto rows_pixels = [&](auto nlc, auto jmc) {
         constexpr int NL = decltype(nlc)::value, JM = decltype(jmc)::value;
-        rotated_rows_cpu<NL, JM>(g, w, B, cpu_basis_t(d, a), K1, cw, r0, r1, lo_t - 1, hi_t + 2,
-                                 M, jac_vsini, d.Tg, cpu_Tr(d));
+        rotated_rows_cpu<NL, JM>(g, w, B, cpu_basis_t(d, a), K1, cw, r0, r1, lo_t - 1, hi_t + 2, M,
+                                 jac_vsini, d.Tg, cpu_Tr(d));
         for (int j = 0; j < n_eval; ++j)
           rotated_pixel_cpu<NL, JM>(g, ll[j], lnd, du_dv, cpu_Tr(d), jac_vsini, &t_out[j],
                                     &dt_out[j * np]);

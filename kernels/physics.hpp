@@ -18,7 +18,9 @@ VX_HD VX_INLINE double dln_doppler_dv(double v_kms) {
   return 1.0 / (kSpeedOfLight_kms * (1.0 - b * b));
 }
 // Inverse of ln_doppler: velocity (km/s) for a given ln D.
-VX_HD VX_INLINE double velocity_from_ln_doppler(double lnd) { return kSpeedOfLight_kms * tanh(lnd); }
+VX_HD VX_INLINE double velocity_from_ln_doppler(double lnd) {
+  return kSpeedOfLight_kms * tanh(lnd);
+}
 
 // Keys (1981) cubic convolution kernel, a = -0.5 (Catmull-Rom): C1-continuous interpolation with
 // an analytic derivative. For fractional offset f in [0,1) the taps are at -1, 0, 1, 2.

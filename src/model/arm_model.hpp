@@ -15,7 +15,7 @@ namespace velox {
 
 struct ArmModel {
   double resolution_R = 0.0;
-  std::vector<float> basis;          // [n_tpix][K+1] at the arm resolution, + kern::kBasisPad zeros
+  std::vector<float> basis;  // [n_tpix][K+1] at the arm resolution, + kern::kBasisPad zeros
   // The same basis transposed, [K+1][n_tpix]: the CPU's rotated model sums grid rows with it,
   // 16 rows per vector operation (kernels/fit_eval.hpp rotated_rows_cpu). Not on the GPU.
   std::vector<float> basis_t;

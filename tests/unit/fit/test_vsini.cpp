@@ -21,12 +21,14 @@ TEST_CASE("rotation kernel: unit sum, identity below half a pixel, analytic deri
   const double dlnlam = 5e-5, eps = 0.6;
   const double px_kms = kern::kSpeedOfLight_kms * dlnlam;  // 14.99 km/s per template pixel
   std::vector<double> w(2 * kern::kMaxRotHalf + 1), dw(w.size()), wp(w.size()), wm(w.size());
-  CHECK(kern::rotation_weights(0.4 * px_kms, eps, dlnlam, kern::kMaxRotHalf, w.data(), dw.data()) == 0);
+  CHECK(kern::rotation_weights(0.4 * px_kms, eps, dlnlam, kern::kMaxRotHalf, w.data(), dw.data()) ==
+        0);
   CHECK(w[0] == 1.0);
   CHECK(dw[0] == 0.0);
   for (double vsini : {10.0, 37.0, 150.0, 300.0}) {
     const bool wide = vsini > 30.0;  // the moment check needs a profile wider than a few bins
-    const int M = kern::rotation_weights(vsini, eps, dlnlam, kern::kMaxRotHalf, w.data(), dw.data());
+    const int M =
+        kern::rotation_weights(vsini, eps, dlnlam, kern::kMaxRotHalf, w.data(), dw.data());
     REQUIRE(M > 0);
     double sum = 0.0, dsum = 0.0, m2 = 0.0;
     for (int m = -M; m <= M; ++m) {
@@ -34,7 +36,7 @@ TEST_CASE("rotation kernel: unit sum, identity below half a pixel, analytic deri
       dsum += dw[m + M];
       m2 += w[m + M] * m * m;
     }
-    CHECK(sum == Approx(1.0).margin(1e-14));  // telescoping CDF differences
+    CHECK(sum == Approx(1.0).margin(1e-14));   // telescoping CDF differences
     CHECK(dsum == Approx(0.0).margin(1e-12));  // so the derivative sums to 0
     // Second moment in pixels^2: the profile's (integral of x^2 G(x) dx, computed numerically
     // here) times s^2, plus a bin's 1/12 (bin integration is a boxcar of one pixel). Sampling
@@ -49,8 +51,10 @@ TEST_CASE("rotation kernel: unit sum, identity below half a pixel, analytic deri
     if (wide) CHECK(m2 == Approx(mx2 * s * s + 1.0 / 12.0).epsilon(0.02));
     // Derivative against central differences (h = 1e-4 km/s: truncation ~h^2, rounding ~1e-12/h).
     const double h = 1e-4;
-    const int Mp = kern::rotation_weights(vsini + h, eps, dlnlam, kern::kMaxRotHalf, wp.data(), dw.data());
-    const int Mm = kern::rotation_weights(vsini - h, eps, dlnlam, kern::kMaxRotHalf, wm.data(), dw.data());
+    const int Mp =
+        kern::rotation_weights(vsini + h, eps, dlnlam, kern::kMaxRotHalf, wp.data(), dw.data());
+    const int Mm =
+        kern::rotation_weights(vsini - h, eps, dlnlam, kern::kMaxRotHalf, wm.data(), dw.data());
     kern::rotation_weights(vsini, eps, dlnlam, kern::kMaxRotHalf, w.data(), dw.data());
     REQUIRE(Mp == M);
     REQUIRE(Mm == M);
@@ -106,9 +110,10 @@ struct RotModel {
 }  // namespace
 
 // (No ';' in the name: ctest's test list splits names there, and the halves match no test.)
-TEST_CASE("rotated model: grid-scratch, convolved-row and per-pixel paths agree, and the VSINI "
-          "Jacobian is the derivative",
-          "[kernels][vsini]") {
+TEST_CASE(
+    "rotated model: grid-scratch, convolved-row and per-pixel paths agree, and the VSINI "
+    "Jacobian is the derivative",
+    "[kernels][vsini]") {
   RotModel rm;
   const int L = rm.lib.n_label, np = 2 + L;
   for (double vsini : {0.0, 40.0, 180.0}) {
@@ -170,14 +175,14 @@ VsiniRecovery run_injections(double R, double dlog10, double sn, int n, int n_ze
   test::InjectionSetup setup(lib);
   const auto arm = setup.cache.get(R);
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> uv(-200, 200), ut(4800, 6300), ug(2.0, 4.5),
-      uf(-1.0, 0.2), us(150, 300);
+  std::uniform_real_distribution<double> uv(-200, 200), ut(4800, 6300), ug(2.0, 4.5), uf(-1.0, 0.2),
+      us(150, 300);
   VsiniRecovery out;
   for (int i = 0; i < n + n_zero; ++i) {
     test::Truth tr{uv(rng), ut(rng), ug(rng), uf(rng)};
     tr.vsini_kms = i < n ? us(rng) : 0.0;
-    const auto row = fit_spectrum(
-        test::inject(lib, *arm, tr, sn, 3900, 7200, rng, i, dlog10), setup.ctx);
+    const auto row =
+        fit_spectrum(test::inject(lib, *arm, tr, sn, 3900, 7200, rng, i, dlog10), setup.ctx);
     REQUIRE(std::isfinite(row.VSINI));
     if (i < n) {
       out.rel.push_back(row.VSINI / tr.vsini_kms - 1.0);
@@ -205,7 +210,8 @@ TEST_CASE("VSINI injection-recovery at LAMOST and DESI-like resolution, S/N 30 a
       const auto r = run_injections(s.R, s.dlog10, sn, 24, 6, 1000 + static_cast<uint64_t>(sn));
       const double med = test::median_of(r.rel);
       WARN(s.name << " S/N " << sn << ": median VSINI/true - 1 = " << med << ", pull sigma "
-                  << test::robust_sigma(r.pull) << ", upper limits " << r.n_upper << "/" << r.n_zero);
+                  << test::robust_sigma(r.pull) << ", upper limits " << r.n_upper << "/"
+                  << r.n_zero);
       // The acceptance: VSINI >= 150 km/s recovered within 15% (the median over 24 stars).
       CHECK(std::fabs(med) < 0.15);
       // Non-rotating stars get upper limits (allow one of six detections at 2 sigma: p ~ 0.13).

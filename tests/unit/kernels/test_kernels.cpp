@@ -1,9 +1,8 @@
 // Unit tests of the __host__ __device__ kernels, run through the CPU (serial) team.
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <vector>
-
 #include <random>
+#include <vector>
 
 #include "kernels/convolve.hpp"
 #include "kernels/emulator_eval.hpp"

@@ -463,8 +463,8 @@ TEST_CASE("the CPU's CCF from de-interleaved templates and its Chebyshev pseudo-
         kern::pixel_positions(kern::SerialTeam{}, grid, d, t0.data(), frac.data());
         const float* tmpl[kern::kMaxArms] = {};
         std::vector<std::vector<float>> ph(all.n_arms);
-        const kern::CcfPhases c =
-            kern::ccf_phases(std::min(pc.n_ccf_use, all.models[0]->n_ccf), pc.lag_step, grid.n_tpix, n_out);
+        const kern::CcfPhases c = kern::ccf_phases(std::min(pc.n_ccf_use, all.models[0]->n_ccf),
+                                                   pc.lag_step, grid.n_tpix, n_out);
         for (int a = 0; a < all.n_arms; ++a) {
           tmpl[a] = all.models[a]->ccf_templates.data();
           ph[a].resize(static_cast<size_t>(c.n_tmpl) * c.step * c.len);
@@ -475,15 +475,15 @@ TEST_CASE("the CPU's CCF from de-interleaved templates and its Chebyshev pseudo-
         for (int j = 0; j < c.n_tmpl; ++j) {
           kern::FitData dd = d;  // direct form
           kern::cross_correlate(kern::SerialTeam{}, grid, dd, tmpl, j, lag_lo, n_out, pc.lag_step,
-                                t0.data(), frac.data(), fn.data(), wts.data(), w.get(),
-                                acc.data(), ccf_b.data());
+                                t0.data(), frac.data(), fn.data(), wts.data(), w.get(), acc.data(),
+                                ccf_b.data());
           kern::CpuFitExtras extras;
           for (int a = 0; a < all.n_arms; ++a) extras.ccf_ph[a] = ph[a].data();
           extras.ccf_ph_geom = c;
           dd.cpu = &extras;
           kern::cross_correlate(kern::SerialTeam{}, grid, dd, tmpl, j, lag_lo, n_out, pc.lag_step,
-                                t0.data(), frac.data(), fn.data(), wts.data(), w.get(),
-                                acc.data(), ccf_a.data());
+                                t0.data(), frac.data(), fn.data(), wts.data(), w.get(), acc.data(),
+                                ccf_a.data());
           for (int o = 0; o < n_out; ++o) {
             worst_ccf = std::max(worst_ccf, std::fabs(ccf_a[o] - ccf_b[o]));
             peak = std::max(peak, ccf_b[o]);
@@ -522,7 +522,8 @@ TEST_CASE("the CPU's register-accumulator emulator sums equal the lane team's, b
     for (int l = 0; l < L; ++l) {
       double sl = 0.0;
       for (int k = 0; k < K1; ++k) sl = std::max(sl, std::fabs(dcl[l * K1 + k]));
-      for (int k = 0; k < K1; ++k) CHECK(std::fabs(dcs[l * K1 + k] - dcl[l * K1 + k]) <= 1e-13 * sl);
+      for (int k = 0; k < K1; ++k)
+        CHECK(std::fabs(dcs[l * K1 + k] - dcl[l * K1 + k]) <= 1e-13 * sl);
     }
     CHECK(cs[1] != 0.0);  // real coefficients, not an untouched buffer
   }

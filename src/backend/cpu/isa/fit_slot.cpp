@@ -19,6 +19,7 @@
 #error "compile through cmake/cpu_isa.cmake (VELOX_ISA_TU, VELOX_ISA_LEVEL)"
 #endif
 #include "backend/cpu/isa/fit_slot.hpp"
+
 #include "kernels/team.hpp"
 
 namespace {
