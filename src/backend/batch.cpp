@@ -85,14 +85,10 @@ HostBatch::HostBatch(const std::vector<const PreparedSpectrum*>& specs, const Te
         basis_t.push_back(m->basis_t.empty() ? nullptr : m->basis_t.data());
         ccf_tmpl.push_back(m->ccf_templates.data());
         // Lag step and lag count of the coarse CCF (kern::fit_one), its first n_use templates.
-        ccf_ph_geom =
-            kern::ccf_phases(std::max(0, std::min(pc.n_ccf_use, m->n_ccf)),
-                             std::max(1, pc.lag_step), grid.n_tpix, kern::ccf_lags(pc, grid));
-        ccf_ph_data.emplace_back(static_cast<size_t>(ccf_ph_geom.n_tmpl) * ccf_ph_geom.step *
-                                 ccf_ph_geom.len);
-        kern::fill_ccf_phases(ccf_ph_geom, m->ccf_templates.data(), grid.n_tpix,
-                              ccf_ph_data.back().data());
-        ccf_ph.push_back(ccf_ph_geom.n_tmpl > 0 ? ccf_ph_data.back().data() : nullptr);
+        const int n_out = kern::ccf_lags(pc, grid);
+        ccf_ph_geom = kern::ccf_phases(std::max(0, std::min(pc.n_ccf_use, m->n_ccf)),
+                                       std::max(1, pc.lag_step), grid.n_tpix, n_out);
+        ccf_ph.push_back(m->ccf_phases(ccf_ph_geom.n_tmpl, ccf_ph_geom.step, n_out));
         it = models.end() - 1;
       }
       bs.model[a] = static_cast<int>(it - models.begin());

@@ -61,9 +61,9 @@ class HostBatch {
   // The model table: distinct ArmModels in order of first use, and their arrays.
   std::vector<const ArmModel*> models;
   std::vector<const float*> basis, basis_t, ccf_tmpl;
-  // The CPU's de-interleaved coarse CCF templates, one array per model (kern::CcfPhases).
+  // The CPU's de-interleaved coarse CCF templates, one per model (ArmModel::ccf_phases: built
+  // once per model and geometry, not per batch), and their layout.
   kern::CcfPhases ccf_ph_geom;
-  std::vector<std::vector<float>> ccf_ph_data;
   std::vector<const float*> ccf_ph;
   int n_ccf = 0;
   kern::EmulatorView em;

@@ -1,16 +1,41 @@
 #include "model/arm_model.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <list>
 
+#include "kernels/ccf.hpp"
 #include "kernels/convolve.hpp"
 #include "kernels/emulator_eval.hpp"
 
 namespace velox {
 
+// ArmModel::ccf_phases' tables, one per (n_tmpl, step, n_out); a list, so that a table's
+// address stays valid while others are added.
+struct CcfPhaseCache {
+  std::mutex mu;
+  std::list<std::pair<std::array<int, 3>, std::vector<float>>> tables;
+};
+
+const float* ArmModel::ccf_phases(int n_tmpl, int step, int n_out) const {
+  if (!ccf_phase_cache || n_tmpl < 1 || n_tmpl > n_ccf || step < 1) return nullptr;
+  const std::array<int, 3> key = {n_tmpl, step, n_out};
+  std::lock_guard<std::mutex> lock(ccf_phase_cache->mu);
+  for (const auto& t : ccf_phase_cache->tables)
+    if (t.first == key) return t.second.data();
+  const int n_tpix = static_cast<int>(ccf_templates.size()) / n_ccf;
+  const kern::CcfPhases c = kern::ccf_phases(n_tmpl, step, n_tpix, n_out);
+  auto& t = ccf_phase_cache->tables.emplace_back(
+      key, std::vector<float>(static_cast<size_t>(c.n_tmpl) * c.step * c.len));
+  kern::fill_ccf_phases(c, ccf_templates.data(), n_tpix, t.second.data());
+  return t.second.data();
+}
+
 ArmModel make_arm_model(const TemplateLibrary& lib, double R) {
   ArmModel m;
   m.resolution_R = R;
+  m.ccf_phase_cache = std::make_shared<CcfPhaseCache>();
   const int T = lib.n_tpix, K1 = lib.n_comp;
   std::vector<double> sigma_pix(T, 0.0);
   const double fwhm_to_sigma = 1.0 / std::sqrt(8.0 * std::log(2.0));

@@ -462,13 +462,14 @@ TEST_CASE("the CPU's CCF from de-interleaved templates and its Chebyshev pseudo-
         CHECK(off <= np / 1000);
         kern::pixel_positions(kern::SerialTeam{}, grid, d, t0.data(), frac.data());
         const float* tmpl[kern::kMaxArms] = {};
-        std::vector<std::vector<float>> ph(all.n_arms);
+        // The tables the CPU backend uses (ArmModel::ccf_phases, kept with each arm model).
         const kern::CcfPhases c = kern::ccf_phases(std::min(pc.n_ccf_use, all.models[0]->n_ccf),
                                                    pc.lag_step, grid.n_tpix, n_out);
+        const float* ph[kern::kMaxArms] = {};
         for (int a = 0; a < all.n_arms; ++a) {
           tmpl[a] = all.models[a]->ccf_templates.data();
-          ph[a].resize(static_cast<size_t>(c.n_tmpl) * c.step * c.len);
-          kern::fill_ccf_phases(c, tmpl[a], grid.n_tpix, ph[a].data());
+          ph[a] = all.models[a]->ccf_phases(c.n_tmpl, c.step, n_out);
+          REQUIRE(ph[a] != nullptr);
         }
         const int lag_lo = kern::ccf_lag_lo(pc, grid);
         double peak = 0.0;
@@ -478,7 +479,7 @@ TEST_CASE("the CPU's CCF from de-interleaved templates and its Chebyshev pseudo-
                                 t0.data(), frac.data(), fn.data(), wts.data(), w.get(), acc.data(),
                                 ccf_b.data());
           kern::CpuFitExtras extras;
-          for (int a = 0; a < all.n_arms; ++a) extras.ccf_ph[a] = ph[a].data();
+          for (int a = 0; a < all.n_arms; ++a) extras.ccf_ph[a] = ph[a];
           extras.ccf_ph_geom = c;
           dd.cpu = &extras;
           kern::cross_correlate(kern::SerialTeam{}, grid, dd, tmpl, j, lag_lo, n_out, pc.lag_step,
