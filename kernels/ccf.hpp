@@ -35,10 +35,7 @@ VX_HD void pseudo_step(const Team& team, const FitData& d, int a, int deg, const
   team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
     const int i = i0 + ii;
     double p[kMaxCont];
-    if (Cheb)
-      chebyshev(d.xleg[i], deg, p);
-    else
-      legendre(d.xleg[i], deg, p);
+    continuum_basis<Cheb>(d.xleg[i], deg, p);
     double c = 0.0;
     for (int j = 0; j < nc; ++j) c += w->cont[a][j] * p[j];
     if (!last) {
@@ -164,7 +161,7 @@ VX_HD void fixed_template_stencils(const Team& team, const GridView& g, const Fi
       const int i = i0 + ii, k = t0[i];
       double wt[4], dwt[4];
       cubic_weights(frac[i], wt, dwt);
-      T[i] = wt[0] * t[k - 1] + wt[1] * t[k] + wt[2] * t[k + 1] + wt[3] * t[k + 2];
+      T[i] = taps4(wt, t + k - 1);
     });
   }
   team.sync();
@@ -210,6 +207,7 @@ VX_INLINE void ccf_sums_phased(const CcfPhases& c, const float* ph_j, int n_tpix
   // V-lag blocks per pass over the pixels: 4 NB accumulators in registers (16 with AVX-512's
   // 32 registers, 12 with AVX2's and SSE2's 16).
   constexpr int NB = V == 8 ? 4 : 3, LP = V * NB;
+  static_assert(LP <= kCcfPassLags, "CcfPhases::pad covers kCcfPassLags lags per pass");
   // For kk = q s + r: the last valid lag is q (k >= 0), the first q - hf[r] (k <= n_tpix - 2).
   int hf[kMaxCcfStep];
   for (int r = 0; r < s; ++r) hf[r] = (n_tpix - 2 - r) / s;
@@ -290,7 +288,7 @@ VX_HD void cross_correlate(const Team& team, const GridView& g, const FitData& d
       const float* ph = cpu_ccf_ph(d, a);
       const CcfPhases c = d.cpu ? d.cpu->ccf_ph_geom : CcfPhases{};
       if (ph && j < c.n_tmpl && lag_step == c.step && c.step <= kMaxCcfStep &&
-          n_out + 8 * 4 + 8 <= c.pad) {
+          n_out + kCcfPassLags + 8 <= c.pad) {
         ccf_sums_phased(c, ph + (long long)j * c.step * c.len, n_tpix, i0, d.arm_start[a + 1] - i0,
                         lag_lo, n_out, t0, frac, fn, wts, fmean, part);
         if (a > 0)
@@ -339,7 +337,7 @@ VX_HD void fixed_template_at_pixels(const Team& team, const GridView& g, const F
     grid_stencil(g, lnlam, lnd, &k, &f);
     double wt[4], dwt[4];
     cubic_weights(f, wt, dwt);
-    return wt[0] * t[k - 1] + wt[1] * t[k] + wt[2] * t[k + 1] + wt[3] * t[k + 2];
+    return taps4(wt, t + k - 1);
   };
   for (int a = 0; a < d.n_arms; ++a) {
     const float* t = tmpl[a] + (size_t)j * g.n_tpix;

@@ -245,6 +245,12 @@ VX_HD void emulator_coeffs_team(const Team& team, const EmulatorView& e, const d
       for (int l = 0; l < L; ++l) rows[p * W + 1 + l] = dphi[l * P + p];
     }
   });
+  // Training star i's row: its GP kernel value kv and kv's derivatives with respect to x_l.
+  auto kernel_row = [&](int i, double kv) {
+    double* r = rows + (long long)(P + i) * W;
+    r[0] = kv;
+    for (int l = 0; l < L; ++l) r[1 + l] = -(x[l] - e.train_x[i * L + l]) * e.inv_len2[l] * kv;
+  };
   int i_first = 0;  // training stars before it were done 8 at a time (CPU)
 #if defined(VX_VEC8)
   if constexpr (Team::kVec > 1) {
@@ -260,29 +266,20 @@ VX_HD void emulator_coeffs_team(const Team& team, const EmulatorView& e, const d
       for (int p = 0; p < 8; ++p) arg[p] = d2[p] > 60.0 ? 0.0 : arg[p];
       exp_v8(arg);
       const VxVec8& kv8 = arg;
-      for (int p = 0; p < 8; ++p) {
-        const int i = i_first + p;
-        const double kv = d2[p] > 60.0 ? 0.0 : kv8[p];
-        double* r = rows + (long long)(P + i) * W;
-        r[0] = kv;
-        for (int l = 0; l < L; ++l) r[1 + l] = -(x[l] - e.train_x[i * L + l]) * e.inv_len2[l] * kv;
-      }
+      for (int p = 0; p < 8; ++p) kernel_row(i_first + p, d2[p] > 60.0 ? 0.0 : kv8[p]);
     }
   }
 #endif
   team.for_each(e.n_train - i_first, [&](int ii) {
     const int i = i_first + ii;
     const double* xi = e.train_x + i * L;
-    double* r = rows + (long long)(P + i) * W;
     double d2 = 0.0;
     for (int l = 0; l < L; ++l) {
       const double d = x[l] - xi[l];
       d2 += d * d * e.inv_len2[l];
     }
     // exp(-30) ~ 1e-13: no contribution at double precision (row skipped below).
-    const double kv = d2 > 60.0 ? 0.0 : exp(-0.5 * d2);
-    r[0] = kv;
-    for (int l = 0; l < L; ++l) r[1 + l] = -(x[l] - xi[l]) * e.inv_len2[l] * kv;
+    kernel_row(i, d2 > 60.0 ? 0.0 : exp(-0.5 * d2));
   });
   team.sync();
   // NL: the label count at compile time on the CPU (the column loop then vectorizes), 0 = L.

@@ -51,9 +51,10 @@ struct GridView {
 // them with unit stride (cross_correlate_phased): template j's phase r (0 <= r < s) holds
 // t[m s + r] for m = 0 .. mlen - 1 (mlen = ceil(n_tpix / s)) in reverse order, between `pad`
 // zeros on each side: ph[(j * s + r) * len + pad + mlen - 1 - m] = t[m s + r], len = mlen + 2 pad.
-// pad >= n_out + 40 keeps every vector load of a used pixel inside the array (the CPU reads 32
-// lags per pass).
-constexpr int kMaxCcfStep = 64;  // the phased form's largest lag step
+// pad = n_out + kCcfPassLags + 16 keeps every vector load of a used pixel inside the array: a
+// pass over the pixels reads kCcfPassLags consecutive lags from the first valid one's address.
+constexpr int kMaxCcfStep = 64;   // the phased form's largest lag step
+constexpr int kCcfPassLags = 32;  // the most lags ccf_sums_phased reads in one pass
 struct CcfPhases {
   int n_tmpl = 0, step = 0, mlen = 0, pad = 0, len = 0;
 };
@@ -62,7 +63,7 @@ VX_HD VX_INLINE CcfPhases ccf_phases(int n_tmpl, int step, int n_tpix, int n_out
   c.n_tmpl = n_tmpl;
   c.step = step;
   c.mlen = (n_tpix + step - 1) / step;
-  c.pad = n_out + 48;
+  c.pad = n_out + kCcfPassLags + 16;
   c.len = c.mlen + 2 * c.pad;
   return c;
 }
@@ -221,6 +222,12 @@ VX_HD VX_INLINE void grid_stencil(const GridView& g, double lnlam, double lnd, i
   }
   *t0 = k;
   *f = fr;
+}
+
+// sum_tap w[tap] r[tap] over a cubic stencil's 4 values r (template values or rows).
+template <class R>
+VX_HD VX_INLINE double taps4(const double* w, const R* r) {
+  return w[0] * r[0] + w[1] * r[1] + w[2] * r[2] + w[3] * r[3];
 }
 
 // grid_stencil's taps t0 - 1 .. t0 + 2 (t0 returned) and the cubic weights wt[4] with their
@@ -525,12 +532,13 @@ VX_INLINE void hsum_n(const VxVecF* v, double* out) {
   for (int q = 0; q < N; ++q) out[q] = a[0][q];
 }
 
-// component_sums_f32 with the cubic weights already rounded to float (w0..w3, d0..d3).
+// component_sums for the CPU in FP32 (above, at kHasF32Sums), with the cubic weights w0..w3
+// and their derivatives d0..d3 rounded to float by the caller (stencil_block).
 template <int NL, int JM>
-VX_INLINE void component_sums_f32w(const float* b0, int K1, int KP, const float* cf,
-                                   const float* dcf, float w0, float w1, float w2, float w3,
-                                   float d0, float d1, float d2, float d3, double* t_out,
-                                   double* dtu_out, double* dl_out) {
+VX_INLINE void component_sums_f32(const float* b0, int K1, int KP, const float* cf,
+                                  const float* dcf, float w0, float w1, float w2, float w3,
+                                  float d0, float d1, float d2, float d3, double* t_out,
+                                  double* dtu_out, double* dl_out) {
   typedef VxVecF F;
   constexpr int NLA = NL > 0 ? NL : 1;
   F t = {}, dtu = {}, dl[NLA] = {};
@@ -577,41 +585,19 @@ VX_INLINE void component_sums_f32w(const float* b0, int K1, int KP, const float*
   }
 }
 
-template <int NL, int JM>
-VX_INLINE void component_sums_f32(const float* b0, int K1, int KP, const float* cf,
-                                  const float* dcf, const double* wt, const double* dwt,
-                                  double* t_out, double* dtu_out, double* dl_out) {
-  component_sums_f32w<NL, JM>(b0, K1, KP, cf, dcf, (float)wt[0], (float)wt[1], (float)wt[2],
-                              (float)wt[3], (float)dwt[0], (float)dwt[1], (float)dwt[2],
-                              (float)dwt[3], t_out, dtu_out, dl_out);
-}
-
-// The cubic stencils of PB consecutive evaluation points ll[j0 ..] at ln D = lnd (grid_stencil
-// and cubic_weights, the same arithmetic), written as arrays so that the loop over the points
-// vectorizes: first taps k0[p] and the float weights w[tap][p], dw[tap][p]. Points past cnt
-// repeat the last one.
+// The cubic stencils of PB consecutive evaluation points ll[j0 ..] at ln D = lnd
+// (stencil_weights), written as arrays so that the loop over the points vectorizes: first taps
+// k0[p] and the float weights w[tap][p], dw[tap][p]. Points past cnt repeat the last one.
 template <int PB>
 VX_INLINE void stencil_block(const GridView& g, const double* ll, int j0, int cnt, double lnd,
                              int* k0, float (*wf)[PB], float (*df)[PB]) {
   for (int p = 0; p < PB; ++p) {
-    const double u = (ll[j0 + (p < cnt ? p : cnt - 1)] - lnd - g.lnlam0) / g.dlnlam;
-    int k = (int)floor(u);
-    double f = u - k;
-    const bool lo = k<1, hi = k> g.n_tpix - 3;
-    k = lo ? 1 : k;
-    f = lo ? 0.0 : f;
-    k = hi ? g.n_tpix - 3 : k;
-    f = hi ? 1.0 : f;
-    k0[p] = k;
-    const double f2 = f * f, f3 = f2 * f;
-    wf[0][p] = (float)(-0.5 * f3 + f2 - 0.5 * f);
-    wf[1][p] = (float)(1.5 * f3 - 2.5 * f2 + 1.0);
-    wf[2][p] = (float)(-1.5 * f3 + 2.0 * f2 + 0.5 * f);
-    wf[3][p] = (float)(0.5 * f3 - 0.5 * f2);
-    df[0][p] = (float)(-1.5 * f2 + 2.0 * f - 0.5);
-    df[1][p] = (float)(4.5 * f2 - 5.0 * f);
-    df[2][p] = (float)(-4.5 * f2 + 4.0 * f + 0.5);
-    df[3][p] = (float)(1.5 * f2 - f);
+    double wt[4], dwt[4];
+    k0[p] = stencil_weights(g, ll[j0 + (p < cnt ? p : cnt - 1)], lnd, wt, dwt);
+    for (int tap = 0; tap < 4; ++tap) {
+      wf[tap][p] = (float)wt[tap];
+      df[tap][p] = (float)dwt[tap];
+    }
   }
 }
 #endif
@@ -864,18 +850,12 @@ VX_INLINE void rotated_pixel_cpu(const GridView& g, double lnlam, double lnd, do
   const int t0 = stencil_weights(g, lnlam, lnd, wt, dwt);
   const int S = g.n_tpix;
   const double* r = Tr + t0 - 1;
-  *t_out = wt[0] * r[0] + wt[1] * r[1] + wt[2] * r[2] + wt[3] * r[3];
+  *t_out = taps4(wt, r);
   if (JM >= 1) {
-    dt_out[0] = (dwt[0] * r[0] + dwt[1] * r[1] + dwt[2] * r[2] + dwt[3] * r[3]) * du_dv;
+    dt_out[0] = taps4(dwt, r) * du_dv;
     constexpr int NC = JM >= 2 ? 1 + NL : 1;
-    for (int c = 1; c < NC; ++c) {
-      const double* rc = r + c * S;
-      dt_out[c] = wt[0] * rc[0] + wt[1] * rc[1] + wt[2] * rc[2] + wt[3] * rc[3];
-    }
-    if (jac_vsini) {
-      const double* rv = r + NC * S;
-      dt_out[1 + NL] = wt[0] * rv[0] + wt[1] * rv[1] + wt[2] * rv[2] + wt[3] * rv[3];
-    }
+    for (int c = 1; c < NC; ++c) dt_out[c] = taps4(wt, r + c * S);
+    if (jac_vsini) dt_out[1 + NL] = taps4(wt, r + NC * S);
   }
 }
 #endif
@@ -1056,7 +1036,7 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
     if (M == 0) {
       if constexpr (V == 1) {
         team.for_each(n_eval, [&](int j) { model_at_lane(B, ll[j], &t_out[j], &dt_out[j * np]); });
-      } else if constexpr (kHasF32Sums && Team::kTemplateF32) {
+      } else if constexpr (team_f32_sums<Team>()) {
 #if defined(VX_VECF)
         // FP32 component sums (component_sums_f32): c and dc as float, zero-padded (CoeffsF32).
         CoeffsF32 cw;
@@ -1074,9 +1054,9 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
               const int j = j0 + p;
               double dtu = 0.0;
               double* dt = &dt_out[j * np];
-              component_sums_f32w<NL, JM>(B + (size_t)(k0[p] - 1) * K1, K1, cw.KP, cw.cf, cw.dcf,
-                                          wf[0][p], wf[1][p], wf[2][p], wf[3][p], df[0][p],
-                                          df[1][p], df[2][p], df[3][p], &t_out[j], &dtu, dt + 1);
+              component_sums_f32<NL, JM>(B + (size_t)(k0[p] - 1) * K1, K1, cw.KP, cw.cf, cw.dcf,
+                                         wf[0][p], wf[1][p], wf[2][p], wf[3][p], df[0][p], df[1][p],
+                                         df[2][p], df[3][p], &t_out[j], &dtu, dt + 1);
               if (need_jac) {
                 dt[0] = dtu * du_dv;
                 if (jac_vsini) dt[1 + L] = 0.0;  // the identity kernel does not change with vsini
@@ -1122,7 +1102,7 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
           const int row = r0 + rr;
           row_products(B, row, &Tg[(size_t)row * np], &Tg[(size_t)row * np + 1]);
         });
-      } else if constexpr (kHasF32Sums && Team::kTemplateF32) {
+      } else if constexpr (team_f32_sums<Team>()) {
 #if defined(VX_VECF)
         // FP32 row products (row_sums_f32), one row at a time over its contiguous components.
         CoeffsF32 cw;
@@ -1455,10 +1435,7 @@ VX_HD void model_at_pixels(const Team& team, const FitData& d, int cont_deg, con
       const int i = i0 + ii;
       double p[kMaxCont];
       // The continuum's basis of the team's profile_continuum form.
-      if constexpr (Team::kVec > 1)
-        chebyshev(d.xleg[i] * d.xleg_scale + d.xleg_off, cont_deg, p);
-      else
-        legendre(d.xleg[i] * d.xleg_scale + d.xleg_off, cont_deg, p);
+      continuum_basis<(Team::kVec > 1)>(d.xleg[i] * d.xleg_scale + d.xleg_off, cont_deg, p);
       double cont = 0.0;
       for (int j = 0; j <= cont_deg; ++j) cont += w->cont[a][j] * p[j];
       model[i] = cont * T[i];

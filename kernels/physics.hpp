@@ -44,31 +44,6 @@ VX_HD VX_INLINE void legendre(double x, int deg, double* p) {
   for (int n = 2; n <= deg; ++n) p[n] = ((2 * n - 1) * x * p[n - 1] - (n - 1) * p[n - 2]) / n;
 }
 
-// The same for V points at once, transposed: p[n * V + v] = P_n(x[v]) for n <= deg (the
-// recursion runs over the V points with unit stride: SIMD lanes on the CPU, V = 1 on the GPU).
-template <int V>
-VX_HD VX_INLINE void legendre_v(const double* x, int deg, double* p) {
-  // The last two orders are carried in local arrays (registers), p is only written.
-  double p2[V], p1[V];
-  for (int v = 0; v < V; ++v) {
-    p2[v] = 1.0;
-    p1[v] = x[v];
-    p[v] = 1.0;
-  }
-  if (deg < 1) return;
-  for (int v = 0; v < V; ++v) p[V + v] = x[v];
-  for (int n = 2; n <= deg; ++n) {
-    const double a = (2 * n - 1), b = (n - 1), inv = 1.0 / n;
-    double* pn = p + n * V;
-    for (int v = 0; v < V; ++v) {
-      const double q = (a * x[v] * p1[v] - b * p2[v]) * inv;
-      p2[v] = p1[v];
-      p1[v] = q;
-      pn[v] = q;
-    }
-  }
-}
-
 // Chebyshev polynomials of the first kind T_0..T_deg at x in [-1, 1] (T_n = 2x T_{n-1} - T_{n-2}:
 // one multiply-add per order) into p[deg+1]. The CPU's SIMD continuum uses them as its basis:
 // they span the same polynomials as Legendre's of the same degree, so the profiled continuum,
@@ -79,6 +54,16 @@ VX_HD VX_INLINE void chebyshev(double x, int deg, double* p) {
   if (deg >= 1) p[1] = x;
   const double y = 2.0 * x;
   for (int n = 2; n <= deg; ++n) p[n] = y * p[n - 1] - p[n - 2];
+}
+
+// The continuum's basis at x: Chebyshev's (Cheb, the CPU's SIMD forms) or Legendre's (the GPU's
+// lane forms); the same polynomials either way.
+template <bool Cheb>
+VX_HD VX_INLINE void continuum_basis(double x, int deg, double* p) {
+  if (Cheb)
+    chebyshev(x, deg, p);
+  else
+    legendre(x, deg, p);
 }
 
 // The same for V points at once, transposed: p[n * V + v] = T_n(x[v]) for n <= deg.
