@@ -28,7 +28,7 @@ ls "$DATA"/spectra/lamost_dr10_pylasp/fits/*.fits "$DATA"/spectra/lamost_dr8/fit
 
 run() {  # run NP: spectra/s of one run
   "${MPIRUN[@]}" -np "$1" "$VELOX" fit --templates "$TEMPLATES" --threads 1 \
-    --input-list "$W/inputs.txt" --output "$W/np$1.h5" --progress-interval 1000 2>"$W/log"
+    --input-list "$W/inputs.txt" --output "$W/np$1.h5" --overwrite --progress-interval 1000 2>"$W/log"
   echo "  -np $1: $(grep -oP 'fit: .*spectra/s on [0-9]+ ranks' "$W/log" | tail -1)" >&2
   grep -oP '= \K[0-9.]+(?= spectra/s on)' "$W/log"
 }

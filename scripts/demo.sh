@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Demo: install dependencies, build, build the MILES template library, fit the 25 LAMOST DR10 +
-# 109 LAMOST DR8 spectra and the BOSS G1V star in one `velox fit` call into build/demo/catalog.h5,
+# Demo: install dependencies, build, build the LAMOST preset template library (MILES + the
+# Kesseli M dwarfs, docs/templates.md), fit the 25 LAMOST DR10 + 109 LAMOST DR8 spectra and the
+# BOSS G1V star in one `velox fit` call into build/demo/catalog.h5 (replaced on every run),
 # then print `velox info`, the comparison with the reference answers (scripts/compare_reference.py
 # --check; the BOSS row shows the known SDSS zero-point offset, docs/rv-zero-point.md) and the
 # wall time. Ends with one line, "demo: PASS" (exit 0) or "demo: FAIL: why" (exit 1).
@@ -16,7 +17,7 @@ elapsed() { local ms=$((($(date +%s%N) - $1) / 1000000)); printf '%d.%03d' $((ms
 
 scripts/install-deps.sh
 velox_build build
-velox_ensure_library build/velox build/miles.h5
+velox_ensure_preset build/velox lamost build/lamost.h5
 
 mkdir -p build/demo
 mapfile -t inputs < <(velox_lamost_inputs; velox_boss_star)
@@ -30,7 +31,8 @@ verdict() {  # verdict PASS|FAIL [why]: the demo's last line, and its exit code
   exit 1
 }
 rc=0
-build/velox fit --templates build/miles.h5 --output build/demo/catalog.h5 "${inputs[@]}" || rc=$?
+build/velox fit --templates build/lamost.h5 --output build/demo/catalog.h5 --overwrite \
+  "${inputs[@]}" || rc=$?
 fit_time=$(elapsed "$fit_start")
 # Exit code 3 = completed with some unreadable files: still worth showing, but not a pass.
 if ((rc != 0 && rc != 3)); then verdict FAIL "velox fit exited with code $rc"; fi

@@ -1,14 +1,15 @@
 #!/usr/bin/python3
 """Seed corpora for the fuzz targets (scripts/fuzz.sh), cut from the shared real data.
 
-usage: scripts/fuzz-seeds.py OUT_DIR [--data-dir DIR] [--library LIB.h5]
+usage: scripts/fuzz-seeds.py OUT_DIR [--data-dir DIR] [--library LIB.h5] [--cannon MODEL.h5]
 
 Writes OUT_DIR/<target>/seed-*.  Each seed is a real file of the target's format cut down to a
 few pixels (and, for DESI, two fibres), so that the fuzzer's mutations land on headers, table
 structure and array shapes rather than deep inside pixel data; the LAMOST DR8 target also gets
 one whole gzip-compressed file. miles and phoenix inputs are several files joined by the
 separator of tests/fuzz/fuzz_targets.hpp. --library copies a (small) template library as the
-seed of the library target. Needs numpy and astropy.
+seed of the library target; --cannon cuts a converted Cannon model to a few pixels as the seed of
+the cannon target. Needs numpy and astropy (and h5py for --cannon).
 """
 import argparse
 import glob
@@ -150,15 +151,55 @@ def phoenix(data_dir, out):
     save(out, "phoenix", "seed-1.bin", SEP.join(parts[:2]))
 
 
+def stelib(data_dir, out):
+    paths = sorted(glob.glob(f"{data_dir}/templates/stelib/STELIB_*.fits"))
+    for i, path in enumerate(paths[2:4]):  # labels in the header (TEFF, LOG_G, FE_H)
+        with fits.open(path) as h:
+            save(out, "stelib", f"seed-{i}.fits",
+                 to_bytes(fits.HDUList([fits.PrimaryHDU(h[0].data[2000:2000 + NPIX * 4],
+                                                        h[0].header)])))
+
+
+def kesseli(data_dir, out):
+    with open(f"{data_dir}/tables/EEM_dwarf_UBVIJHK_colors_Teff.txt", "rb") as fh:
+        lines = fh.read().splitlines(keepends=True)
+    table = b"".join(ln for ln in lines if ln.startswith(b"#SpT") or ln.startswith(b"M4V"))[:4000]
+    with fits.open(f"{data_dir}/templates/kesseli_mdwarfs/M4_+0.0_Dwarf.fits") as h:
+        cut = fits.HDUList([fits.PrimaryHDU(header=h[0].header),
+                            fits.BinTableHDU(h[1].data[:NPIX * 4], h[1].header)])
+        body = to_bytes(cut)
+    save(out, "kesseli", "seed-0.bin", table + SEP + body)
+    save(out, "kesseli", "seed-1.fits", body)
+
+
+def cannon(cannon_h5, out):
+    """A converted Cannon model cut to a few pixels (h5py)."""
+    import h5py
+    dst = os.path.join(out, "cannon")
+    os.makedirs(dst, exist_ok=True)
+    with h5py.File(cannon_h5, "r") as src, h5py.File(os.path.join(dst, "seed-0.h5"), "w") as o:
+        for k in ("dispersion", "theta", "s2"):
+            o[k] = src[k][:NPIX]
+        for k in ("powers", "fiducials", "scales"):
+            o[k] = src[k][()]
+        o["training_set_labels"] = src["training_set_labels"][:20]
+        for k, v in src.attrs.items():
+            o.attrs[k] = v
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
     ap.add_argument("--data-dir", default=os.path.join(here, "..", "..", "shared", "data"))
     ap.add_argument("--library", help="template library (HDF5) to seed the library target")
+    ap.add_argument("--cannon", help="converted Cannon model (scripts/cannon-to-h5.py) to seed "
+                    "the cannon target")
     a = ap.parse_args()
-    for make in (lamost_dr10, lamost_dr8, sdss, desi, miles, phoenix):
+    for make in (lamost_dr10, lamost_dr8, sdss, desi, miles, phoenix, stelib, kesseli):
         make(a.data_dir, a.out)
+    if a.cannon:
+        cannon(a.cannon, a.out)
     if a.library:
         os.makedirs(os.path.join(a.out, "library"), exist_ok=True)
         shutil.copy(a.library, os.path.join(a.out, "library", "seed-0.h5"))

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzz every reader (LAMOST DR8/DR10, SDSS, DESI, MILES, PHOENIX) and the template-library loader
+# Fuzz every reader (LAMOST DR8/DR10, SDSS, DESI, MILES, PHOENIX, STELIB, Kesseli, converted
+# Cannon models) and the template-library loader
 # with libFuzzer under ASan+UBSan (tests/fuzz/; docs/testing.md).
 #
 #   scripts/fuzz.sh [--budget SECONDS] [--build DIR] [TARGET...]
@@ -28,11 +29,11 @@ while (($#)); do
     *) TARGETS+=("$1"); shift ;;
   esac
 done
-((${#TARGETS[@]})) || TARGETS=(lamost-dr8 lamost-dr10 sdss desi miles phoenix library)
+((${#TARGETS[@]})) || TARGETS=(lamost-dr8 lamost-dr10 sdss desi miles phoenix stelib kesseli cannon library)
 
 velox_build_sanitize "$BUILD"
 SEEDS=$BUILD/fuzz-seeds
-if [[ ! -d "$SEEDS/library" ]]; then
+if [[ ! -d "$SEEDS/cannon" ]]; then
   # The loader's seed: a small library (219 MILES stars, 5000-5300 A, 4 components).
   printf 'templates:\n  wave_min_A: 5000\n  wave_max_A: 5300\n  n_components: 4\n  n_ccf_templates: 4\n' \
     >"$BUILD/fuzz-library.yaml"
@@ -40,8 +41,12 @@ if [[ ! -d "$SEEDS/library" ]]; then
     --input "$VELOX_DATA_DIR/templates/miles/miles_thin" --config "$BUILD/fuzz-library.yaml" \
     --output "$BUILD/fuzz-library.h5"
   rm -rf "$SEEDS.tmp"
+  "$VELOX_PYTHON" scripts/cannon-to-h5.py \
+    "$VELOX_DATA_DIR/templates/doppler_cannon/cannongrid_3000_18000_coolstars_norm_cubic_model.pkl" \
+    "$BUILD/fuzz-cannon.h5"
   "$VELOX_PYTHON" scripts/fuzz-seeds.py "$SEEDS.tmp" --data-dir "$VELOX_DATA_DIR" \
-    --library "$BUILD/fuzz-library.h5"
+    --library "$BUILD/fuzz-library.h5" --cannon "$BUILD/fuzz-cannon.h5"
+  rm -rf "$SEEDS"
   mv "$SEEDS.tmp" "$SEEDS"
 fi
 

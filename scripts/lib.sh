@@ -54,6 +54,23 @@ velox_ensure_library() {
   ) 9>"$lib.lock"
 }
 
+# velox_ensure_preset VELOX PRESET LIB: build the survey preset library PRESET (lamost, sdss,
+# desi: MILES + Kesseli M dwarfs + Cannon filler, docs/templates.md) with the redrock classes
+# into LIB with the binary VELOX if LIB is missing or older than VELOX; locked like
+# velox_ensure_library.
+velox_ensure_preset() {
+  local velox="$1" preset="$2" lib="$3"
+  mkdir -p "$(dirname "$lib")"
+  (
+    flock 9
+    if [[ ! -s "$lib" || "$lib" -ot "$velox" ]]; then
+      echo "building the $preset template library into $lib" >&2
+      "$velox" templates build --preset "$preset" --data-dir "$VELOX_DATA_DIR" \
+        --classes "$VELOX_DATA_DIR/templates/redrock" --output "$lib" --overwrite
+    fi
+  ) 9>"$lib.lock"
+}
+
 # velox_lamost_inputs: the 25 LAMOST DR10 and 109 LAMOST DR8 spectra, one path per line.
 velox_lamost_inputs() {
   ls -1 "$VELOX_DATA_DIR"/spectra/lamost_dr10_pylasp/fits/*.fits \

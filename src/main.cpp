@@ -18,6 +18,7 @@
 #include "app/fit_run.hpp"
 #include "app/job_plan.hpp"
 #include "app/output_checks.hpp"
+#include "app/templates_build.hpp"
 #include "backend/cpu/flop_count.hpp"
 #include "backend/cpu/isa.hpp"
 #include "common/error.hpp"
@@ -339,9 +340,25 @@ int main(int argc, char** argv) {
   auto* tmpl = app.add_subcommand("templates", "Template library tools");
   tmpl->require_subcommand(1);
   auto* build = tmpl->add_subcommand("build", "Build an emulator library from labelled templates");
-  std::string t_input, t_output, t_config, t_classes;
+  std::string t_output, t_config, t_classes;
+  TemplateInputOptions t_in;
   bool t_overwrite = false;
-  build->add_option("--input", t_input, "Template directory (MILES or PHOENIX layout)")->required();
+  auto add_template_inputs = [](CLI::App* c, TemplateInputOptions& o) {
+    c->add_option("--input", o.input,
+                  "Template directory (MILES, PHOENIX, STELIB or Kesseli M-dwarf layout)");
+    c->add_option("--preset", o.preset,
+                  "A survey's joined library (MILES + Kesseli M dwarfs + Cannon filler) from the "
+                  "data directory (docs/templates.md)")
+        ->check(CLI::IsMember({"lamost", "sdss", "desi"}));
+    c->add_option("--data-dir", o.data_dir,
+                  "Data directory of --preset (default: $VELOX_DATA_DIR, else ../shared/data)");
+    c->add_option("--teff-table", o.teff_table,
+                  "Kesseli templates: the dwarf Teff table (default: tables/ beside the data)");
+    c->add_option("--cannon-dir", o.cannon_dir,
+                  "--preset: folder of converted Cannon models (coolstars.h5, hotdwarfs.h5, "
+                  "scripts/cannon-to-h5.py); default: converted on the fly");
+  };
+  add_template_inputs(build, t_in);
   build->add_option("--classes", t_classes,
                     "Directory of DESI redrock templates (rrtemplate-*.fits) stored in the library "
                     "to classify fits (star/WD/CV/QSO, docs/quality.md)");
@@ -351,11 +368,13 @@ int main(int argc, char** argv) {
                   "Replace --output even if it is not a velox template library");
   ValidateOptions val_opt;
   auto* val = tmpl->add_subcommand("validate", "Label recovery by k-fold cross-validation");
-  val->add_option("--input", val_opt.input, "Template directory (MILES or PHOENIX layout)")
-      ->required();
+  add_template_inputs(val, val_opt.templates);
   val->add_option("--folds", val_opt.folds, "Number of folds")
       ->check(at_least(2))
       ->capture_default_str();
+  val->add_option("--holdout", val_opt.holdout,
+                  "Leave-one-out of the templates whose name starts with this (e.g. kesseli: "
+                  "in a --preset library); --folds is then ignored");
   val->add_option("--seed", val_opt.seed, "Seed of the fold split and injected velocities")
       ->capture_default_str();
   val->add_option("--threads", val_opt.threads, "CPU threads; 0 = the cores available")
@@ -377,8 +396,9 @@ int main(int argc, char** argv) {
   fit->add_option("--merge", fit_opt.merge,
                   "With --output-dir: also write one merged catalog (alone: merge the dir)");
   fit->add_flag("--overwrite", fit_opt.overwrite,
-                "Refit inputs whose catalog exists; replace an --output/--merge file that is "
-                "not a velox catalog (inputs and the library are never overwritten)");
+                "Replace an existing --output catalog (never replaced without it); refit "
+                "inputs whose catalog exists; replace a --merge file that is not a velox "
+                "catalog (inputs and the library are never overwritten)");
   fit->add_option("--log-dir", fit_opt.log_dir, "Write DIR/rank-<N>.log for every MPI rank");
   fit->add_option("--batch-seconds", fit_opt.batch_seconds,
                  "MPI: seconds of work per batch of inputs handed to a rank (at its measured "
@@ -438,17 +458,17 @@ int main(int argc, char** argv) {
     if (build->parsed()) {
       const std::string cmdline = command_line(argc, argv, {});
       check_output_file("--output", t_output, "template-library", t_overwrite);
-      const BuildConfig bc = t_config.empty() ? BuildConfig{} : load_build_config(t_config);
-      auto set = read_templates(t_input);
-      for (const auto& s : set.skipped) spdlog::debug("templates: skipped {}", s);
-      if (!set.skipped.empty()) spdlog::info("templates: {} templates skipped (missing labels or unreadable)", set.skipped.size());
+      BuildConfig bc = t_in.preset.empty() ? BuildConfig{} : preset_build_config(t_in.preset, {});
+      if (!t_config.empty()) bc = load_build_config(t_config, bc);
+      std::map<std::string, std::string> src_attrs;
+      auto set = template_training_set(t_in, bc, &src_attrs);
       auto lib = build_library(set, bc);
+      for (const auto& [k, v] : src_attrs) lib.attrs[k] = v;
       if (!t_classes.empty()) {
         lib.classes = read_redrock_templates(t_classes, kClassBinDlnlam);
         spdlog::info("templates: {} classification templates from {}", lib.classes.size(),
                      t_classes);
       }
-      lib.attrs["source"] = t_input;
       lib.attrs["build.command_line"] = cmdline;
       lib.save(t_output);
       spdlog::info("templates: wrote {}", t_output);

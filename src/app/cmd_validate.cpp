@@ -10,14 +10,14 @@
 namespace velox {
 
 int run_validate(const ValidateOptions& opt) {
-  const BuildConfig bc = opt.config.empty() ? BuildConfig{} : load_build_config(opt.config);
+  BuildConfig bc = opt.templates.preset.empty()
+                       ? BuildConfig{}
+                       : preset_build_config(opt.templates.preset, BuildConfig{});
+  if (!opt.config.empty()) bc = load_build_config(opt.config, bc);
   const FitConfig fc = opt.config.empty() ? FitConfig{} : load_fit_config(opt.config);
-  const auto set = read_templates(opt.input);
-  if (!set.skipped.empty())
-    spdlog::info("validate: {} templates skipped (missing labels or unreadable)",
-                 set.skipped.size());
+  const auto set = template_training_set(opt.templates, bc, nullptr);
   const int threads = opt.threads > 0 ? opt.threads : default_thread_count();
-  const auto res = cross_validate(set, bc, fc, opt.folds, opt.seed, threads);
+  const auto res = cross_validate(set, bc, fc, opt.folds, opt.seed, threads, opt.holdout);
   fmt::print("{}", format_validation_summary(res));
   if (!opt.output.empty()) {
     write_validation_csv(opt.output, res);

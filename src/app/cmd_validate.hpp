@@ -4,14 +4,17 @@
 #include <cstdint>
 #include <string>
 
+#include "app/templates_build.hpp"
+
 namespace velox {
 
 struct ValidateOptions {
-  std::string input;    // template directory (MILES or PHOENIX layout)
+  TemplateInputOptions templates;  // a template directory or a preset
   std::string config;   // YAML config: sections templates: and fit: (optional)
   std::string output;   // per-star CSV (optional)
   std::string summary;  // summary CSV (optional)
   int folds = 10;
+  std::string holdout;  // leave-one-out of the templates whose name starts with this
   uint64_t seed = 1;
   int threads = 0;  // 0 = cores available to the process
 };

@@ -199,6 +199,10 @@ Provenance FitEngine::provenance(const FitOptions& opt) const {
   for (size_t i = 0; i < lib_->label_names.size(); ++i)
     labels += (i ? "," : "") + lib_->label_names[i];
   prov["templates_labels"] = labels;
+  // A joined library's sources and what each served (docs/templates.md): templates_join.*
+  for (const auto& [k, v] : lib_->attrs)
+    if (k.rfind("join.", 0) == 0) prov["templates_" + k] = v;
+  prov["templates_source"] = lib_->attrs.count("source") ? lib_->attrs.at("source") : "";
   prov["created_utc"] = utc_now();
   prov["hostname"] = hostname();
   prov["n_threads"] = std::to_string(threads_);

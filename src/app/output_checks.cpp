@@ -193,6 +193,16 @@ void check_fit_outputs(const FitOptions& opt, const std::vector<JobInput>& input
         "--output-format fits: {} exists and is not a velox rvspecfit-layout table (no RVTAB "
         "HDU); choose another --output name, or add --overwrite to replace it",
         fits_table));
+  // An existing --output catalog (and its FITS table) is never replaced silently, not even a
+  // velox catalog: a rerun that writes fewer rows would lose the others (issue 24).
+  std::error_code ec_out;
+  for (const auto& [what, path] : {std::pair<const char*, std::string>{"--output", opt.output},
+                                   {"--output-format fits: table", fits_table}})
+    if (!opt.overwrite && !path.empty() && fs::exists(path, ec_out))
+      throw ConfigError(fmt::format(
+          "{} {}: the file exists; velox never replaces a catalog silently: choose another "
+          "name, or add --overwrite to replace it",
+          what, path));
   check_output_folder("--output-dir", opt.output_dir);
   check_output_file("--merge", opt.merge, "catalog", opt.overwrite);
   check_output_folder("--log-dir", opt.log_dir);

@@ -32,7 +32,8 @@ std::string catalog_path_for(const std::string& option, const std::string& path,
 // --merge, --log-dir) passes the checks above, and none of them is the same file as an input,
 // the template library, the --config, --input-list or --targetid-file (compared by device and
 // inode, so links and relative paths are caught). An input or the library is refused even with
-// --overwrite.
+// --overwrite. An existing --output catalog or its FITS table is refused without --overwrite,
+// whatever it holds (a velox catalog too: it is never replaced silently).
 void check_fit_outputs(const FitOptions& opt, const std::vector<JobInput>& inputs);
 
 }  // namespace velox

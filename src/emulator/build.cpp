@@ -92,7 +92,11 @@ struct GpFit {
   MatrixXd loo_err;  // [N][K]
 };
 
-GpFit gp_fit(const MatrixXd& X, const MatrixXd& R, const std::vector<double>& len, double nugget) {
+// `in_objective[r]` = 0 leaves star r out of the LOO sum that chooses the hyper-parameters
+// (curated templates: their sparse neighbourhoods would pull the length scales of the whole
+// label space); every star still enters the GP itself.
+GpFit gp_fit(const MatrixXd& X, const MatrixXd& R, const std::vector<double>& len, double nugget,
+             const std::vector<char>& in_objective) {
   const long N = X.rows(), L = X.cols();
   MatrixXd Kmat(N, N);
   for (long i = 0; i < N; ++i)
@@ -111,7 +115,9 @@ GpFit gp_fit(const MatrixXd& X, const MatrixXd& R, const std::vector<double>& le
   MatrixXd Kinv = llt.solve(MatrixXd::Identity(N, N));
   out.alpha = Kinv * R;
   out.loo_err = out.alpha.array().colwise() / Kinv.diagonal().array();
-  out.loo = out.loo_err.squaredNorm();
+  out.loo = 0.0;
+  for (long r = 0; r < N; ++r)
+    if (in_objective[r]) out.loo += out.loo_err.row(r).squaredNorm();
   return out;
 }
 
@@ -174,6 +180,11 @@ TemplateLibrary build_library(const TemplateSet& set, const BuildConfig& cfg) {
   std::vector<double> grid(lib.n_tpix);
   for (int t = 0; t < lib.n_tpix; ++t) grid[t] = std::exp(lib.lnlam0 + t * lib.dlnlam);
   lib.fwhm_A = set.fwhm_A;
+  if (!set.lsf_wave_A.empty()) {  // a line spread varying with wavelength (Kesseli, joined)
+    lib.fwhm_A = NAN;
+    lib.lsf_fwhm_A.resize(lib.n_tpix);
+    for (int t = 0; t < lib.n_tpix; ++t) lib.lsf_fwhm_A[t] = static_cast<float>(set.fwhm_at(grid[t]));
+  }
   lib.resolution_R = std::isfinite(set.resolution_R) ? set.resolution_R
                                                      : (cfg.template_R > 0 ? cfg.template_R : NAN);
   const int L = set.has_alpha ? 4 : 3;
@@ -248,7 +259,10 @@ TemplateLibrary build_library(const TemplateSet& set, const BuildConfig& cfg) {
     std::vector<double> len(L, 0.4);
     len[0] = 0.25;
     double nugget = 1e-2;
-    GpFit best = gp_fit(X, R, len, nugget);
+    std::vector<char> in_obj(N, 1);
+    for (long r = 0; r < N; ++r) in_obj[r] = !set.spectra[kept[rows[r]]].curated;
+    if (std::find(in_obj.begin(), in_obj.end(), 1) == in_obj.end()) in_obj.assign(N, 1);
+    GpFit best = gp_fit(X, R, len, nugget, in_obj);
     const double grid_len[] = {0.08, 0.12, 0.18, 0.25, 0.35, 0.5, 0.7, 1.0, 1.5};
     const double grid_nug[] = {1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1};
     for (int round = 0; round < 2; ++round) {
@@ -256,14 +270,14 @@ TemplateLibrary build_library(const TemplateSet& set, const BuildConfig& cfg) {
         for (double v : grid_len) {
           auto trial = len;
           trial[l] = v;
-          GpFit g = gp_fit(X, R, trial, nugget);
+          GpFit g = gp_fit(X, R, trial, nugget, in_obj);
           if (g.loo < best.loo) {
             best = std::move(g);
             len = trial;
           }
         }
       for (double v : grid_nug) {
-        GpFit g = gp_fit(X, R, len, v);
+        GpFit g = gp_fit(X, R, len, v, in_obj);
         if (g.loo < best.loo) {
           best = std::move(g);
           nugget = v;
@@ -325,7 +339,8 @@ TemplateLibrary build_library(const TemplateSet& set, const BuildConfig& cfg) {
   std::vector<size_t> good;
   std::vector<std::string> dropped;
   for (size_t r = 0; r < rows.size(); ++r) {
-    if (loo[r] <= std::max(cfg.outlier_loo_factor * med, cfg.outlier_loo_floor))
+    if (loo[r] <= std::max(cfg.outlier_loo_factor * med, cfg.outlier_loo_floor) ||
+        set.spectra[kept[rows[r]]].curated)
       good.push_back(rows[r]);
     else
       dropped.push_back(set.spectra[kept[rows[r]]].name);
@@ -351,6 +366,7 @@ TemplateLibrary build_library(const TemplateSet& set, const BuildConfig& cfg) {
   lib.attrs["build.teff_range"] = fmt::format("{},{}", cfg.teff_min, cfg.teff_max);
   lib.attrs["build.n_input"] = fmt::format("{}", set.spectra.size());
   lib.attrs["build.template_kind"] = set.kind;
+  lib.attrs["build.template_medium"] = set.medium + (set.medium == "air" ? " (converted to vacuum)" : "");
   spdlog::info("templates: {} stars, K={} components, GP length {} nugget {}, LOO rms median {} (p84 {})",
                lib.n_train, lib.n_comp - 1, lib.attrs["build.gp_length_scale"],
                lib.attrs["build.gp_nugget"], lib.attrs["validation.loo_rms_median"],

@@ -24,6 +24,11 @@ struct BuildConfig {
   int n_ccf_templates = 40;    // coarse templates for the initial cross-correlation
   double template_R = 0.0;     // resolving power for libraries without FWHM (PHOENIX)
   std::vector<size_t> exclude; // indices into the template set to leave out (cross-validation)
+  // Joined libraries (--preset, emulator/join.hpp): the filler's grid points on or off, and the
+  // library's vacuum range (0: the preset's).
+  bool join_grid = false;  // off: measured worse on LAMOST repeat pairs (docs/templates.md)
+  double join_wave_min_A = 0.0, join_wave_max_A = 0.0;
+  std::vector<std::string> join_sources;  // the preset's sources to use by name (empty: all)
 };
 
 // A template enters the training set when its labels are finite and its Teff is inside
@@ -45,6 +50,6 @@ std::vector<double> envelope_continuum(const std::vector<double>& flux, int degr
 }  // namespace velox
 
 namespace velox {
-// Load `templates:` from a YAML file (missing keys keep defaults). Throws ConfigError.
-BuildConfig load_build_config(const std::string& path);
+// Load `templates:` from a YAML file (missing keys keep those of `base`). Throws ConfigError.
+BuildConfig load_build_config(const std::string& path, const BuildConfig& base = BuildConfig{});
 }  // namespace velox

@@ -6,8 +6,8 @@
 
 namespace velox {
 
-BuildConfig load_build_config(const std::string& path) {
-  BuildConfig c;
+BuildConfig load_build_config(const std::string& path, const BuildConfig& base) {
+  BuildConfig c = base;
   YamlSection t(path, "templates");
   if (!t) return c;
   auto get = [&](const char* key, auto& out) { t.get(key, out); };  // the valid keys
@@ -22,6 +22,10 @@ BuildConfig load_build_config(const std::string& path) {
   get("outlier_loo_floor", c.outlier_loo_floor);
   get("n_ccf_templates", c.n_ccf_templates);
   get("template_R", c.template_R);
+  get("join_grid", c.join_grid);
+  get("join_wave_min_A", c.join_wave_min_A);
+  get("join_wave_max_A", c.join_wave_max_A);
+  get("join_sources", c.join_sources);
   if (c.n_components < 1 || c.n_components + 1 > 96)
     throw ConfigError(path + ": templates.n_components must be 1..95");
   if (!(c.dlnlam > 0 && c.dlnlam < 1e-3))

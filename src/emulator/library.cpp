@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -29,6 +30,17 @@ kern::EmulatorView TemplateLibrary::view() const {
 }
 
 double TemplateLibrary::wave_vac_A(int t) const { return std::exp(lnlam0 + t * dlnlam); }
+
+double TemplateLibrary::template_fwhm_A(double lam_A) const {
+  if (!lsf_fwhm_A.empty() && n_tpix > 0) {
+    const double u = (std::log(lam_A) - lnlam0) / dlnlam;
+    const long t = std::clamp<long>(std::lround(u), 0, static_cast<long>(lsf_fwhm_A.size()) - 1);
+    return lsf_fwhm_A[t];
+  }
+  if (std::isfinite(fwhm_A) && fwhm_A > 0) return fwhm_A;
+  if (std::isfinite(resolution_R) && resolution_R > 0) return lam_A / resolution_R;
+  return 0.0;
+}
 
 std::vector<float> TemplateLibrary::evaluate(const double* labels, const float* basis_in) const {
   const float* b = basis_in ? basis_in : basis.data();
@@ -72,6 +84,7 @@ std::string TemplateLibrary::compute_checksum() const {
   fnv_vec(h, length_scale);
   fnv_vec(h, shift);
   fnv_vec(h, scale);
+  if (!lsf_fwhm_A.empty()) fnv_vec(h, lsf_fwhm_A);  // absent: the checksum of older libraries
   for (const auto& c : classes) {  // absent classes leave the checksum of older libraries
     fnv(h, c.subtype.data(), c.subtype.size());
     fnv_vec(h, c.basis);
@@ -103,6 +116,7 @@ void TemplateLibrary::save(const std::string& path) const {
     for (int t = 0; t < n_tpix; ++t) wave[t] = wave_vac_A(t);
     f.write("wave_vac_A", wave, shp(n_tpix));
     f.write("basis", basis, shp(n_tpix, n_comp));
+    if (!lsf_fwhm_A.empty()) f.write("lsf_fwhm_A", lsf_fwhm_A, shp(n_tpix));
     const size_t N = n_train, L = n_label;
     f.write("emulator/train_x", train_x, shp(N, L));
     f.write("emulator/train_labels", train_labels, shp(N, L));
@@ -159,6 +173,7 @@ TemplateLibrary TemplateLibrary::load(const std::string& path) {
   lib.n_label = static_cast<int>(lib.label_names.size());
   lib.n_poly = kern::n_poly_terms(lib.n_label);
   lib.basis = f.read_float("basis");
+  if (f.exists("lsf_fwhm_A")) lib.lsf_fwhm_A = f.read_float("lsf_fwhm_A");
   lib.train_x = f.read_double("emulator/train_x");
   lib.train_labels = f.read_double("emulator/train_labels");
   lib.alpha = f.read_double("emulator/alpha");
@@ -188,11 +203,13 @@ TemplateLibrary TemplateLibrary::load(const std::string& path) {
     lib.classes.push_back(std::move(c));
   }
   for (const auto& a : f.attr_names("/")) {
-    if (a.rfind("build.", 0) == 0 || a.rfind("validation.", 0) == 0 || a == "source")
+    if (a.rfind("build.", 0) == 0 || a.rfind("validation.", 0) == 0 || a.rfind("join.", 0) == 0 ||
+        a == "source")
       lib.attrs[a] = f.attr_string("/", a);
   }
   const size_t N = lib.n_train, L = lib.n_label, K1 = lib.n_comp;
   if (lib.basis.size() != static_cast<size_t>(lib.n_tpix) * K1 || lib.alpha.size() != N * K1 ||
+      (!lib.lsf_fwhm_A.empty() && lib.lsf_fwhm_A.size() != static_cast<size_t>(lib.n_tpix)) ||
       lib.train_x.size() != N * L || lib.poly_coef.size() != static_cast<size_t>(lib.n_poly) * K1 ||
       lib.length_scale.size() != L || K1 > static_cast<size_t>(kern::kMaxComp) ||
       L > static_cast<size_t>(kern::kMaxLabels))

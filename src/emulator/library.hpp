@@ -29,6 +29,9 @@ struct TemplateLibrary {
   double lnlam0 = 0.0, dlnlam = 0.0;
   // Line-spread function of the templates: constant FWHM [A] (MILES: 2.5) or constant R.
   double fwhm_A = NAN, resolution_R = NAN;
+  // Or, when not empty, a line spread that varies along the grid (joined libraries): FWHM [A] at
+  // each template pixel [n_tpix]. Overrides the two above.
+  std::vector<float> lsf_fwhm_A;
   // Basis [n_tpix][K+1]: column 0 is the mean spectrum, 1..K the principal components.
   int n_comp = 0;  // K + 1
   std::vector<float> basis;
@@ -52,6 +55,8 @@ struct TemplateLibrary {
   kern::EmulatorView view() const;  // points into this object: keep it alive
   kern::GridView grid() const { return {n_tpix, lnlam0, dlnlam}; }
   double wave_vac_A(int t) const;
+  // FWHM [A] of the templates' line spread at vacuum wavelength lam [A] (0 if unknown).
+  double template_fwhm_A(double lam_A) const;
 
   // Model on the template grid at physical labels: flux[n_tpix] (normalised), using `basis_in`
   // (default: this library's own basis, i.e. the template resolution).

@@ -52,8 +52,10 @@ Spectrum validation_observation(const TemplateSpectrum& t, double v_kms, int64_t
   a.name = "ALL";
   a.resolution_R = kValidationObsR;
   const double dlog10 = 1e-4;  // LAMOST pixel
-  const int n =
-      static_cast<int>(std::floor((std::log10(7400.0) - std::log10(3700.0)) / dlog10)) + 1;
+  // 3700-7400 A; a template that reaches further red (a joined library) to its own end (at most
+  // 10500 A), so that the red range and the Ca II triplet are validated too.
+  const double hi = t.wave_vac_A.back() > 7500.0 ? std::min(t.wave_vac_A.back(), 10500.0) : 7400.0;
+  const int n = static_cast<int>(std::floor((std::log10(hi) - std::log10(3700.0)) / dlog10)) + 1;
   for (int i = 0; i < n; ++i)
     a.wave_vac_A.push_back(std::pow(10.0, std::log10(3700.0) + i * dlog10));
   const auto f = resample(wave_shifted, t.flux, a.wave_vac_A);
@@ -105,15 +107,25 @@ std::vector<ValidationStat> validation_stats(const std::vector<ValidationStar>& 
 }
 
 ValidationResult cross_validate(const TemplateSet& set, const BuildConfig& bc, const FitConfig& fc,
-                                int n_folds, uint64_t seed, int threads) {
-  if (n_folds < 2)
-    throw ConfigError(fmt::format("validate: --folds must be >= 2 (got {})", n_folds));
+                                int n_folds, uint64_t seed, int threads,
+                                const std::string& holdout_prefix) {
   std::vector<size_t> usable;
   for (size_t i = 0; i < set.spectra.size(); ++i) {
     const auto& s = set.spectra[i];
     if (std::find(bc.exclude.begin(), bc.exclude.end(), i) != bc.exclude.end()) continue;
-    if (usable_template(s, bc)) usable.push_back(i);
+    if (!usable_template(s, bc)) continue;
+    if (!holdout_prefix.empty() && s.name.rfind(holdout_prefix, 0) != 0) continue;
+    usable.push_back(i);
   }
+  // Leave-one-out of a subset: every named star is a fold of its own.
+  if (!holdout_prefix.empty()) {
+    if (usable.size() < 2)
+      throw ConfigError(fmt::format("validate: --holdout {}: {} usable templates match (need 2)",
+                                    holdout_prefix, usable.size()));
+    n_folds = static_cast<int>(usable.size());
+  }
+  if (n_folds < 2)
+    throw ConfigError(fmt::format("validate: --folds must be >= 2 (got {})", n_folds));
   if (usable.size() < static_cast<size_t>(n_folds))
     throw ConfigError(
         fmt::format("validate: {} usable templates for {} folds", usable.size(), n_folds));

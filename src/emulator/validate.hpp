@@ -53,7 +53,8 @@ constexpr double kValidationMaxVelocityKms = 200.0;  // |v| injected, uniform
 constexpr double kValidationObsR = 1e5;  // above the templates' R: the arm model adds no blur
 
 // Make the "observed" spectrum of template `t` at velocity v_kms: vacuum wavelengths on a
-// log-linear grid (log10 step 1e-4, 3700-7400 A, LAMOST-like), flux = template flux shifted by
+// log-linear grid (log10 step 1e-4, 3700-7400 A, LAMOST-like; to the template's end, at most
+// 10500 A, for templates reaching beyond 7500 A), flux = template flux shifted by
 // the relativistic Doppler factor and scaled to median 1, ivar for S/N kValidationSnPerPixel
 // (constant noise level), resolution_R = kValidationObsR. Pixels outside the template get
 // mask 1, ivar 0.
@@ -65,8 +66,11 @@ Spectrum validation_observation(const TemplateSpectrum& t, double v_kms, int64_t
 // once for the LOO reference. Folds run concurrently on `threads` workers (each a library build
 // plus serial fits), so the result does not depend on the thread count. Throws ConfigError if
 // n_folds < 2 or there are fewer usable templates than folds; build_library errors propagate.
+// With `holdout_prefix`, only the templates whose name starts with it are held out, each in a
+// fold of its own (leave-one-out of that subset, n_folds ignored); the rest always train.
 ValidationResult cross_validate(const TemplateSet& set, const BuildConfig& bc, const FitConfig& fc,
-                                int n_folds, uint64_t seed, int threads);
+                                int n_folds, uint64_t seed, int threads,
+                                const std::string& holdout_prefix = "");
 
 // Median bias and robust sigma of the four differences over the successful fits selected by
 // `use` (same length as stars).

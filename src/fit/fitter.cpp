@@ -152,9 +152,17 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     const bool use_rm = cfg.resolution_matrix && arm.ndiag > 0 && arm.resolution;
     std::vector<float> rows;
     std::vector<char> row_ok;
-    if (use_rm)
+    if (use_rm) {
+      std::vector<double> fwhm_pp;  // a line spread varying with wavelength (joined libraries)
+      if (!lib.lsf_fwhm_A.empty()) {
+        fwhm_pp.resize(n);
+        for (size_t j = 0; j < n; ++j)
+          fwhm_pp[j] = std::isfinite(arm.wave_vac_A[j]) ? lib.template_fwhm_A(arm.wave_vac_A[j]) : 0.0;
+      }
       fold_resolution_rows(arm.wave_vac_A, n, arm.resolution, arm.ndiag,
-                           std::isfinite(lib.fwhm_A) ? lib.fwhm_A : 0.0, &rows, &row_ok);
+                           std::isfinite(lib.fwhm_A) ? lib.fwhm_A : 0.0, &rows, &row_ok,
+                           fwhm_pp.empty() ? nullptr : fwhm_pp.data());
+    }
     std::vector<size_t> idx;
     size_t n_valid = 0;
     for (size_t j = 0; j < n; ++j) {
@@ -229,10 +237,8 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       // The model cannot be sharper than the templates: R_eff = min(instrument, templates) at
       // the arm's middle.
       const double mid = std::sqrt(arm.wave_vac_A[idx.front()] * arm.wave_vac_A[idx.back()]);
-      const double R_lib = std::isfinite(lib.fwhm_A) && lib.fwhm_A > 0 ? mid / lib.fwhm_A
-                           : std::isfinite(lib.resolution_R) && lib.resolution_R > 0
-                               ? lib.resolution_R
-                               : R_inst;
+      const double f_lib = lib.template_fwhm_A(mid);
+      const double R_lib = f_lib > 0 ? mid / f_lib : R_inst;
       best_R = std::max(best_R, std::min(R_inst, R_lib));
     }
     all.names.emplace_back(arm.name);

@@ -7,7 +7,7 @@ namespace velox {
 
 void fold_resolution_rows(const double* wave, size_t n_pix, const float* res, int ndiag,
                           double template_fwhm_A, std::vector<float>* out,
-                          std::vector<char>* row_ok) {
+                          std::vector<char>* row_ok, const double* template_fwhm_pp) {
   const int n = static_cast<int>(n_pix), half = ndiag / 2;
   out->assign(n_pix * static_cast<size_t>(std::max(ndiag, 0)), 0.0f);
   row_ok->assign(n_pix, 0);
@@ -44,7 +44,8 @@ void fold_resolution_rows(const double* wave, size_t n_pix, const float* res, in
     const double var_row = std::max(0.0, s2 / s0 - mu * mu);
     const int i0 = std::max(0, i - 1), i1 = std::min(n - 1, i + 1);
     const double dlam = (wave[i1] - wave[i0]) / std::max(1, i1 - i0);
-    const double sig_t = template_fwhm_A > 0 ? template_fwhm_A * fwhm_to_sigma / dlam : 0.0;
+    const double fwhm_t = template_fwhm_pp ? template_fwhm_pp[i] : template_fwhm_A;
+    const double sig_t = fwhm_t > 0 ? fwhm_t * fwhm_to_sigma / dlam : 0.0;
     const double var = var_row - sig_t * sig_t;
     float* row = out->data() + static_cast<size_t>(i) * ndiag;
     if (var > 0.09) {  // sigma > 0.3 px: sampled Gaussian, normalised to the row's sum

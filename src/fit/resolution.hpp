@@ -23,9 +23,11 @@ constexpr int kMaxResolutionDiagonals = 32;
 // templates' Gaussian FWHM (0 = infinitely sharp). row_ok[i] = 0 for rows that are all zero or not
 // finite (those pixels must not be fitted). The first and last ndiag/2 rows, which reach beyond
 // the arm where the matrix stores nothing, take the shape and weight of the nearest complete row.
+// template_fwhm_pp[n], when not null, gives the templates' FWHM [A] per arm pixel instead (joined
+// libraries, whose line spread varies with wavelength).
 void fold_resolution_rows(const double* wave_A, size_t n, const float* res, int ndiag,
                           double template_fwhm_A, std::vector<float>* out,
-                          std::vector<char>* row_ok);
+                          std::vector<char>* row_ok, const double* template_fwhm_pp = nullptr);
 inline void fold_resolution_rows(const std::vector<double>& wave_A, const std::vector<float>& res,
                                  int ndiag, double template_fwhm_A, std::vector<float>* out,
                                  std::vector<char>* row_ok) {

@@ -32,22 +32,50 @@ struct TemplateSpectrum {
   std::vector<double> wave_vac_A;   // [n_pix] VACUUM Angstrom (MILES air is converted)
   std::vector<double> flux;         // [n_pix]
   double teff_K = NAN, logg = NAN, feh = NAN, alphafe = NAN;
+  // An average of many spectra or a model (Kesseli, Cannon grid): build_library never drops it
+  // as an outlier (its leave-one-out error measures how sparse its neighbours are, not noise).
+  bool curated = false;
 };
 
 struct TemplateSet {
   std::vector<TemplateSpectrum> spectra;
   double fwhm_A = NAN;             // constant FWHM of the templates' line-spread function, Angstrom
   double resolution_R = NAN;       // or constant R (PHOENIX-like); one of the two is set
+  // Or a line spread that varies with wavelength (Kesseli/BOSS): FWHM [A] at vacuum wavelengths
+  // [A], both increasing, linear in between. Used when not empty (it overrides the two above).
+  std::vector<double> lsf_wave_A, lsf_fwhm_A;
   bool has_alpha = false;
-  std::string kind;                // "miles" or "phoenix"
+  std::string kind;                // "miles", "phoenix", "stelib", "kesseli", "cannon", "joined"
+  std::string medium = "vacuum";   // the source files' medium ("air": converted on reading)
+  bool curated = false;            // every spectrum is curated (TemplateSpectrum::curated)
   std::vector<std::string> skipped;  // "name: reason" for templates that could not be used
+
+  // FWHM [A] of the line spread at vacuum wavelength lam [A]; NaN if none is known.
+  double fwhm_at(double lam_A) const;
 };
 
-// MILES: DIR holds fits/ (or the FITS files) and MILES_params.db. Air → vacuum (Morton 2000).
-// Stars with missing labels (99999/9999) are skipped and listed in `skipped`.
-// PHOENIX: DIR holds FITS files with PHXTEFF/PHXLOGG/PHXM_H/PHXALPHA and a WAVE_*.fits file
-// (vacuum Angstrom); R from config. Detected from the directory content.
-TemplateSet read_templates(const std::string& dir);
+// Reads a template directory; its kind is detected from the content. Every kind returns VACUUM
+// wavelengths in Angstrom and lists unusable templates in `skipped` ("name: reason").
+//  - MILES: DIR holds fits/ (or the FITS files) and MILES_params.db. Air -> vacuum (Morton 2000).
+//    Stars with missing labels (99999/9999) are skipped. FWHM 2.5 A (header FWHM).
+//  - PHOENIX: FITS files with PHXTEFF/PHXLOGG/PHXM_H/PHXALPHA and a WAVE_*.fits file (vacuum
+//    Angstrom); R from config.
+//  - STELIB v3.2 (Le Borgne et al. 2003, A&A 402, 433; sdss/mangadap's copy):
+//    STELIB_v3.2_<star>.fits, 1-D image, linear AIR wavelength (CRVAL1, CDELT1, CRPIX1), flux in
+//    erg/s/cm2/A; labels from the header keys TEFF [K], LOG_G, FE_H ('-' or absent: skipped).
+//    FWHM 3.4 A (mangadap's configuration). Runs of flux <= 0 or non-finite at either end (the
+//    library's gaps) are trimmed; interior zeros and non-finite values (gaps) become NaN
+//    (build_library skips a star with NaN inside the library's range; the joined build fills
+//    them, emulator/join.hpp).
+//  - Kesseli et al. 2017 (ApJS 230, 16) M-dwarf templates (PyHammer): M<n>_<feh>_Dwarf.fits or
+//    M<n>.fits, HDU 1 table LogLam (log10 VACUUM A), Flux. Teff per spectral type M<n>V from the
+//    Pecaut & Mamajek (2013) dwarf table (`teff_table`, or tables/EEM_dwarf_UBVIJHK_colors_Teff.txt
+//    two folders above DIR), logg = 4.438 + log10(M/Msun) - 2 log10(R/Rsun) from the same table's
+//    mass and radius, [Fe/H] the middle of the file's 0.5 dex bin (upper edge in the name; M9:
+//    0.0). Line spread of BOSS: R from 1560 at 3650 A to 2650 at 10000 A (Smee et al. 2013,
+//    AJ 146, 32), linear in between.
+// Throws IoError if DIR is missing or holds no usable template.
+TemplateSet read_templates(const std::string& dir, const std::string& teff_table = "");
 
 // Air → vacuum wavelength (Angstrom), Morton (2000) / Ciddor (1996) as used by SDSS & DESI.
 double air_to_vacuum_A(double wave_air_A);

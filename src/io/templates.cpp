@@ -1,5 +1,6 @@
-// Template libraries: MILES (Sanchez-Blazquez et al. 2006; Falcon-Barroso et al. 2011) and
-// PHOENIX-format grids (Husser et al. 2013). See io/readers.hpp for the directory layouts.
+// Template libraries: MILES (Sanchez-Blazquez et al. 2006; Falcon-Barroso et al. 2011),
+// PHOENIX-format grids (Husser et al. 2013), STELIB (Le Borgne et al. 2003) and the Kesseli et
+// al. (2017) M-dwarf templates. See io/readers.hpp for the directory layouts.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <map>
 #include <regex>
 #include <sstream>
+#include <cstdlib>
 
 #include "common/error.hpp"
 #include "io/fits.hpp"
@@ -123,6 +125,7 @@ TemplateSpectrum read_miles_file(const fs::path& path, const std::string& name,
 TemplateSet read_miles(const fs::path& dir) {
   TemplateSet set;
   set.kind = "miles";
+  set.medium = "air";
   const fs::path fits_dir = fs::is_directory(dir / "fits") ? dir / "fits" : dir;
   const fs::path params = dir / "MILES_params.db";
   const bool have_params = fs::exists(params);
@@ -205,16 +208,216 @@ TemplateSet read_phoenix(const fs::path& dir, const std::string& wave_file) {
   return set;
 }
 
+// STELIB's FWHM (mangadap's configuration of STELIB v3.2).
+constexpr double kStelibFwhmA = 3.4;
+
+// A header label: a number, or a string holding one; '-', blank or absent: NaN.
+double header_label(const fits::File& f, const std::string& key) {
+  if (!f.has_key(key)) return NAN;
+  const std::string text = f.key_string(key);
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str()) return NAN;
+  while (*end == ' ') ++end;
+  return *end == '\0' && std::isfinite(v) ? v : NAN;
+}
+
+// Trims runs of flux <= 0 or non-finite at both ends; interior gaps become NaN. Returns
+// false (with `why`) if fewer than 100 good pixels remain.
+bool trim_bad_ends(TemplateSpectrum& t, std::string* why) {
+  auto good = [&](size_t i) { return std::isfinite(t.flux[i]) && t.flux[i] > 0; };
+  size_t a = 0, b = t.flux.size();
+  while (a < b && !good(a)) ++a;
+  while (b > a && !good(b - 1)) --b;
+  if (b - a < 100) {
+    *why = "fewer than 100 pixels with positive flux";
+    return false;
+  }
+  t.flux = std::vector<double>(t.flux.begin() + a, t.flux.begin() + b);
+  t.wave_vac_A = std::vector<double>(t.wave_vac_A.begin() + a, t.wave_vac_A.begin() + b);
+  // Interior gaps: exact zeros (STELIB) and non-finite values. Small negative values are noise
+  // around zero flux (the blue end of M-dwarf averages) and stay.
+  for (double& v : t.flux)
+    if (!std::isfinite(v) || v == 0.0) v = NAN;
+  return true;
+}
+
+// Adds t to the set with its bad ends trimmed, or lists it as skipped.
+void add_trimmed(TemplateSet& set, TemplateSpectrum&& t) {
+  std::string why;
+  if (trim_bad_ends(t, &why))
+    set.spectra.push_back(std::move(t));
+  else
+    set.skipped.push_back(t.name + ": " + why);
+}
+
+TemplateSet read_stelib(const fs::path& dir) {
+  TemplateSet set;
+  set.kind = "stelib";
+  set.medium = "air";
+  set.fwhm_A = kStelibFwhmA;
+  for (const auto& file : fits_files(dir)) {
+    std::string name = strip_fits_suffix(file);
+    if (name.rfind("STELIB_v3.2_", 0) == 0) name = name.substr(12);
+    try {
+      auto f = fits::File::open_read((dir / file).string());
+      TemplateSpectrum t;
+      t.name = name;
+      t.teff_K = header_label(f, "TEFF");
+      t.logg = header_label(f, "LOG_G");
+      t.feh = header_label(f, "FE_H");
+      if (!std::isfinite(t.teff_K) || !std::isfinite(t.logg) || !std::isfinite(t.feh)) {
+        set.skipped.push_back(name + ": TEFF, LOG_G or FE_H missing in the header");
+        continue;
+      }
+      const double crval = f.key_double("CRVAL1"), cdelt = f.key_double("CDELT1");
+      const double crpix = f.key_double("CRPIX1", 1.0);
+      if (!(cdelt > 0) || !std::isfinite(crval)) f.fail("CRVAL1/CDELT1 do not give a wavelength axis");
+      t.flux = f.read_image_double();
+      t.wave_vac_A.resize(t.flux.size());
+      for (size_t i = 0; i < t.flux.size(); ++i)
+        t.wave_vac_A[i] = air_to_vacuum_A(crval + (static_cast<double>(i) + 1.0 - crpix) * cdelt);
+      add_trimmed(set, std::move(t));
+    } catch (const IoError& e) {
+      set.skipped.push_back(name + ": " + e.what());
+    }
+  }
+  return set;
+}
+
+// Pecaut & Mamajek (2013) dwarf sequence: SpT -> Teff [K], logg [dex] from Msun and R_Rsun
+// (logg_sun = 4.438). Reads the first block (up to the second '#SpT' header).
+struct DwarfRow {
+  double teff_K = NAN, logg = NAN;
+};
+std::map<std::string, DwarfRow> read_dwarf_table(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError(path.string() + ": cannot open the dwarf Teff table");
+  std::map<std::string, DwarfRow> rows;
+  std::vector<std::string> cols;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ss(line);
+    std::vector<std::string> words;
+    for (std::string w; ss >> w;) words.push_back(w);
+    if (words.empty()) continue;
+    if (words[0] == "#SpT") {
+      if (!cols.empty()) break;  // the second block (other columns)
+      cols = words;
+      continue;
+    }
+    if (cols.empty() || words[0][0] == '#' || words.size() < cols.size() - 1) continue;
+    auto col = [&](const char* name) {
+      for (size_t i = 0; i < cols.size() && i < words.size(); ++i)
+        if (cols[i] == name) {
+          char* end = nullptr;
+          const double v = std::strtod(words[i].c_str(), &end);
+          return end != words[i].c_str() && *end == '\0' ? v : NAN;
+        }
+      return static_cast<double>(NAN);
+    };
+    DwarfRow r;
+    r.teff_K = col("Teff");
+    const double m = col("Msun"), rad = col("R_Rsun");
+    r.logg = m > 0 && rad > 0 ? 4.438 + std::log10(m) - 2.0 * std::log10(rad) : NAN;
+    rows[words[0]] = r;
+  }
+  if (rows.empty()) throw IoError(path.string() + ": no '#SpT' table found");
+  return rows;
+}
+
+// BOSS resolving power (Smee et al. 2013): 1560 at 3650 A to 2650 at 10000 A, linear.
+constexpr double kBossR0 = 1560.0, kBossR1 = 2650.0, kBossLam0 = 3650.0, kBossLam1 = 10000.0;
+
+TemplateSet read_kesseli(const fs::path& dir, const fs::path& table) {
+  TemplateSet set;
+  set.kind = "kesseli";
+  set.medium = "vacuum";
+  set.curated = true;  // averages of many BOSS spectra
+  for (double lam = 3000.0; lam <= 11000.0; lam += 50.0) {  // tabulated; linear in between
+    const double R = kBossR0 + (kBossR1 - kBossR0) * (lam - kBossLam0) / (kBossLam1 - kBossLam0);
+    set.lsf_wave_A.push_back(lam);
+    set.lsf_fwhm_A.push_back(lam / R);
+  }
+  const auto dwarfs = read_dwarf_table(table);
+  static const std::regex pat(R"(^M(\d)(?:_([+-]\d\.\d))?_?(?:Dwarf)?$)");
+  for (const auto& file : fits_files(dir)) {
+    const std::string name = strip_fits_suffix(file);
+    std::smatch m;
+    if (!std::regex_match(name, m, pat)) {
+      set.skipped.push_back(name + ": not a Kesseli M-dwarf name (M<n>_<feh>_Dwarf)");
+      continue;
+    }
+    const auto it = dwarfs.find("M" + m[1].str() + "V");
+    if (it == dwarfs.end() || !std::isfinite(it->second.teff_K)) {
+      set.skipped.push_back(name + ": no Teff for M" + m[1].str() + "V in " + table.string());
+      continue;
+    }
+    try {
+      auto f = fits::File::open_read((dir / file).string());
+      f.move_to(1);
+      TemplateSpectrum t;
+      t.name = name;
+      t.teff_K = it->second.teff_K;
+      t.logg = it->second.logg;
+      t.feh = m[2].matched ? std::stod(m[2].str()) - 0.25 : 0.0;
+      t.curated = true;
+      const auto loglam = f.read_column_double("LogLam");
+      t.flux = f.read_column_double("Flux");
+      if (loglam.size() != t.flux.size()) f.fail("LogLam and Flux differ in length");
+      t.wave_vac_A.resize(loglam.size());
+      for (size_t i = 0; i < loglam.size(); ++i) {
+        t.wave_vac_A[i] = std::pow(10.0, loglam[i]);
+        if (!(t.wave_vac_A[i] > (i ? t.wave_vac_A[i - 1] : 0.0)) || !std::isfinite(t.wave_vac_A[i]))
+          f.fail("LogLam is not finite and increasing");
+      }
+      add_trimmed(set, std::move(t));
+    } catch (const IoError& e) {
+      set.skipped.push_back(name + ": " + e.what());
+    }
+  }
+  return set;
+}
+
 }  // namespace
 
-TemplateSet read_templates(const std::string& dir) {
+double TemplateSet::fwhm_at(double lam_A) const {
+  if (!lsf_wave_A.empty() && lsf_wave_A.size() == lsf_fwhm_A.size()) {
+    const size_t n = lsf_wave_A.size();
+    if (lam_A <= lsf_wave_A.front() || n == 1) return lsf_fwhm_A.front();
+    if (lam_A >= lsf_wave_A.back()) return lsf_fwhm_A.back();
+    const size_t hi = std::upper_bound(lsf_wave_A.begin(), lsf_wave_A.end(), lam_A) - lsf_wave_A.begin();
+    const double f = (lam_A - lsf_wave_A[hi - 1]) / (lsf_wave_A[hi] - lsf_wave_A[hi - 1]);
+    return (1 - f) * lsf_fwhm_A[hi - 1] + f * lsf_fwhm_A[hi];
+  }
+  if (std::isfinite(fwhm_A)) return fwhm_A;
+  if (std::isfinite(resolution_R) && resolution_R > 0) return lam_A / resolution_R;
+  return NAN;
+}
+
+TemplateSet read_templates(const std::string& dir, const std::string& teff_table) {
   const fs::path root(dir);
   if (!fs::is_directory(root)) throw IoError(dir + ": template directory not found");
   std::string wave_file;
+  bool stelib = false, kesseli = false;
   for (const auto& file : fits_files(root)) {
     if (is_wave_file(file)) wave_file = file;
+    if (file.rfind("STELIB_", 0) == 0) stelib = true;
+    if (file.find("_Dwarf.fits") != std::string::npos) kesseli = true;
   }
-  TemplateSet set = wave_file.empty() ? read_miles(root) : read_phoenix(root, wave_file);
+  TemplateSet set;
+  if (!wave_file.empty()) {
+    set = read_phoenix(root, wave_file);
+  } else if (stelib) {
+    set = read_stelib(root);
+  } else if (kesseli) {
+    fs::path table = teff_table.empty()
+                         ? root / ".." / ".." / "tables" / "EEM_dwarf_UBVIJHK_colors_Teff.txt"
+                         : fs::path(teff_table);
+    set = read_kesseli(root, table);
+  } else {
+    set = read_miles(root);
+  }
   if (set.spectra.empty()) {
     throw IoError(dir + ": no usable " + set.kind + " templates" +
                   (set.skipped.empty() ? std::string(" (no FITS files)")

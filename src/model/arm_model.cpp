@@ -42,9 +42,7 @@ ArmModel make_arm_model(const TemplateLibrary& lib, double R) {
   for (int t = 0; t < T; ++t) {
     const double lam = lib.wave_vac_A(t);
     const double f_inst = lam / R;
-    const double f_tmpl = std::isfinite(lib.fwhm_A)         ? lib.fwhm_A
-                          : std::isfinite(lib.resolution_R) ? lam / lib.resolution_R
-                                                            : 0.0;
+    const double f_tmpl = lib.template_fwhm_A(lam);
     const double d2 = f_inst * f_inst - f_tmpl * f_tmpl;
     sigma_pix[t] = d2 > 0 ? std::sqrt(d2) * fwhm_to_sigma / (lam * lib.dlnlam) : 0.0;
   }

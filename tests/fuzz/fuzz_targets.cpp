@@ -16,6 +16,7 @@
 #include "emulator/library.hpp"
 #include "fit/fitter.hpp"
 #include "fit/select.hpp"
+#include "io/cannon.hpp"
 #include "io/fits.hpp"
 #include "io/readers.hpp"
 #include "io/row_table.hpp"
@@ -130,6 +131,38 @@ void phoenix_dir(const uint8_t* data, size_t size) {
   (void)read_templates(dir.string());
 }
 
+// STELIB: one file in a folder, named as the library names it.
+void stelib_dir(const uint8_t* data, size_t size) {
+  const fs::path& dir = scratch().fresh();
+  write_file(dir / "STELIB_v3.2_HD000001.fits", reinterpret_cast<const char*>(data), size);
+  (void)read_templates(dir.string());
+}
+
+// Kesseli M dwarfs: [the dwarf Teff table text, marker,] one template file.
+void kesseli_dir(const uint8_t* data, size_t size) {
+  const auto parts = split_files(data, size);
+  const fs::path& dir = scratch().fresh();
+  const fs::path table = dir / "EEM_dwarf_UBVIJHK_colors_Teff.txt";
+  const std::string text = parts.size() > 1 ? parts[0] : std::string("#SpT Teff R_Rsun Msun\nM4V 3210 0.274 0.24\n");
+  write_file(table, text.data(), text.size());
+  const fs::path sub = dir / "kesseli";
+  fs::create_directories(sub);
+  const std::string& file = parts.back();
+  write_file(sub / "M4_+0.0_Dwarf.fits", file.data(), file.size());
+  (void)read_templates(sub.string(), table.string());
+}
+
+// A converted Cannon model (scripts/cannon-to-h5.py), then one evaluation at the middle of its
+// training labels, as the joined build does.
+void cannon_file(const uint8_t* data, size_t size) {
+  const fs::path path = scratch().fresh() / "coolstars.h5";
+  write_file(path, reinterpret_cast<const char*>(data), size);
+  const CannonModel m = read_cannon_h5(path.string());
+  std::vector<double> mid(m.n_label);
+  for (int l = 0; l < m.n_label; ++l) mid[l] = 0.5 * (m.label_min[l] + m.label_max[l]);
+  (void)m.evaluate(mid.data());
+}
+
 // The library loader, then one model evaluation at the centre of the label box (what the fit
 // does first with a library).
 void library_file(const uint8_t* data, size_t size) {
@@ -148,8 +181,9 @@ void set_fit_library(const std::string& path) {
 }
 
 const std::vector<std::string>& target_names() {
-  static const std::vector<std::string> names = {"lamost-dr8", "lamost-dr10", "sdss",   "desi",
-                                                 "miles",      "phoenix",     "library"};
+  static const std::vector<std::string> names = {
+      "lamost-dr8", "lamost-dr10", "sdss",    "desi",   "miles",
+      "phoenix",    "stelib",      "kesseli", "cannon", "library"};
   return names;
 }
 
@@ -160,6 +194,9 @@ void run_target(const std::string& name, const uint8_t* data, size_t size) {
   try {
     if (name == "miles") return miles_dir(data, size);
     if (name == "phoenix") return phoenix_dir(data, size);
+    if (name == "stelib") return stelib_dir(data, size);
+    if (name == "kesseli") return kesseli_dir(data, size);
+    if (name == "cannon") return cannon_file(data, size);
     if (name == "library") return library_file(data, size);
     return survey_file(parse_format(name), data, size);
   } catch (const IoError&) {

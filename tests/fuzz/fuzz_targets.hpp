@@ -11,11 +11,13 @@
 namespace velox::fuzz {
 
 // The targets: the survey readers (lamost-dr8, lamost-dr10, sdss, desi), the template readers
-// (miles, phoenix) and the template-library loader (library).
+// (miles, phoenix, stelib, kesseli), the converted Cannon model reader (cannon) and the
+// template-library loader (library).
 const std::vector<std::string>& target_names();
 
-// Multi-file targets (miles, phoenix) split their input at this marker: miles: [MILES_params.db
-// text, marker,] one FITS file; phoenix: the WAVE_*.fits file, marker, one or more spectra.
+// Multi-file targets (miles, phoenix, kesseli) split their input at this marker: miles:
+// [MILES_params.db text, marker,] one FITS file; phoenix: the WAVE_*.fits file, marker, one or
+// more spectra; kesseli: [the dwarf Teff table text, marker,] one template file.
 constexpr const char* kFileSeparator = "\n@@velox-fuzz-next-file@@\n";
 
 // With a template library set (libFuzzer harnesses: env VELOX_FUZZ_LIBRARY, which

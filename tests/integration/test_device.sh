@@ -25,7 +25,8 @@ n=$(grep -cE "\[info\] (no CUDA device|built without CUDA): CPU backend" auto.lo
 [ "$(grep -ciE 'cuda|gpu' auto.log)" = 1 ] || fail "--device auto: more than one line about the GPU"
 ! grep -qiE "driver|error [0-9]|insufficient|\[warning\]|\[error\]" auto.log ||
   fail "--device auto without a GPU logs driver detail or warnings at info level"
-"$VELOX" --log-level debug fit --templates "$LIB" --output auto.h5 --device auto "$f" 2>debug.log
+"$VELOX" --log-level debug fit --templates "$LIB" --output auto.h5 --overwrite --device auto "$f" \
+  2>debug.log
 grep -q "\[debug\] GPU query: " debug.log || fail "the GPU query detail is not at debug level"
 "$VELOX" fit --templates "$LIB" --output cpu.h5 --device cpu "$f" 2>/dev/null
 "$PY" "$VELOX_SOURCE_DIR/tests/python/compare_catalogs.py" auto.h5 cpu.h5

@@ -55,6 +55,13 @@ fit --output notes.h5 --overwrite "$F" 2>/dev/null
 "$PY" -c "import h5py,sys; assert h5py.File('notes.h5')['catalog'].shape == (1,)"
 fit --output table.fits --output-format fits "$F" 2>/dev/null
 [ -s table.h5 ] && [ -s table.fits ] || fail "--output table.fits --output-format fits"
+# An existing catalog is never replaced silently (issue 24): a rerun over it exits 2 before any
+# fit and leaves its rows; with --overwrite it is replaced. Same for the FITS table.
+refused keep_catalog "velox never replaces a catalog silently" fit --output notes.h5 "$F"
+"$PY" -c "import h5py,sys; assert h5py.File('notes.h5')['catalog'].shape == (1,)"
+refused keep_table "velox never replaces a catalog silently" \
+  fit --output table.fits --output-format fits "$F"
+fit --output table.fits --output-format fits --overwrite "$F" 2>/dev/null
 
 echo "== options and config"
 refused log_level "--log-level: verbose not in" "$VELOX" --log-level verbose fit --output c.h5 "$F"

@@ -1,0 +1,33 @@
+// `velox templates build` and the template side of `velox templates validate`: one template
+// directory (MILES, PHOENIX, STELIB, Kesseli M dwarfs), or a survey preset that joins several
+// sources (emulator/join.hpp; docs/templates.md gives the measurements behind each preset).
+#pragma once
+#include <string>
+
+#include "emulator/build.hpp"
+#include "emulator/join.hpp"
+#include "io/readers.hpp"
+
+namespace velox {
+
+struct TemplateInputOptions {
+  std::string input;       // template directory (kind detected from its content)
+  std::string preset;      // "lamost", "sdss", "desi": a joined library from data_dir
+  std::string data_dir;    // default: $VELOX_DATA_DIR, else ../shared/data
+  std::string teff_table;  // Kesseli: the dwarf Teff table (default: beside the data)
+  std::string cannon_dir;  // converted Cannon models (coolstars.h5, hotdwarfs.h5); default:
+                           // converted from data_dir's pickles into a temporary folder
+};
+
+// The build settings of a preset (wider Teff range than the MILES default: 2300-31000 K).
+BuildConfig preset_build_config(const std::string& preset, BuildConfig base);
+
+// The training set the options name: read_templates(input), or the preset's joined set (its
+// "join.*" attributes in *attrs). Converted Cannon models are made with
+// scripts/cannon-to-h5.py (run by $VELOX_PYTHON, default /usr/bin/python3) when cannon_dir is
+// empty, in a temporary folder removed afterwards. Throws ConfigError / IoError.
+// `bc` carries the join settings of the YAML config (join_grid, join_wave_min_A/max_A).
+TemplateSet template_training_set(const TemplateInputOptions& opt, const BuildConfig& bc,
+                                  std::map<std::string, std::string>* attrs);
+
+}  // namespace velox
