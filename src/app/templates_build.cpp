@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "common/error.hpp"
@@ -42,18 +44,20 @@ struct TempDir {
 
 // Runs argv (no shell); throws IoError with `what` if it does not exit 0.
 void run_checked(const std::vector<std::string>& argv, const std::string& what) {
+  std::vector<char*> a;  // built before fork: the child only calls exec
+  for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+  a.push_back(nullptr);
   const pid_t pid = fork();
   if (pid < 0) throw IoError(what + ": fork failed");
   if (pid == 0) {
-    std::vector<char*> a;
-    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    execv(a[0], a.data());
+    execvp(a[0], a.data());
     _exit(127);
   }
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-  }
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) throw IoError(what + ": waitpid failed: " + std::strerror(errno));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+    throw IoError(what + ": cannot execute " + argv[0] + " (set VELOX_PYTHON)");
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw IoError(fmt::format("{}: `{}` failed (exit {})", what, fmt::join(argv, " "),
                               WIFEXITED(status) ? WEXITSTATUS(status) : -1));
@@ -104,6 +108,7 @@ TemplateSet template_training_set(const TemplateInputOptions& opt, const BuildCo
   if (!opt.teff_table.empty())
     for (auto& s : jc.sources) s.teff_table = opt.teff_table;
   jc.grid = bc.join_grid;
+  jc.dlnlam = bc.dlnlam;
   if (!bc.join_sources.empty()) {
     std::vector<JoinSource> keep;
     for (const auto& name : bc.join_sources) {

@@ -159,6 +159,9 @@ TemplateLibrary build_library(const TemplateSet& set, const BuildConfig& cfg) {
   for (size_t i = 0; i < set.spectra.size(); ++i) {
     const auto& s = set.spectra[i];
     if (std::find(cfg.exclude.begin(), cfg.exclude.end(), i) != cfg.exclude.end()) continue;
+    if (std::find(cfg.exclude_names.begin(), cfg.exclude_names.end(), s.name) !=
+        cfg.exclude_names.end())
+      continue;
     if (usable_template(s, cfg)) use.push_back(i);
   }
   if (use.size() < 20)

@@ -29,6 +29,7 @@ struct BuildConfig {
   bool join_grid = false;  // off: measured worse on LAMOST repeat pairs (docs/templates.md)
   double join_wave_min_A = 0.0, join_wave_max_A = 0.0;
   std::vector<std::string> join_sources;  // the preset's sources to use by name (empty: all)
+  std::vector<std::string> exclude_names;  // templates to leave out by name (e.g. a held-out star)
 };
 
 // A template enters the training set when its labels are finite and its Teff is inside

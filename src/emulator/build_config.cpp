@@ -26,6 +26,7 @@ BuildConfig load_build_config(const std::string& path, const BuildConfig& base) 
   get("join_wave_min_A", c.join_wave_min_A);
   get("join_wave_max_A", c.join_wave_max_A);
   get("join_sources", c.join_sources);
+  get("exclude_templates", c.exclude_names);
   if (c.n_components < 1 || c.n_components + 1 > 96)
     throw ConfigError(path + ": templates.n_components must be 1..95");
   if (!(c.dlnlam > 0 && c.dlnlam < 1e-3))

@@ -56,7 +56,9 @@ std::vector<double> to_grid(const std::vector<double>& wave, const std::vector<d
     const double dlam = (wave[j1] - wave[j0]) / std::max<size_t>(1, j1 - j0);
     const double ft = g.fwhm_near(wave[j]), fo = own_fwhm(wave[j]);
     const double d2 = ft * ft - fo * fo;
-    sig[i] = d2 > 0 && dlam > 0 ? std::sqrt(d2) * kFwhmToSigma / dlam : 0.0;
+    // Capped at the input's length: nearly equal neighbouring wavelengths (a damaged file) must
+    // not make the kernel's width overflow.
+    sig[i] = d2 > 0 && dlam > 0 ? std::min(std::sqrt(d2) * kFwhmToSigma / dlam, double(n)) : 0.0;
   }
   kern::gaussian_convolve_column(fw.data(), cfw.data(), n, 1, sig.data());
   kern::gaussian_convolve_column(w.data(), cw.data(), n, 1, sig.data());
@@ -191,20 +193,29 @@ TemplateSet join_sources(const JoinConfig& cfg, JoinReport* report) {
     if (cfg.lsf_broadest) {
       for (const auto& s : srcs)
         if (lam >= s.lo && lam <= s.hi) f = std::max(f, s.set.fwhm_at(lam));
-    } else {  // the line spread of the source with the most stars at this wavelength
-      size_t most = 0;
+    } else {
+      // The line spread of what serves the most stars at this wavelength: a source's own
+      // spectra, or the filler (for every star whose source does not reach here).
+      size_t most = 0, n_own = 0, n_all = 0;
       double fm = 0.0;
-      for (const auto& s : srcs)
-        if (lam >= s.lo && lam <= s.hi && s.set.spectra.size() > most) {
-          most = s.set.spectra.size();
-          fm = s.set.fwhm_at(lam);
+      for (const auto& s : srcs) {
+        n_all += s.set.spectra.size();
+        if (lam >= s.lo && lam <= s.hi) {
+          n_own += s.set.spectra.size();
+          if (s.set.spectra.size() > most) {
+            most = s.set.spectra.size();
+            fm = s.set.fwhm_at(lam);
+          }
         }
-      f = std::max(f, fm);
+      }
+      f = filler.models.empty() || most >= n_all - n_own ? std::max(f, fm) : f;
     }
-    g.fwhm_A[t] = f;
+    // Never sharper than 2.5 grid pixels (1.1 A at 9000 A): an unresolved synthetic spectrum
+    // sampled at single grid points would alias its lines.
+    g.fwhm_A[t] = std::max(f, 2.5 * lam * g.dlnlam);
   }
-  // Smooth steps in the line spread over the seam (a source's edge) so that no template pixel
-  // jumps in resolution: a running maximum over +-seam_A, then a running mean.
+  // A running maximum over +-seam_A: at a source's edge the broader line spread extends over the
+  // blend, so that no blended pixel is sharper than either of its parts.
   {
     std::vector<double> m(g.n);
     for (int t = 0; t < g.n; ++t) {
@@ -228,7 +239,12 @@ TemplateSet join_sources(const JoinConfig& cfg, JoinReport* report) {
     size_t used = 0, dropped = 0;
     double own_sum = 0;
     for (const auto& t : s.set.spectra) {
-      if (!(t.teff_K >= s.cfg.teff_min_K && t.teff_K <= s.cfg.teff_max_K)) continue;
+      if (!(t.teff_K >= s.cfg.teff_min_K && t.teff_K <= s.cfg.teff_max_K)) {
+        rep.dropped.push_back(fmt::format("{}:{}: Teff {:.0f} K outside the source's range",
+                                          s.cfg.name, t.name, t.teff_K));
+        ++dropped;
+        continue;
+      }
       const double lab[3] = {t.teff_K, t.logg, t.feh};
       if (!std::isfinite(lab[0]) || !std::isfinite(lab[1]) || !std::isfinite(lab[2])) continue;
       std::vector<double> wv, fl;
@@ -249,6 +265,13 @@ TemplateSet join_sources(const JoinConfig& cfg, JoinReport* report) {
       const double frac = static_cast<double>(n_own) / g.n;
       std::vector<double> joined = own;
       if (n_own < static_cast<size_t>(g.n)) {
+        if (filler.models.empty()) {
+          rep.dropped.push_back(fmt::format(
+              "{}:{}: covers {:.0f}% of the range and no filler is configured", s.cfg.name,
+              t.name, 100 * frac));
+          ++dropped;
+          continue;
+        }
         const CannonModel* m = filler.pick(lab);
         if (!m && frac < cfg.min_own_fraction) {
           rep.dropped.push_back(
@@ -263,30 +286,21 @@ TemplateSet join_sources(const JoinConfig& cfg, JoinReport* report) {
           for (const auto& mm : filler.models)
             if (lab[0] >= mm.label_min[0] && lab[0] <= mm.label_max[0]) m = &mm;
         }
-        if (filler.models.empty()) {
-          rep.dropped.push_back(
-              fmt::format("{}:{}: covers {:.0f}% of the range and no filler is "
-                          "configured",
-                          s.cfg.name, t.name, 100 * frac));
-          ++dropped;
-          continue;
-        }
         const auto fill = filler.spectrum(*m, lab, g);
         // Weight of the own spectrum: 1 inside, falling linearly to 0 over seam_A at its edges.
         std::vector<double> dist(g.n, 0.0);
-        double d = 0;
+        double d = cfg.seam_A;  // the grid's ends are not seams: full weight there
         for (int k = 0; k < g.n; ++k) {
           d = std::isfinite(own[k]) ? d + g.wave[k] * g.dlnlam : 0.0;
           dist[k] = d;
         }
-        d = 0;
+        d = cfg.seam_A;
         for (int k = g.n - 1; k >= 0; --k) {
           d = std::isfinite(own[k]) ? d + g.wave[k] * g.dlnlam : 0.0;
           dist[k] = std::min(dist[k], d);
         }
         bool ok = true;
         for (int k = 0; k < g.n; ++k) {
-          // The grid's ends are not seams: a star that reaches them keeps full weight there.
           const double w = std::isfinite(own[k]) ? std::min(1.0, dist[k] / cfg.seam_A) : 0.0;
           joined[k] =
               w >= 1.0 ? own[k] : w * (std::isfinite(own[k]) ? own[k] : 0.0) + (1 - w) * fill[k];
@@ -393,7 +407,7 @@ JoinConfig preset_join(const std::string& preset, const std::string& data_dir,
                        const std::string& cannon_dir) {
   JoinConfig c;
   const std::string t = data_dir + "/templates/";
-  JoinSource miles{"miles", t + "miles", 0.0, 0.0, 0.0, 30000.0, ""};
+  JoinSource miles{"miles", t + "miles", 0.0, 0.0, 0.0, INFINITY, ""};
   JoinSource kesseli{"kesseli",
                      t + "kesseli_mdwarfs",
                      0.0,

@@ -214,6 +214,9 @@ TemplateLibrary TemplateLibrary::load(const std::string& path) {
       lib.length_scale.size() != L || K1 > static_cast<size_t>(kern::kMaxComp) ||
       L > static_cast<size_t>(kern::kMaxLabels))
     throw IoError(path + ": template library arrays have inconsistent shapes");
+  for (float v : lib.lsf_fwhm_A)
+    if (!(v >= 0.0f) || !std::isfinite(v))
+      throw IoError(path + ": lsf_fwhm_A must be finite and >= 0 at every pixel");
   if (lib.compute_checksum() != lib.checksum)
     throw IoError(path + ": template library checksum mismatch (file corrupt or edited)");
   return lib;

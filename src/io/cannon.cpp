@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "common/error.hpp"
 #include "io/h5.hpp"
@@ -12,46 +13,64 @@ namespace velox {
 
 CannonModel read_cannon_h5(const std::string& path) {
   auto f = h5::File::open_read(path);
+  // Shapes are checked before anything is read: an unsealed file may declare any size.
+  std::map<std::string, std::vector<uint64_t>> shapes;
+  for (const auto& d : f.list_datasets()) shapes[d.path] = d.shape;
+  auto shape_of = [&](const char* name) {
+    const auto it = shapes.find(std::string("/") + name);
+    if (it == shapes.end()) throw IoError(path + ": not a converted Cannon model: no dataset " + name);
+    return it->second;
+  };
+  constexpr uint64_t kMaxPix = 10'000'000, kMaxTerms = 64, kMaxTrain = 1'000'000;
+  const auto sd = shape_of("dispersion"), st = shape_of("theta"), sp = shape_of("powers");
+  const auto sf = shape_of("fiducials"), ss = shape_of("scales"), sl = shape_of("training_set_labels");
+  const uint64_t n = sd.size() == 1 ? sd[0] : 0;
+  if (n < 4 || n > kMaxPix)
+    throw IoError(path + ": dispersion must be 1-D with 4.." + std::to_string(kMaxPix) + " pixels");
+  if (st.size() != 2 || st[0] != n || st[1] < 1 || st[1] > kMaxTerms)
+    throw IoError(path + ": theta must be [n_pix][n_terms <= 64] with n_pix = len(dispersion)");
+  if (sp.size() != 2 || sp[0] != st[1] || sp[1] != 3)
+    throw IoError(path + ": powers must be [n_terms][3] (labels TEFF, LOGG, FEH)");
+  if (sf != std::vector<uint64_t>{3} || ss != std::vector<uint64_t>{3} || sl.size() != 2 ||
+      sl[1] != 3 || sl[0] < 1 || sl[0] > kMaxTrain)
+    throw IoError(path + ": fiducials, scales must be [3] and training_set_labels [n][3]");
+  if (f.has_attr("/", "label_names") && f.attr_string("/", "label_names") != "TEFF,LOGG,FEH")
+    throw IoError(path + ": label_names must be TEFF,LOGG,FEH, not " +
+                  f.attr_string("/", "label_names"));
   CannonModel m;
   m.name = std::filesystem::path(path).stem().string();
-  std::vector<uint64_t> shape;
+  m.n_pix = static_cast<int>(n);
+  m.n_terms = static_cast<int>(st[1]);
+  m.n_label = 3;
   const auto disp = f.read_double("dispersion");
-  m.theta = f.read_double("theta", &shape);
-  if (shape.size() != 2 || shape[0] != disp.size() || shape[1] < 1 || shape[1] > 64)
-    throw IoError(path + ": theta must be [n_pix][n_terms <= 64] with n_pix = len(dispersion)");
-  m.n_pix = static_cast<int>(disp.size());
-  m.n_terms = static_cast<int>(shape[1]);
-  const auto pw = f.read_int64("powers", &shape);
-  if (shape.size() != 2 || shape[0] != static_cast<uint64_t>(m.n_terms) || shape[1] < 1 ||
-      shape[1] > 8)
-    throw IoError(path + ": powers must be [n_terms][n_label <= 8]");
-  m.n_label = static_cast<int>(shape[1]);
-  for (int64_t p : pw) {
+  m.theta = f.read_double("theta");
+  for (int64_t p : f.read_int64("powers")) {
     if (p < 0 || p > 8) throw IoError(path + ": powers must be 0..8");
     m.powers.push_back(static_cast<int>(p));
   }
   m.fiducials = f.read_double("fiducials");
   m.scales = f.read_double("scales");
   m.train_labels = f.read_double("training_set_labels");
-  const size_t L = m.n_label;
-  if (m.fiducials.size() != L || m.scales.size() != L || m.train_labels.size() % L != 0 ||
-      m.train_labels.empty())
-    throw IoError(path + ": fiducials, scales or training_set_labels do not match the labels");
+  auto all_finite = [](const std::vector<double>& v) {
+    return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
+  };
+  if (!all_finite(m.theta) || !all_finite(m.fiducials) || !all_finite(m.train_labels))
+    throw IoError(path + ": theta, fiducials or training_set_labels hold non-finite values");
   for (double s : m.scales)
     if (!(s > 0) || !std::isfinite(s)) throw IoError(path + ": scales must be positive");
-  if (f.has_attr("/", "label_names") && f.attr_string("/", "label_names") != "TEFF,LOGG,FEH")
-    throw IoError(path + ": label_names must be TEFF,LOGG,FEH, not " +
-                  f.attr_string("/", "label_names"));
   if (f.has_attr("/", "lsf_fwhm_A")) {
     const double v = f.attr_double("/", "lsf_fwhm_A");
     m.lsf_fwhm_A = std::isfinite(v) && v > 0 ? v : 0.0;
   }
+  // The dispersion's medium (scripts/cannon-to-h5.py writes it); air unless it says vacuum.
+  const bool air = !f.has_attr("dispersion", "medium") || f.attr_string("dispersion", "medium") != "vacuum";
   m.wave_vac_A.resize(disp.size());
   for (size_t i = 0; i < disp.size(); ++i) {
-    m.wave_vac_A[i] = air_to_vacuum_A(disp[i]);
+    m.wave_vac_A[i] = air ? air_to_vacuum_A(disp[i]) : disp[i];
     if (!std::isfinite(m.wave_vac_A[i]) || (i && !(m.wave_vac_A[i] > m.wave_vac_A[i - 1])))
       throw IoError(path + ": dispersion is not finite and increasing");
   }
+  const size_t L = m.n_label;
   m.label_min.assign(L, INFINITY);
   m.label_max.assign(L, -INFINITY);
   for (size_t r = 0; r < m.train_labels.size() / L; ++r)
@@ -59,6 +78,7 @@ CannonModel read_cannon_h5(const std::string& path) {
       m.label_min[l] = std::min(m.label_min[l], m.train_labels[r * L + l]);
       m.label_max[l] = std::max(m.label_max[l], m.train_labels[r * L + l]);
     }
+  if (!(m.label_min[0] > 0)) throw IoError(path + ": training TEFF must be positive");
   return m;
 }
 

@@ -2,9 +2,9 @@
 // `thedoppler` package of D. Nidever): normalised flux per pixel as a polynomial in scaled
 // labels. velox reads it from the HDF5 file that scripts/cannon-to-h5.py writes from the
 // package's pickle (the pickle is never loaded here):
-//   dispersion [n_pix] AIR Angstrom; theta [n_pix][n_terms]; powers [n_terms][n_label] (int);
-//   fiducials, scales [n_label]; training_set_labels [n][n_label]; attrs label_names
-//   ("TEFF,LOGG,FEH"), lsf_fwhm_A.
+//   dispersion [n_pix] Angstrom (attr medium: air unless "vacuum"); theta [n_pix][n_terms];
+//   powers [n_terms][3] (int); fiducials, scales [3]; training_set_labels [n][3]; attrs
+//   label_names ("TEFF,LOGG,FEH"), lsf_fwhm_A. Exactly three labels (TEFF K, LOGG, FEH).
 // flux(labels) = sum_j theta[:, j] * prod_l ((label_l - fiducials_l) / scales_l)^powers[j][l].
 #pragma once
 #include <string>
@@ -31,7 +31,8 @@ struct CannonModel {
   bool trained_near(const double* labels, double dlogt, double dlogg, double dfeh) const;
 };
 
-// Reads one converted model. Throws IoError naming the file and what is wrong.
+// Reads one converted model; shapes are checked before any array is read (4..1e7 pixels, at
+// most 64 terms, 1e6 training stars), values must be finite. Throws IoError naming the file.
 CannonModel read_cannon_h5(const std::string& path);
 
 }  // namespace velox

@@ -277,6 +277,10 @@ TemplateSet read_stelib(const fs::path& dir) {
       t.wave_vac_A.resize(t.flux.size());
       for (size_t i = 0; i < t.flux.size(); ++i)
         t.wave_vac_A[i] = air_to_vacuum_A(crval + (static_cast<double>(i) + 1.0 - crpix) * cdelt);
+      if (t.wave_vac_A.empty() || !std::isfinite(t.wave_vac_A.front()) ||
+          !std::isfinite(t.wave_vac_A.back()) ||
+          (t.wave_vac_A.size() > 1 && !(t.wave_vac_A[1] > t.wave_vac_A[0])))
+        f.fail("the wavelength axis (CRVAL1, CDELT1, CRPIX1) is not finite and increasing");
       add_trimmed(set, std::move(t));
     } catch (const IoError& e) {
       set.skipped.push_back(name + ": " + e.what());
@@ -384,6 +388,7 @@ TemplateSet read_kesseli(const fs::path& dir, const fs::path& table) {
 double TemplateSet::fwhm_at(double lam_A) const {
   if (!lsf_wave_A.empty() && lsf_wave_A.size() == lsf_fwhm_A.size()) {
     const size_t n = lsf_wave_A.size();
+    if (!std::isfinite(lam_A)) return NAN;
     if (lam_A <= lsf_wave_A.front() || n == 1) return lsf_fwhm_A.front();
     if (lam_A >= lsf_wave_A.back()) return lsf_fwhm_A.back();
     const size_t hi = std::upper_bound(lsf_wave_A.begin(), lsf_wave_A.end(), lam_A) - lsf_wave_A.begin();

@@ -161,6 +161,7 @@ void cannon_file(const uint8_t* data, size_t size) {
   std::vector<double> mid(m.n_label);
   for (int l = 0; l < m.n_label; ++l) mid[l] = 0.5 * (m.label_min[l] + m.label_max[l]);
   (void)m.evaluate(mid.data());
+  (void)m.trained_near(mid.data(), 0.03, 0.75, 0.75);
 }
 
 // The library loader, then one model evaluation at the centre of the label box (what the fit

@@ -31,9 +31,12 @@ TEST_CASE("STELIB: 255 files, 203 with all three labels, air converted, gaps tri
     // Ends trimmed: the first and last pixels carry flux.
     CHECK(t.flux.front() > 0);
     CHECK(t.flux.back() > 0);
-    // Air -> vacuum: about +1 A at 3200 A, +2.7 A at 9900 A; never beyond the file's axis.
+    // Air -> vacuum: about +0.9 A at 3200 A, +2.7 A at 9900 A; never beyond the file's axis.
     CHECK(t.wave_vac_A.front() > 3197.0);
     CHECK(t.wave_vac_A.back() < 9915.0);
+    // The air-vacuum difference is 0.9 A at 3200 A and grows to the red: a star without the
+    // conversion would show 0.
+    CHECK(t.wave_vac_A.front() - vacuum_to_air_A(t.wave_vac_A.front()) > 0.85);
   }
   // HD005820 has '-' labels (header strings): skipped with a reason.
   bool listed = false;
@@ -149,12 +152,56 @@ TEST_CASE("Cannon model: thedoppler's coolstars model converted, at the Sun's la
   for (const auto& [i, v] : ref) CHECK(f[i] == Approx(v).epsilon(1e-12));
 }
 
-TEST_CASE("Cannon model: a file without the Cannon datasets is refused with its name",
+TEST_CASE("Cannon model: inconsistent or non-finite files are refused with their name",
           "[io][cannon]") {
   const std::string dir = test::tmp_dir("cannon_bad");
   {
     auto f = h5::File::create(dir + "/bad.h5");
     f.write("dispersion", std::vector<double>{1, 2, 3}, {3});
   }
-  CHECK_THROWS_AS(read_cannon_h5(dir + "/bad.h5"), IoError);
+  CHECK_THROWS_WITH(read_cannon_h5(dir + "/bad.h5"), Catch::Contains("bad.h5"));
+  // One dataset replaced at a time in an otherwise valid model.
+  const std::vector<double> disp = {5000, 5000.1, 5000.2, 5000.3, 5000.4};
+  auto model = [&](const std::string& name, const std::vector<double>& theta,
+                   std::vector<uint64_t> theta_shape, const std::vector<int64_t>& powers,
+                   std::vector<uint64_t> powers_shape, const std::vector<double>& labels) {
+    const std::string path = dir + "/" + name + ".h5";
+    auto f = h5::File::create(path);
+    f.write("dispersion", disp, {5});
+    f.write("theta", theta, theta_shape);
+    f.write("powers", powers, powers_shape);
+    f.write("fiducials", std::vector<double>{5000, 4, 0}, {3});
+    f.write("scales", std::vector<double>{1000, 2, 1}, {3});
+    f.write("training_set_labels", labels, {labels.size() / 3, 3});
+    return path;
+  };
+  const std::vector<double> theta(5, 0.9), labels = {4000, 1, -1, 6000, 5, 0.5};
+  const std::vector<int64_t> powers = {0, 0, 0};
+  CHECK_NOTHROW(read_cannon_h5(model("good", theta, {5, 1}, powers, {1, 3}, labels)));
+  CHECK_THROWS_WITH(read_cannon_h5(model("short_theta", std::vector<double>(4, 0.9), {4, 1},
+                                         powers, {1, 3}, labels)),
+                    Catch::Contains("theta must be"));
+  CHECK_THROWS_WITH(read_cannon_h5(model("two_labels", theta, {5, 1}, {0, 0}, {1, 2}, labels)),
+                    Catch::Contains("powers must be"));
+  CHECK_THROWS_WITH(read_cannon_h5(model("nan_label", theta, {5, 1}, powers, {1, 3},
+                                         {4000, 1, NAN, 6000, 5, 0.5})),
+                    Catch::Contains("non-finite"));
+}
+
+TEST_CASE("Cannon model: the dispersion's medium attribute decides the air-vacuum conversion",
+          "[io][cannon]") {
+  const std::string dir = test::tmp_dir("cannon_medium");
+  const std::string path = write_tiny_cannon(dir);
+  {
+    auto f = h5::File::create(dir + "/vac.h5");
+    f.write("dispersion", std::vector<double>{5000, 5000.1, 5000.2, 5000.3, 5000.4}, {5});
+    f.set_attr("dispersion", "medium", std::string("vacuum"));
+    f.write("theta", std::vector<double>(5, 0.9), {5, 1});
+    f.write("powers", std::vector<int64_t>{0, 0, 0}, {1, 3});
+    f.write("fiducials", std::vector<double>{5000, 4, 0}, {3});
+    f.write("scales", std::vector<double>{1000, 2, 1}, {3});
+    f.write("training_set_labels", std::vector<double>{4000, 1, -1}, {1, 3});
+  }
+  CHECK(read_cannon_h5(dir + "/vac.h5").wave_vac_A[0] == 5000.0);
+  CHECK(read_cannon_h5(path).wave_vac_A[0] == Approx(air_to_vacuum_A(5000.0)).epsilon(1e-12));
 }
