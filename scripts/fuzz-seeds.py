@@ -13,6 +13,7 @@ the cannon target. Needs numpy and astropy (and h5py for --cannon).
 """
 import argparse
 import glob
+import importlib.util
 import gzip
 import io
 import os
@@ -177,7 +178,8 @@ def cannon(cannon_h5, out):
     import h5py
     dst = os.path.join(out, "cannon")
     os.makedirs(dst, exist_ok=True)
-    with h5py.File(cannon_h5, "r") as src, h5py.File(os.path.join(dst, "seed-0.h5"), "w") as o:
+    path = os.path.join(dst, "seed-0.h5")
+    with h5py.File(cannon_h5, "r") as src, h5py.File(path, "w", userblock_size=512) as o:
         for k in ("dispersion", "theta", "s2"):
             o[k] = src[k][:NPIX]
         for k in ("powers", "fiducials", "scales"):
@@ -185,6 +187,11 @@ def cannon(cannon_h5, out):
         o["training_set_labels"] = src["training_set_labels"][:20]
         for k, v in src.attrs.items():
             o.attrs[k] = v
+    spec = importlib.util.spec_from_file_location(
+        "cannon_to_h5", os.path.join(os.path.dirname(os.path.abspath(__file__)), "cannon-to-h5.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.seal(path)  # velox reads only sealed models
 
 
 def main():

@@ -12,7 +12,9 @@
 namespace velox {
 
 CannonModel read_cannon_h5(const std::string& path) {
-  auto f = h5::File::open_read(path);
+  auto f = h5::File::open_read(path,
+                               "no integrity seal: not a Cannon model converted by "
+                               "scripts/cannon-to-h5.py (convert the pickle again)");
   // Shapes are checked before anything is read: an unsealed file may declare any size.
   std::map<std::string, std::vector<uint64_t>> shapes;
   for (const auto& d : f.list_datasets()) shapes[d.path] = d.shape;

@@ -31,7 +31,8 @@ struct CannonModel {
   bool trained_near(const double* labels, double dlogt, double dlogg, double dfeh) const;
 };
 
-// Reads one converted model; shapes are checked before any array is read (4..1e7 pixels, at
+// Reads one converted model. It must carry velox's integrity seal (io/h5_seal.hpp, written by
+// the converter), checked before libhdf5 parses anything; shapes are checked before any array is read (4..1e7 pixels, at
 // most 64 terms, 1e6 training stars), values must be finite. Throws IoError naming the file.
 CannonModel read_cannon_h5(const std::string& path);
 

@@ -9,6 +9,7 @@
 #include "common/error.hpp"
 #include "io/cannon.hpp"
 #include "io/h5.hpp"
+#include "io/h5_seal.hpp"
 #include "io/readers.hpp"
 #include "test_util.hpp"
 
@@ -87,23 +88,26 @@ namespace {
 // A two-label-term model written with the layout of scripts/cannon-to-h5.py.
 std::string write_tiny_cannon(const std::string& dir) {
   const std::string path = dir + "/tiny.h5";
-  auto f = h5::File::create(path);
-  const size_t n = 5, nt = 3;
-  std::vector<double> disp = {5000, 5000.1, 5000.2, 5000.3, 5000.4}, theta(n * nt), s2(n, 0.0);
-  for (size_t i = 0; i < n; ++i) {
-    theta[i * nt] = 0.9;           // constant
-    theta[i * nt + 1] = 0.01 * i;  // x_TEFF
-    theta[i * nt + 2] = -0.02;     // x_LOGG * x_FEH
+  {
+    auto f = h5::File::create(path, /*seal_block=*/true);
+    const size_t n = 5, nt = 3;
+    std::vector<double> disp = {5000, 5000.1, 5000.2, 5000.3, 5000.4}, theta(n * nt), s2(n, 0.0);
+    for (size_t i = 0; i < n; ++i) {
+      theta[i * nt] = 0.9;           // constant
+      theta[i * nt + 1] = 0.01 * i;  // x_TEFF
+      theta[i * nt + 2] = -0.02;     // x_LOGG * x_FEH
+    }
+    f.write("dispersion", disp, {n});
+    f.write("theta", theta, {n, nt});
+    f.write("s2", s2, {n});
+    f.write("powers", std::vector<int64_t>{0, 0, 0, 1, 0, 0, 0, 1, 1}, {nt, 3});
+    f.write("fiducials", std::vector<double>{5000, 4, 0}, {3});
+    f.write("scales", std::vector<double>{1000, 2, 1}, {3});
+    f.write("training_set_labels", std::vector<double>{4000, 1, -1, 6000, 5, 0.5}, {2, 3});
+    f.set_attr("/", "label_names", std::string("TEFF,LOGG,FEH"));
+    f.set_attr("/", "lsf_fwhm_A", static_cast<double>(NAN));
   }
-  f.write("dispersion", disp, {n});
-  f.write("theta", theta, {n, nt});
-  f.write("s2", s2, {n});
-  f.write("powers", std::vector<int64_t>{0, 0, 0, 1, 0, 0, 0, 1, 1}, {nt, 3});
-  f.write("fiducials", std::vector<double>{5000, 4, 0}, {3});
-  f.write("scales", std::vector<double>{1000, 2, 1}, {3});
-  f.write("training_set_labels", std::vector<double>{4000, 1, -1, 6000, 5, 0.5}, {2, 3});
-  f.set_attr("/", "label_names", std::string("TEFF,LOGG,FEH"));
-  f.set_attr("/", "lsf_fwhm_A", static_cast<double>(NAN));
+  h5::seal::write(path);  // as scripts/cannon-to-h5.py does
   return path;
 }
 }  // namespace
@@ -159,27 +163,31 @@ TEST_CASE("Cannon model: inconsistent or non-finite files are refused with their
     auto f = h5::File::create(dir + "/bad.h5");
     f.write("dispersion", std::vector<double>{1, 2, 3}, {3});
   }
-  CHECK_THROWS_WITH(read_cannon_h5(dir + "/bad.h5"), Catch::Contains("bad.h5"));
+  // Unsealed: refused before libhdf5 parses it.
+  CHECK_THROWS_WITH(read_cannon_h5(dir + "/bad.h5"), Catch::Contains("no integrity seal"));
   // One dataset replaced at a time in an otherwise valid model.
   const std::vector<double> disp = {5000, 5000.1, 5000.2, 5000.3, 5000.4};
   auto model = [&](const std::string& name, const std::vector<double>& theta,
                    std::vector<uint64_t> theta_shape, const std::vector<int64_t>& powers,
                    std::vector<uint64_t> powers_shape, const std::vector<double>& labels) {
     const std::string path = dir + "/" + name + ".h5";
-    auto f = h5::File::create(path);
-    f.write("dispersion", disp, {5});
-    f.write("theta", theta, theta_shape);
-    f.write("powers", powers, powers_shape);
-    f.write("fiducials", std::vector<double>{5000, 4, 0}, {3});
-    f.write("scales", std::vector<double>{1000, 2, 1}, {3});
-    f.write("training_set_labels", labels, {labels.size() / 3, 3});
+    {
+      auto f = h5::File::create(path, /*seal_block=*/true);
+      f.write("dispersion", disp, {5});
+      f.write("theta", theta, theta_shape);
+      f.write("powers", powers, powers_shape);
+      f.write("fiducials", std::vector<double>{5000, 4, 0}, {3});
+      f.write("scales", std::vector<double>{1000, 2, 1}, {3});
+      f.write("training_set_labels", labels, {labels.size() / 3, 3});
+    }
+    h5::seal::write(path);
     return path;
   };
   const std::vector<double> theta(5, 0.9), labels = {4000, 1, -1, 6000, 5, 0.5};
   const std::vector<int64_t> powers = {0, 0, 0};
   CHECK_NOTHROW(read_cannon_h5(model("good", theta, {5, 1}, powers, {1, 3}, labels)));
-  CHECK_THROWS_WITH(read_cannon_h5(model("short_theta", std::vector<double>(4, 0.9), {4, 1},
-                                         powers, {1, 3}, labels)),
+  CHECK_THROWS_WITH(read_cannon_h5(model("short_theta", std::vector<double>(4, 0.9), {4, 1}, powers,
+                                         {1, 3}, labels)),
                     Catch::Contains("theta must be"));
   CHECK_THROWS_WITH(read_cannon_h5(model("two_labels", theta, {5, 1}, {0, 0}, {1, 2}, labels)),
                     Catch::Contains("powers must be"));
@@ -193,7 +201,7 @@ TEST_CASE("Cannon model: the dispersion's medium attribute decides the air-vacuu
   const std::string dir = test::tmp_dir("cannon_medium");
   const std::string path = write_tiny_cannon(dir);
   {
-    auto f = h5::File::create(dir + "/vac.h5");
+    auto f = h5::File::create(dir + "/vac.h5", /*seal_block=*/true);
     f.write("dispersion", std::vector<double>{5000, 5000.1, 5000.2, 5000.3, 5000.4}, {5});
     f.set_attr("dispersion", "medium", std::string("vacuum"));
     f.write("theta", std::vector<double>(5, 0.9), {5, 1});
@@ -202,6 +210,7 @@ TEST_CASE("Cannon model: the dispersion's medium attribute decides the air-vacuu
     f.write("scales", std::vector<double>{1000, 2, 1}, {3});
     f.write("training_set_labels", std::vector<double>{4000, 1, -1}, {1, 3});
   }
+  h5::seal::write(dir + "/vac.h5");
   CHECK(read_cannon_h5(dir + "/vac.h5").wave_vac_A[0] == 5000.0);
   CHECK(read_cannon_h5(path).wave_vac_A[0] == Approx(air_to_vacuum_A(5000.0)).epsilon(1e-12));
 }
