@@ -458,8 +458,7 @@ int main(int argc, char** argv) {
     if (build->parsed()) {
       const std::string cmdline = command_line(argc, argv, {});
       check_output_file("--output", t_output, "template-library", t_overwrite);
-      BuildConfig bc = t_in.preset.empty() ? BuildConfig{} : preset_build_config(t_in.preset, {});
-      if (!t_config.empty()) bc = load_build_config(t_config, bc);
+      const BuildConfig bc = template_build_config(t_in, t_config);
       std::map<std::string, std::string> src_attrs;
       auto set = template_training_set(t_in, bc, &src_attrs);
       auto lib = build_library(set, bc);

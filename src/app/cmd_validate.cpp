@@ -10,10 +10,7 @@
 namespace velox {
 
 int run_validate(const ValidateOptions& opt) {
-  BuildConfig bc = opt.templates.preset.empty()
-                       ? BuildConfig{}
-                       : preset_build_config(opt.templates.preset, BuildConfig{});
-  if (!opt.config.empty()) bc = load_build_config(opt.config, bc);
+  const BuildConfig bc = template_build_config(opt.templates, opt.config);
   const FitConfig fc = opt.config.empty() ? FitConfig{} : load_fit_config(opt.config);
   const auto set = template_training_set(opt.templates, bc, nullptr);
   const int threads = opt.threads > 0 ? opt.threads : default_thread_count();

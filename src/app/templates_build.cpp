@@ -65,11 +65,13 @@ void run_checked(const std::vector<std::string>& argv, const std::string& what) 
 
 }  // namespace
 
-BuildConfig preset_build_config(const std::string& preset, BuildConfig base) {
-  (void)preset;
-  base.teff_min = 2300.0;
-  base.teff_max = 31000.0;
-  return base;
+BuildConfig template_build_config(const TemplateInputOptions& opt, const std::string& config) {
+  BuildConfig bc;
+  if (!opt.preset.empty()) {
+    bc.teff_min = 2300.0;
+    bc.teff_max = 31000.0;
+  }
+  return config.empty() ? bc : load_build_config(config, bc);
 }
 
 TemplateSet template_training_set(const TemplateInputOptions& opt, const BuildConfig& bc,

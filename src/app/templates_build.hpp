@@ -19,8 +19,9 @@ struct TemplateInputOptions {
                            // converted from data_dir's pickles into a temporary folder
 };
 
-// The build settings of a preset (wider Teff range than the MILES default: 2300-31000 K).
-BuildConfig preset_build_config(const std::string& preset, BuildConfig base);
+// The build settings: a preset's (wider Teff range than the MILES default: 2300-31000 K) or the
+// defaults, then the `templates:` keys of the YAML file `config` (if not empty) over them.
+BuildConfig template_build_config(const TemplateInputOptions& opt, const std::string& config);
 
 // The training set the options name: read_templates(input), or the preset's joined set (its
 // "join.*" attributes in *attrs). Converted Cannon models are made with

@@ -24,7 +24,6 @@ struct Grid {
   int n = 0;
   std::vector<double> wave;    // [n] vacuum A
   std::vector<double> fwhm_A;  // [n] target line spread
-  double wave_at(int t) const { return wave[t]; }
   double fwhm_near(double lam) const {
     const long t = std::lround((std::log(lam) - lnlam0) / dlnlam);
     return fwhm_A[std::clamp<long>(t, 0, n - 1)];
@@ -67,7 +66,7 @@ std::vector<double> to_grid(const std::vector<double>& wave, const std::vector<d
   return resample(wsub, fsub, g.wave);
 }
 
-// Divides the finite pixels of f in [t0, t1) by their upper-envelope continuum (degree scaled
+// Divides the finite pixels of f by their upper-envelope continuum (degree scaled
 // with the span: 6 over MILES' 3540-7410 A, as build_library uses). False if it is not positive.
 bool normalise(std::vector<double>& f, const Grid& g) {
   std::vector<int> idx;
@@ -128,11 +127,7 @@ struct Filler {
     const size_t k = &m - models.data();
     double x[3];
     for (int l = 0; l < 3; ++l) x[l] = std::clamp(lab[l], m.label_min[l], m.label_max[l]);
-    std::vector<double> term(m.n_terms, 1.0);
-    for (int j = 0; j < m.n_terms; ++j)
-      for (int l = 0; l < m.n_label; ++l)
-        for (int p = 0; p < m.powers[j * m.n_label + l]; ++p)
-          term[j] *= (x[l] - m.fiducials[l]) / m.scales[l];
+    const std::vector<double> term = m.terms(x);
     std::vector<double> f(g.n, 0.0);
     for (int j = 0; j < m.n_terms; ++j) {
       const double* c = theta_g[k].data() + static_cast<size_t>(j) * g.n;
@@ -176,7 +171,7 @@ TemplateSet join_sources(const JoinConfig& cfg, JoinReport* report) {
     srcs.push_back(std::move(s));
   }
 
-  // 2. The grid and its line spread: the broadest of the sources serving each wavelength.
+  // 2. The grid and its line spread (JoinConfig::lsf_broadest).
   Grid g;
   g.dlnlam = cfg.dlnlam;
   g.lnlam0 = std::log(cfg.wave_min_A) - 4 * cfg.dlnlam;

@@ -84,15 +84,20 @@ CannonModel read_cannon_h5(const std::string& path) {
   return m;
 }
 
-std::vector<double> CannonModel::evaluate(const double* labels, int p0, int p1) const {
-  if (p1 < 0 || p1 > n_pix) p1 = n_pix;
-  p0 = std::clamp(p0, 0, p1);
+std::vector<double> CannonModel::terms(const double* labels) const {
   std::vector<double> term(n_terms, 1.0);
   for (int j = 0; j < n_terms; ++j)
     for (int l = 0; l < n_label; ++l) {
       const double x = (labels[l] - fiducials[l]) / scales[l];
       for (int p = 0; p < powers[j * n_label + l]; ++p) term[j] *= x;
     }
+  return term;
+}
+
+std::vector<double> CannonModel::evaluate(const double* labels, int p0, int p1) const {
+  if (p1 < 0 || p1 > n_pix) p1 = n_pix;
+  p0 = std::clamp(p0, 0, p1);
+  const std::vector<double> term = terms(labels);
   std::vector<double> flux(p1 - p0);
   for (int i = p0; i < p1; ++i) {
     const double* th = theta.data() + static_cast<size_t>(i) * n_terms;

@@ -23,6 +23,8 @@ struct CannonModel {
   int n_pix = 0, n_terms = 0, n_label = 0;
   double lsf_fwhm_A = 0.0;  // the model spectra's own line spread (0: unresolved)
 
+  // The polynomial terms [n_terms] at labels: prod_l ((label_l - fiducials_l) / scales_l)^p.
+  std::vector<double> terms(const double* labels) const;
   // Normalised flux at labels (TEFF [K], LOGG [dex], FEH [dex]) on wave_vac_A, pixels [p0, p1),
   // clipped to [0, 1] (thedoppler clips at 1; saturated cores can fall below 0).
   std::vector<double> evaluate(const double* labels, int p0 = 0, int p1 = -1) const;

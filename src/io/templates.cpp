@@ -211,15 +211,18 @@ TemplateSet read_phoenix(const fs::path& dir, const std::string& wave_file) {
 // STELIB's FWHM (mangadap's configuration of STELIB v3.2).
 constexpr double kStelibFwhmA = 3.4;
 
-// A header label: a number, or a string holding one; '-', blank or absent: NaN.
-double header_label(const fits::File& f, const std::string& key) {
-  if (!f.has_key(key)) return NAN;
-  const std::string text = f.key_string(key);
+// The finite number `text` holds (trailing blanks allowed); anything else ('-', '...', blank): NaN.
+double number_or_nan(const std::string& text) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   if (end == text.c_str()) return NAN;
   while (*end == ' ') ++end;
   return *end == '\0' && std::isfinite(v) ? v : NAN;
+}
+
+// A header label: a number, or a string holding one; '-', blank or absent: NaN.
+double header_label(const fits::File& f, const std::string& key) {
+  return f.has_key(key) ? number_or_nan(f.key_string(key)) : NAN;
 }
 
 // Trims runs of flux <= 0 or non-finite at both ends; interior gaps become NaN. Returns
@@ -313,11 +316,7 @@ std::map<std::string, DwarfRow> read_dwarf_table(const fs::path& path) {
     if (cols.empty() || words[0][0] == '#' || words.size() < cols.size() - 1) continue;
     auto col = [&](const char* name) {
       for (size_t i = 0; i < cols.size() && i < words.size(); ++i)
-        if (cols[i] == name) {
-          char* end = nullptr;
-          const double v = std::strtod(words[i].c_str(), &end);
-          return end != words[i].c_str() && *end == '\0' ? v : NAN;
-        }
+        if (cols[i] == name) return number_or_nan(words[i]);
       return static_cast<double>(NAN);
     };
     DwarfRow r;
