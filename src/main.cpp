@@ -399,6 +399,10 @@ int main(int argc, char** argv) {
                 "Replace an existing --output catalog (never replaced without it); refit "
                 "inputs whose catalog exists; replace a --merge file that is not a velox "
                 "catalog (inputs and the library are never overwritten)");
+  fit->add_flag("--refit-changed", fit_opt.refit_changed,
+                "With --output-dir: refit inputs whose per-input catalog was written with "
+                "another template library or fit configuration (without it such a resume, or "
+                "--merge of such catalogs, exits 2 naming both)");
   fit->add_option("--log-dir", fit_opt.log_dir, "Write DIR/rank-<N>.log for every MPI rank");
   fit->add_option("--batch-seconds", fit_opt.batch_seconds,
                  "MPI: seconds of work per batch of inputs handed to a rank (at its measured "

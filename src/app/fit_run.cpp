@@ -13,6 +13,7 @@
 #include <fstream>
 #include <set>
 
+#include "app/fit_identity.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/gpu.hpp"
 #include "common/error.hpp"
@@ -193,6 +194,7 @@ Provenance FitEngine::provenance(const FitOptions& opt) const {
   prov["git_commit"] = git_commit();
   prov["command_line"] = opt.command_line;
   prov["config_yaml"] = dump_fit_config(cfg_);
+  prov["fit_config_hash"] = fit_config_hash(cfg_, opt);  // resume/merge identity
   prov["templates_path"] = opt.templates;
   prov["templates_checksum"] = lib_->checksum;
   std::string labels;

@@ -30,6 +30,7 @@ struct FitOptions {
   std::string output_dir;           // one catalog per input, DIR/<stem>.velox.h5; empty = none
   std::string merge;                // merged catalog of the output dir, written at the end
   bool overwrite = false;           // refit inputs whose per-input catalog exists
+  bool refit_changed = false;       // refit inputs whose catalog has another library/config
   std::vector<std::string> inputs;  // input files
   std::string input_list;           // file with one input path per line ('#' comments)
   std::string input_dir;            // directory scanned with `glob`

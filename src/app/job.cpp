@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "app/fit_identity.hpp"
 #include "app/job_plan.hpp"
 #include "app/output_checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
@@ -136,24 +137,49 @@ RootJob::RootJob(const FitOptions& opt, int world_size, int threads)
   kept_.resize(n);
   want_merged_ = wants_merged(opt_);
   check_fit_outputs(opt_, inputs_);  // creates --output-dir and --log-dir
-  if (!opt_.output_dir.empty()) {
+  if (!opt_.output_dir.empty())
     if (size_t k = remove_stale_temps(opt_.output_dir))
       spdlog::info("removed {} partial catalogs (*.velox.h5.tmp) left by an interrupted run", k);
-    status_file_ = std::make_unique<StatusFile>(opt_.output_dir);
-  }
+  // The engine first: its library checksum and configuration hash decide which existing
+  // per-input catalogs a resume may keep (fit_identity.hpp). Nothing is written before the
+  // check below, so a refusal leaves the output directory as it was.
+  engine_ = std::make_unique<FitEngine>(opt_, threads);
+  prov_ = job_provenance(*engine_, opt_, world_size_);
+  const FitIdentity current = identity_of(prov_);
+  std::vector<std::string> changed;  // "catalog: difference", refused without --refit-changed
   for (size_t i = 0; i < n; ++i) {
     if (!inputs_[i].catalog.empty() && !opt_.overwrite && fs::exists(inputs_[i].catalog)) {
       try {
-        auto rows = read_catalog(inputs_[i].catalog);
-        status_[i] = {inputs_[i].path, "skipped", rows.size(), 0.0, -1, ""};
-        status_file_->append(status_[i]);
-        if (want_merged_) kept_[i] = std::move(rows);
-        continue;
+        Provenance p;
+        auto rows = read_catalog(inputs_[i].catalog, &p);
+        const std::string diff = identity_difference(identity_of(p), current);
+        if (diff.empty()) {
+          status_[i] = {inputs_[i].path, "skipped", rows.size(), 0.0, -1, ""};
+          if (want_merged_) kept_[i] = std::move(rows);
+          continue;
+        }
+        if (!opt_.refit_changed) changed.push_back(inputs_[i].catalog + ": " + diff);
       } catch (const std::exception& e) {
         spdlog::warn("{} (refitting {})", e.what(), inputs_[i].path);
       }
     }
     todo_.push_back(i);
+  }
+  if (!changed.empty())
+    throw ConfigError(fmt::format(
+        "{} of the per-input catalogs in {} were fitted with another template library or fit "
+        "configuration; velox never mixes them silently. First: {}. Add --refit-changed to "
+        "refit those inputs, or choose another --output-dir",
+        changed.size(), opt_.output_dir, changed.front()));
+  if (opt_.refit_changed)
+    for (size_t i : todo_)
+      if (fs::exists(inputs_[i].catalog))
+        spdlog::info("--refit-changed: refitting {} (its catalog {} was fitted otherwise)",
+                     inputs_[i].path, inputs_[i].catalog);
+  if (!opt_.output_dir.empty()) {
+    status_file_ = std::make_unique<StatusFile>(opt_.output_dir);
+    for (size_t i = 0; i < n; ++i)
+      if (!status_[i].status.empty()) status_file_->append(status_[i]);
   }
   flush_status();
   // The DESI side outputs (/fibermap, /models, rvspecfit FITS) are collected by this rank's
@@ -170,8 +196,6 @@ RootJob::RootJob(const FitOptions& opt, int world_size, int threads)
   for (size_t i : todo_) todo_bytes_.push_back(inputs_[i].bytes);
   for (auto b : todo_bytes_) bytes_left_ += b;
 
-  engine_ = std::make_unique<FitEngine>(opt_, threads);
-  prov_ = job_provenance(*engine_, opt_, world_size_);
   spdlog::info(
       "fit: {} inputs ({} to fit, {} skipped: output exists), {} ranks x {} threads, "
       "templates {} ({} stars, {})",

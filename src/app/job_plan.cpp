@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 
+#include "app/fit_identity.hpp"
 #include "app/fit_outputs.hpp"
 #include "app/job_outputs.hpp"
 #include "app/output_checks.hpp"
@@ -83,6 +84,13 @@ int merge_existing(const FitOptions& opt) {
     Provenance p;
     auto part = read_catalog(f, &p);
     if (prov.empty()) prov = p;
+    // Rows of two libraries or configurations are never merged (fit_identity.hpp).
+    const std::string diff = identity_difference(identity_of(p), identity_of(prov), files.front());
+    if (!diff.empty())
+      throw ConfigError(fmt::format(
+          "--merge: {} was fitted differently from {}: {}; velox never mixes them silently. "
+          "Rerun the fit over these inputs with --refit-changed, then merge",
+          f, files.front(), diff));
     inputs.push_back(p.count("input_path") ? p["input_path"] : f);
     rows.insert(rows.end(), part.begin(), part.end());
   }

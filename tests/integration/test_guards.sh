@@ -63,6 +63,52 @@ refused keep_table "velox never replaces a catalog silently" \
   fit --output table.fits --output-format fits "$F"
 fit --output table.fits --output-format fits --overwrite "$F" 2>/dev/null
 
+echo "== never mixed silently (issue 24)"
+# Reproduces the issue first: before the fix, resuming cats with another library skipped the
+# finished input and --merge joined rows of two libraries with exit 0.
+G="$VELOX_DATA_DIR/spectra/lamost_dr10_pylasp/fits/3706009.fits"
+printf 'templates:\n  n_components: 6\n' >k6.yaml
+"$VELOX" templates build --input "$VELOX_DATA_DIR/templates/miles/miles_thin" --config k6.yaml \
+  --output lib_k6.h5 2>/dev/null
+fit --output-dir mixed "$F" 2>/dev/null
+sum_before=$(md5sum <mixed/3703110.velox.h5)
+refused resume_library "template library fnv1a64:" \
+  "$VELOX" fit --templates lib_k6.h5 --threads 1 --output-dir mixed --merge mixed/m.h5 "$F" "$G"
+grep -qF -- "Add --refit-changed" resume_library.log || fail "the refusal does not say how to refit"
+printf 'fit:\n  cont_deg: 4\n' >deg4.yaml
+refused resume_config "fit configuration fnv1a64:" \
+  fit --config deg4.yaml --output-dir mixed "$F" "$G"
+[ "$(md5sum <mixed/3703110.velox.h5)" = "$sum_before" ] && [ ! -e mixed/3706009.velox.h5 ] &&
+  [ ! -e mixed/m.h5 ] || fail "a refused resume wrote something"
+# Another input fitted with the other library into the same folder: a merge refuses the mix.
+"$VELOX" fit --templates lib_k6.h5 --threads 1 --output-dir other "$G" 2>/dev/null
+cp other/3706009.velox.h5 mixed/
+refused merge_mixed "was fitted differently from" "$VELOX" fit --output-dir mixed --merge m.h5
+[ ! -e m.h5 ] || fail "a refused merge wrote its catalog"
+# --refit-changed refits what differs from this run (both inputs: 3703110 had the other
+# library) and the merge then holds one library's rows.
+"$VELOX" fit --templates lib_k6.h5 --threads 1 --output-dir mixed --merge mixed/m.h5 \
+  --refit-changed "$F" "$G" 2>refit.log
+grep -qF -- "--refit-changed: refitting $F" refit.log || { cat refit.log; fail "no refit of $F"; }
+"$PY" - mixed/m.h5 lib_k6.h5 <<'PY'
+import sys
+import h5py
+m, lib = sys.argv[1:]
+with h5py.File(lib, "r") as f:
+    want = f.attrs["checksum"]
+with h5py.File(m, "r") as f:
+    assert f["catalog"].shape == (2,), f["catalog"].shape
+    assert f.attrs["templates_checksum"] == want, (f.attrs["templates_checksum"], want)
+    assert f.attrs["fit_config_hash"].startswith("fnv1a64:"), f.attrs["fit_config_hash"]
+for name in ("mixed/3703110.velox.h5", "mixed/3706009.velox.h5"):
+    with h5py.File(name, "r") as f:
+        assert f.attrs["templates_checksum"] == want, name
+print("refit-changed: both per-input catalogs and the merge hold", want)
+PY
+# The same run again skips both: identity unchanged.
+"$VELOX" fit --templates lib_k6.h5 --threads 1 --output-dir mixed "$F" "$G" 2>same.log
+grep -qF "(0 to fit, 2 skipped" same.log || { cat same.log; fail "an unchanged resume refitted"; }
+
 echo "== options and config"
 refused log_level "--log-level: verbose not in" "$VELOX" --log-level verbose fit --output c.h5 "$F"
 refused threads "--threads: must be a number >= 0, not -3" fit --threads -3 --output c.h5 "$F"

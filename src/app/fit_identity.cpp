@@ -1,0 +1,54 @@
+#include "app/fit_identity.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+
+namespace velox {
+
+namespace {
+
+// The same FNV-1a 64 as the library checksum and the integrity seal.
+void fnv(uint64_t& h, const std::string& s) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  h ^= 0xff;  // field separator, so ("ab","c") and ("a","bc") differ
+  h *= 1099511628211ULL;
+}
+
+}  // namespace
+
+std::string fit_config_hash(const FitConfig& cfg, const FitOptions& opt) {
+  uint64_t h = 1469598103934665603ULL;
+  fnv(h, dump_fit_config(cfg));
+  for (const auto& o : opt.objtypes) fnv(h, "objtype:" + o);
+  for (auto t : opt.targetids) fnv(h, "targetid:" + std::to_string(t));
+  fnv(h, "targetid_file:" + opt.targetid_file);
+  fnv(h, fmt::format("min_sn:{}", opt.min_sn));
+  fnv(h, opt.include_unselected ? "include_unselected" : "");
+  return fmt::format("fnv1a64:{:016x}", h);
+}
+
+FitIdentity identity_of(const Provenance& prov) {
+  FitIdentity id;
+  if (auto it = prov.find("templates_checksum"); it != prov.end()) id.templates_checksum = it->second;
+  if (auto it = prov.find("fit_config_hash"); it != prov.end()) id.fit_config_hash = it->second;
+  return id;
+}
+
+std::string identity_difference(const FitIdentity& have, const FitIdentity& want,
+                                const std::string& want_name) {
+  auto shown = [](const std::string& s) { return s.empty() ? std::string("none recorded") : s; };
+  std::string d;
+  if (have.templates_checksum != want.templates_checksum)
+    d = fmt::format("template library {} ({}: {})", shown(have.templates_checksum), want_name,
+                    shown(want.templates_checksum));
+  if (have.fit_config_hash != want.fit_config_hash)
+    d += fmt::format("{}fit configuration {} ({}: {})", d.empty() ? "" : "; ",
+                     shown(have.fit_config_hash), want_name, shown(want.fit_config_hash));
+  return d;
+}
+
+}  // namespace velox
