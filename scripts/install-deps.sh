@@ -10,6 +10,7 @@ PKGS=(
   python3 python3-numpy python3-h5py python3-astropy python3-matplotlib
   python3-dev pybind11-dev python3-pybind11
   clang libclang-rt-14-dev  # sanitizer CI and fuzzing (scripts/test-sanitize.sh, scripts/fuzz.sh)
+  slurmctld slurmd slurm-client munge  # tests/integration/test_slurm.sh starts its own Slurm
 )
 missing=()
 for p in "${PKGS[@]}"; do

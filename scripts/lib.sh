@@ -80,16 +80,32 @@ velox_lamost_inputs() {
 # velox_boss_star: the BOSS G1V star with a reference velocity (scripts/compare_reference.py).
 velox_boss_star() { echo "$VELOX_DATA_DIR/spectra/sdss/spec-3586-55181-0500.fits"; }
 
-# velox_run_forwarding CMD...: run CMD as a child and forward the SIGTERM/SIGINT this shell gets
-# to it as SIGTERM (Slurm's --signal=B:TERM@N signals only the batch shell; srun passes SIGTERM
-# on to every task), then return CMD's exit code once it has really exited. velox stops cleanly
-# on SIGTERM with exit code 4 (docs/running.md "Stopping and requeueing").
+# velox_run_forwarding CMD...: run CMD as a child, pass the SIGTERM/SIGINT this shell gets on to
+# velox as SIGTERM (Slurm's --signal=B:TERM@N signals only the batch shell), then return CMD's
+# exit code once it has really exited. velox stops cleanly on SIGTERM with exit code 4
+# (docs/running.md "Stopping and requeueing"). How the signal reaches the velox processes:
+#  - CMD is srun inside a Slurm job: `scancel --signal=TERM $SLURM_JOB_ID` (every task of the
+#    job's steps, not this shell). A SIGTERM to srun itself makes srun SIGKILL its tasks (Slurm
+#    22.05, tests/integration/test_slurm.sh).
+#  - CMD is mpirun/mpiexec: SIGTERM to its children, the ranks (single node). Open MPI's mpirun
+#    turns a SIGTERM into an abort that SIGKILLs the ranks a second later.
+#  - otherwise (velox, a script such as nightly.sh that forwards in turn): SIGTERM to CMD.
+# After a signal, a launcher's code other than 0, 2 or 3 (mpirun may return 1 or 143 where the
+# ranks returned 4) is reported as 4: the outputs are atomic, so the job is resumable.
 velox_run_forwarding() {
-  local pid rc=0
+  local pid rc=0 how launcher
+  _velox_signalled=0
+  launcher=$(basename -- "$1")
   "$@" &
   pid=$!
-  # shellcheck disable=SC2064  # expand $pid now
-  trap "echo 'velox: signal received: asking velox to stop cleanly' >&2; kill -TERM $pid 2>/dev/null" TERM INT
+  how="kill -TERM $pid"
+  if [ "$launcher" = srun ] && [ -n "${SLURM_JOB_ID:-}" ] && command -v scancel >/dev/null; then
+    how="scancel --signal=TERM $SLURM_JOB_ID"
+  elif [ "$launcher" = mpirun ] || [ "$launcher" = mpiexec ]; then
+    how="pkill -TERM -P $pid"
+  fi
+  # shellcheck disable=SC2064  # expand $how now
+  trap "_velox_signalled=1; echo 'velox: signal received: asking velox to stop cleanly ($how)' >&2; $how 2>/dev/null" TERM INT
   wait "$pid" || rc=$?
   # A trapped signal interrupts `wait` (status 128+N) while CMD still runs: wait for its own code.
   while kill -0 "$pid" 2>/dev/null; do
@@ -97,6 +113,10 @@ velox_run_forwarding() {
     wait "$pid" || rc=$?
   done
   trap - TERM INT
+  if [ "$_velox_signalled" = 1 ] && [ "$rc" != 0 ] && [ "$rc" != 2 ] && [ "$rc" != 3 ] && [ "$rc" != 4 ]; then
+    echo "velox: $launcher exited with $rc after the signal: reported as 4 (interrupted, resumable)" >&2
+    rc=4
+  fi
   return "$rc"
 }
 

@@ -10,18 +10,24 @@
 # 0 ok, 3 completed with failures (see status.tsv), 4 interrupted (resumable), 1/2 fatal or
 # usage error.
 # Time limit: the templates ask Slurm for SIGTERM to the batch shell 120 s before the limit
-# (#SBATCH --signal=B:TERM@120). The shell forwards it to srun (velox_run_forwarding), srun to
-# every rank; velox hands out no more inputs, finishes the ones in flight and exits with 4, and
-# the job is requeued (#SBATCH --requeue; scontrol requeue): the next run resumes.
+# (#SBATCH --signal=B:TERM@120). The shell passes it to every rank with `scancel --signal=TERM`
+# (velox_run_forwarding: a SIGTERM to srun would SIGKILL the tasks); velox hands out no more
+# inputs, finishes the ones in flight and exits with 4, and the job is requeued (#SBATCH
+# --requeue; scontrol requeue): the next run resumes. Tested under a real slurmctld/slurmd
+# (tests/integration/test_slurm.sh).
 : "${TEMPLATES:?set TEMPLATES}" "${INPUT_LIST:?set INPUT_LIST}" "${OUTPUT_DIR:?set OUTPUT_DIR}"
 VELOX=${VELOX:-$VELOX_HOME/build/velox}
 MERGED=${MERGED:-$OUTPUT_DIR/merged.h5}
 source "$VELOX_HOME/scripts/lib.sh"
 
 velox_srun() {
-  local cmd=(srun "$@"
+  # Since Slurm 22.05 srun does not inherit --cpus-per-task from the allocation: pass it, or
+  # every rank is bound to one core while it runs --threads threads.
+  local cpt=${SLURM_CPUS_PER_TASK:-1}
+  export SRUN_CPUS_PER_TASK=$cpt
+  local cmd=(srun -c "$cpt" "$@"
     "$VELOX" fit --templates "$TEMPLATES" --input-list "$INPUT_LIST"
-    --threads "${SLURM_CPUS_PER_TASK:-1}" --output-dir "$OUTPUT_DIR" --merge "$MERGED"
+    --threads "$cpt" --output-dir "$OUTPUT_DIR" --merge "$MERGED"
     --log-dir "$OUTPUT_DIR/logs/${SLURM_JOB_ID:-local}")
   if [ -n "${DRY_RUN:-}" ]; then
     printf '%q ' "${cmd[@]}"

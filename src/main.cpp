@@ -111,6 +111,10 @@ void add_fit_options(CLI::App* c, FitOptions& o) {
   c->add_option("--min-sn", o.min_sn, "Fit only targets with median S/N per pixel above this");
   c->add_flag("--include-unselected", o.include_unselected,
               "Rows (RVS_WARN NOT_FITTED) for fibres that are not selected");
+  c->add_option("--redrock", o.redrock,
+                "DESI: auto (the redrock-*.fits beside each coadd) or FILE: fit only redrock "
+                "stars (SPECTYPE STAR or |Z| < 0.005; with --objtypes, either selects), and "
+                "fill RR_Z, RR_SPECTYPE");
   c->add_flag("--save-models", o.save_models, "Store best-fit models in /models/<arm>");
   c->add_option("--output-format", o.output_format,
                 "h5, or fits: also an rvspecfit-layout table NAME.fits beside the catalog "

@@ -28,6 +28,7 @@ std::string fit_config_hash(const FitConfig& cfg, const FitOptions& opt) {
   fnv(h, "targetid_file:" + opt.targetid_file);
   fnv(h, fmt::format("min_sn:{}", opt.min_sn));
   fnv(h, opt.include_unselected ? "include_unselected" : "");
+  fnv(h, opt.redrock.empty() ? "" : "redrock");  // auto or a file: the same selection rule
   return fmt::format("fnv1a64:{:016x}", h);
 }
 

@@ -18,7 +18,7 @@ struct FitIdentity {
 // FNV-1a 64 ("fnv1a64:<16 hex>") of everything that changes a catalog's rows apart from the
 // library: the effective fit configuration (dump_fit_config, after --(no-)resolution-matrix)
 // and the target selection (--objtypes, --targetid, --targetid-file path, --min-sn,
-// --include-unselected). Threads, device, batch sizes and output paths are not in it: they
+// --include-unselected, --redrock). Threads, device, batch sizes and output paths are not in it: they
 // change no row beyond rounding.
 std::string fit_config_hash(const FitConfig& cfg, const FitOptions& opt);
 

@@ -1,5 +1,7 @@
 #include "app/fit_outputs.hpp"
 
+#include <fitsio.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include "fit/rvs_warn.hpp"
 #include "io/fits.hpp"
 #include "io/h5.hpp"
+#include "io/redrock_z.hpp"
 
 namespace velox {
 
@@ -93,31 +96,51 @@ FitOutputs::FitOutputs(const FitOptions& opt) {
   if (!opt.targetid_file.empty()) read_targetid_file(opt.targetid_file, sel_.targetids);
   if (std::isfinite(opt.min_sn)) sel_.min_sn = opt.min_sn;
   sel_.include_unselected = opt.include_unselected;
+  redrock_ = opt.redrock;
+  sel_.redrock = !redrock_.empty();
+  if (!redrock_.empty() && redrock_ != "auto" && !fs::is_regular_file(redrock_))
+    throw ConfigError("--redrock " + redrock_ + ": no such file (give auto or a redrock file)");
   save_models_ = opt.save_models;
   if (opt.output_format != "h5" && opt.output_format != "fits")
     throw ConfigError("--output-format " + opt.output_format + ": expected h5 or fits");
   write_fits_ = opt.output_format == "fits";
 }
 
-std::vector<char> FitOutputs::on_file(const std::string& path, const SpectrumFile& sf) {
+std::vector<char> FitOutputs::on_file(const std::string& path, SpectrumFile& sf) {
   std::vector<char> keep(sf.spectra.size(), 1);
   std::map<std::string, int> reasons;
   size_t n_keep = 0;
+  SelectConfig sel = sel_;
+  if (sel.redrock && sf.format == SpectrumFormat::DesiCoadd) {
+    const std::string rr = redrock_ == "auto" ? find_redrock_file(path) : redrock_;
+    try {
+      if (rr.empty()) throw IoError("no redrock-*.fits (or zbest-*.fits) beside it");
+      const auto z = read_redrock_z(rr);
+      size_t missing = 0;
+      for (auto& s : sf.spectra) {
+        const auto it = z.find(s.targetid);
+        if (it == z.end()) {
+          ++missing;
+          continue;
+        }
+        s.meta["RR_Z"] = fmt::format("{:.17g}", it->second.z);
+        s.meta["RR_SPECTYPE"] = it->second.spectype;
+      }
+      if (missing)
+        spdlog::warn("{}: {} of {} targets are not in {} (not fitted unless --objtypes selects "
+                     "them)", path, missing, sf.spectra.size(), rr);
+    } catch (const std::exception& e) {
+      spdlog::warn("{}: --redrock: {}; fitted without the redrock cut (RR_Z NaN)", path, e.what());
+      sel.redrock = false;
+    }
+  } else {
+    sel.redrock = false;  // LAMOST, SDSS: no redrock files
+  }
   for (size_t i = 0; i < sf.spectra.size(); ++i) {
     std::string why;
-    keep[i] = select_target(sf.spectra[i], sel_, &why);
+    keep[i] = select_target(sf.spectra[i], sel, &why);
     n_keep += keep[i];
     if (!keep[i]) ++reasons[why];
-  }
-  if (sf.format == SpectrumFormat::DesiCoadd) {
-    const std::string key = fs::path(path).filename().string();
-    try {
-      auto f = fits::File::open_read(path);
-      fibermaps_[key] = read_fits_table(f, "FIBERMAP");
-      if (write_fits_ && f.has_hdu("SCORES")) scores_[key] = read_fits_table(f, "SCORES");
-    } catch (const std::exception& e) {
-      spdlog::warn("{}: FIBERMAP not copied to /fibermap: {}", path, e.what());
-    }
   }
   std::string r;
   for (const auto& [why, n] : reasons) r += fmt::format("{}{} x {}", r.empty() ? "" : ", ", n, why);
@@ -150,20 +173,44 @@ void fill_fibermap_columns(const Spectrum& spec, CatalogRow& row) {
   if (const auto* s = get("REF_CAT")) row.REF_CAT = *s;
   row.FIBER = static_cast<int32_t>(integer(get("FIBER"), -1));
   row.EXPID = static_cast<int32_t>(integer(get("EXPID"), -1));
+  row.HEALPIX = integer(get("HPXPIXEL"), -1);
+  row.RR_Z = num(get("RR_Z"), NAN);
+  if (const auto* s = get("RR_SPECTYPE")) row.RR_SPECTYPE = *s;
 }
 
 void FitOutputs::add_side_row(const Spectrum* spec, const FitDiagnostics* diag) {
-  const FitsTable *fm = nullptr, *sc = nullptr;
-  if (spec) {
-    auto it = fibermaps_.find(spec->source_file);
-    if (it != fibermaps_.end()) fm = it->second.get();
-    auto is = scores_.find(spec->source_file);
-    if (is != scores_.end()) sc = is->second.get();
-  }
-  const size_t r = spec ? static_cast<size_t>(spec->row_in_file) : 0;
-  fibermap_rows_.add_row(fm, r);
-  if (write_fits_) scores_rows_.add_row(sc, r);
   if (save_models_) models_.add_row(spec, diag);
+}
+
+SideTables side_tables(const std::vector<InputRows>& inputs, bool with_scores) {
+  SideTables out;
+  size_t n = 0;
+  for (const auto& in : inputs) {
+    std::shared_ptr<FitsTable> fm, sc;
+    bool any = false;
+    for (const auto& r : *in.rows) any = any || r.ROW_IN_FILE >= 0;
+    if (any) {
+      try {
+        auto f = fits::File::open_read(in.path);
+        if (f.has_hdu("FIBERMAP")) {
+          fm = read_fits_table(f, "FIBERMAP");
+          if (with_scores && f.has_hdu("SCORES")) sc = read_fits_table(f, "SCORES");
+        }
+      } catch (const std::exception& e) {
+        spdlog::warn("{}: FIBERMAP not copied: {}", in.path, e.what());
+      }
+    }
+    for (const auto& r : *in.rows) {
+      const size_t k = r.ROW_IN_FILE >= 0 ? static_cast<size_t>(r.ROW_IN_FILE) : SIZE_MAX;
+      out.fibermap.add_row(fm.get(), k);
+      if (with_scores) out.scores.add_row(sc.get(), k);
+    }
+    n += in.rows->size();
+  }
+  // Inputs without a FIBERMAP / SCORES (LAMOST, SDSS) only: no columns, n rows.
+  out.fibermap.set_rows(n);
+  out.scores.set_rows(with_scores ? n : 0);
+  return out;
 }
 
 void FitOutputs::collect(const std::vector<SpectrumFile>& chunk,
@@ -193,17 +240,14 @@ void FitOutputs::collect(const std::vector<SpectrumFile>& chunk,
       add_side_row(&s, d);
       out.push_back(std::move(row));
     }
-    // This file's FIBERMAP/SCORES are no longer needed (other files of the read-ahead chunk
-    // keep theirs until their own collect()).
-    if (!chunk[f].spectra.empty()) {
-      fibermaps_.erase(chunk[f].spectra.front().source_file);
-      scores_.erase(chunk[f].spectra.front().source_file);
-    }
   }
 }
 
+void write_side_h5(h5::File& f, const SideTables& side) {
+  if (side.fibermap.n_columns() > 0) side.fibermap.write_h5(f, "/fibermap");
+}
+
 void FitOutputs::write_h5(h5::File& f) const {
-  if (fibermap_rows_.n_columns() > 0) fibermap_rows_.write_h5(f, "/fibermap");
   if (save_models_) models_.write_h5(f);
 }
 
@@ -214,8 +258,48 @@ std::string FitOutputs::fits_path(const std::string& h5_path) {
   return p.string();
 }
 
-void FitOutputs::write_fits(const std::string& h5_path, const std::vector<CatalogRow>& rows) const {
-  if (!write_fits_) return;
+namespace {
+
+// The primary header of the rvspecfit-layout file: the keywords rvspecfit's desi_fit.py writes
+// (get_prim_header: DEPNAMnn/DEPVERnn software, TMPLCONn/TMPLREVn/TMPLSVRn template library,
+// RVS_CONF, RVS_CMD; the DR1 model lists all but DEP*), filled with velox's provenance, plus
+// velox's own: VLXGIT (commit), VLXCFGH (fit_config_hash). Then CHECKSUM/DATASUM.
+void write_rvtab_primary(fits::File& f, const Provenance& prov) {
+  auto get = [&](const char* k) {
+    const auto it = prov.find(k);
+    return it == prov.end() ? std::string() : it->second;
+  };
+  f.write_image({}, {});
+  float cfitsio_version = 0.0f;
+  fits_get_version(&cfitsio_version);
+  const std::pair<std::string, std::string> deps[] = {
+      {"velox", get("velox_version")}, {"cfitsio", fmt::format("{:.2f}", cfitsio_version)}};
+  int k = 0;
+  for (const auto& [name, version] : deps) {
+    f.write_key(fmt::format("DEPNAM{:02d}", k), name, "Software");
+    f.write_key(fmt::format("DEPVER{:02d}", k), version, "Version");
+    ++k;
+  }
+  // One library serves every arm in velox: one TMPLCON/TMPLREV/TMPLSVR triple.
+  f.write_key("TMPLCON0", fs::path(get("templates_path")).filename().string(),
+              "Spec template library (velox HDF5)");
+  f.write_key("TMPLREV0", get("templates_checksum"), "Spec template revision (checksum)");
+  f.write_key("TMPLSVR0", get("templates_velox_version"), "Spec template soft version");
+  f.write_key("RVS_CONF", get("config_path").empty() ? "(velox defaults)" : get("config_path"),
+              "velox fit configuration file");
+  f.write_key("RVS_CMD", get("command_line"), "velox command line");
+  f.write_key("VLXGIT", get("git_commit"), "velox git commit");
+  f.write_key("VLXCFGH", get("fit_config_hash"), "velox fit configuration hash");
+  f.write_checksum();
+}
+
+}  // namespace
+
+void write_rvtab_fits(const std::string& path, const std::vector<CatalogRow>& rows,
+                      const Provenance& prov, const SideTables& side) {
+  // RVTAB: the DESI MWS DR1 data model's columns, names, TFORMs and units, in its order
+  // (desimilkyway/desi-mws-dr1-datamodel rvtab_coadd; tests/data/desi_mws_dr1_rvtab_columns.csv
+  // is the copy the tests check against), then velox's extras.
   RowTable t;
   t.set_rows(0);
   struct D {
@@ -223,51 +307,40 @@ void FitOutputs::write_fits(const std::string& h5_path, const std::vector<Catalo
     double CatalogRow::*field;
     const char* unit;
   };
-  double CatalogRow::*none = nullptr;
   const D doubles[] = {
-      {"VRAD", &CatalogRow::VRAD, "km s-1"},       {"VRAD_ERR", &CatalogRow::VRAD_ERR, "km s-1"},
-      {"VRAD_SKEW", none, ""},                   {"VRAD_KURT", none, ""},
-      {"LOGG", &CatalogRow::LOGG, ""},        {"TEFF", &CatalogRow::TEFF, "K"},
-      {"ALPHAFE", &CatalogRow::ALPHAFE, ""},  {"FEH", &CatalogRow::FEH, ""},
-      {"LOGG_ERR", &CatalogRow::LOGG_ERR, ""}, {"TEFF_ERR", &CatalogRow::TEFF_ERR, "K"},
+      {"VRAD", &CatalogRow::VRAD, "km s-1"},      {"VRAD_ERR", &CatalogRow::VRAD_ERR, "km s-1"},
+      {"VRAD_SKEW", &CatalogRow::VRAD_SKEW, ""},  {"VRAD_KURT", &CatalogRow::VRAD_KURT, ""},
+      {"LOGG", &CatalogRow::LOGG, ""},            {"TEFF", &CatalogRow::TEFF, "K"},
+      {"ALPHAFE", &CatalogRow::ALPHAFE, ""},      {"FEH", &CatalogRow::FEH, ""},
+      {"LOGG_ERR", &CatalogRow::LOGG_ERR, ""},    {"TEFF_ERR", &CatalogRow::TEFF_ERR, "K"},
       {"ALPHAFE_ERR", &CatalogRow::ALPHAFE_ERR, ""}, {"FEH_ERR", &CatalogRow::FEH_ERR, ""},
-      {"VSINI", &CatalogRow::VSINI, "km s-1"}};
+      {"VSINI", &CatalogRow::VSINI, "km s-1"},
+      {"CHISQ_TOT", &CatalogRow::CHISQ_TOT, ""},  {"CHISQ_C_TOT", &CatalogRow::CHISQ_C, ""},
+      {"CHISQ_B", &CatalogRow::CHISQ_B, ""},      {"CHISQ_C_B", &CatalogRow::CHISQ_C_B, ""},
+      {"CHISQ_R", &CatalogRow::CHISQ_R, ""},      {"CHISQ_C_R", &CatalogRow::CHISQ_C_R, ""},
+      {"CHISQ_Z", &CatalogRow::CHISQ_Z, ""},      {"CHISQ_C_Z", &CatalogRow::CHISQ_C_Z, ""}};
   for (const auto& d : doubles) {
     auto& c = t.column(d.name, 'f', d.unit);
-    for (const auto& r : rows) c.f.push_back(d.field ? r.*(d.field) : NAN);
-  }
-  // NEXP: COADD_NUMEXP of the FIBERMAP row (aligned with the catalog), else -1.
-  {
-    auto& c = t.column("NEXP", 'i');
-    const TableColumn* src = nullptr;
-    for (const auto& fc : fibermap_rows_.columns())
-      if (fc.name == "COADD_NUMEXP") src = &fc;
-    for (size_t i = 0; i < rows.size(); ++i)
-      c.i.push_back(src && i < src->size() ? (src->kind == 'i' ? src->i[i]
-                                                               : static_cast<int64_t>(src->f[i]))
-                                           : -1);
-  }
-  const D chisq[] = {{"CHISQ_TOT", &CatalogRow::CHISQ_TOT, ""}, {"CHISQ_C_TOT", &CatalogRow::CHISQ_C, ""},
-                     {"CHISQ_B", &CatalogRow::CHISQ_B, ""},     {"CHISQ_C_B", none, ""},
-                     {"CHISQ_R", &CatalogRow::CHISQ_R, ""},     {"CHISQ_C_R", none, ""},
-                     {"CHISQ_Z", &CatalogRow::CHISQ_Z, ""},     {"CHISQ_C_Z", none, ""}};
-  for (const auto& d : chisq) {
-    auto& c = t.column(d.name, 'f', d.unit);
-    for (const auto& r : rows) c.f.push_back(d.field ? r.*(d.field) : NAN);
+    for (const auto& r : rows) c.f.push_back(r.*(d.field));
   }
   auto& warn_c = t.column("RVS_WARN", 'i');
   auto& refid = t.column("REF_ID", 'i');
-  auto& refcat = t.column("REF_CAT", 's');
+  auto& refcat = t.column("REF_CAT", 's', "", "2A");
   auto& ra = t.column("TARGET_RA", 'f', "deg");
   auto& dec = t.column("TARGET_DEC", 'f', "deg");
   auto& tid = t.column("TARGETID", 'i');
-  auto& snb = t.column("SN_B", 'f');
-  auto& snr = t.column("SN_R", 'f');
-  auto& snz = t.column("SN_Z", 'f');
+  auto& snb = t.column("SN_B", 'f', "", "E");
+  auto& snr = t.column("SN_R", 'f', "", "E");
+  auto& snz = t.column("SN_Z", 'f', "", "E");
   auto& succ = t.column("SUCCESS", 'l');
-  auto& vccf = t.column("VRAD_CCF", 'f', "km s-1");  // velox extras after rvspecfit's columns
-  auto& expid = t.column("EXPID", 'i');
-  auto& fiber = t.column("FIBER", 'i');
+  auto& rrz = t.column("RR_Z", 'f');
+  auto& rrtype = t.column("RR_SPECTYPE", 's', "", "6A");
+  // velox extras after the model's columns: the input's healpix (as the combined rvpix tables
+  // carry it), the CCF velocity, and FIBER / EXPID with the int32 type of rvtab_spectra.
+  auto& hpx = t.column("HEALPIX", 'i');
+  auto& vccf = t.column("VRAD_CCF", 'f', "km s-1");
+  auto& expid = t.column("EXPID", 'i', "", "J");
+  auto& fiber = t.column("FIBER", 'i', "", "J");
   for (const auto& r : rows) {
     warn_c.i.push_back(r.RVS_WARN);
     refid.i.push_back(r.REF_ID);
@@ -279,21 +352,38 @@ void FitOutputs::write_fits(const std::string& h5_path, const std::vector<Catalo
     snr.f.push_back(r.SN_R);
     snz.f.push_back(r.SN_Z);
     succ.i.push_back(r.SUCCESS);
+    rrz.f.push_back(r.RR_Z);
+    rrtype.s.push_back(r.RR_SPECTYPE);
+    hpx.i.push_back(r.HEALPIX);
     vccf.f.push_back(r.VRAD_CCF);
     expid.i.push_back(r.EXPID);
     fiber.i.push_back(r.FIBER);
   }
+  // NEXP: COADD_NUMEXP of the FIBERMAP row (aligned with the catalog), else -1.
+  {
+    auto& c = t.column("NEXP", 'i');
+    const TableColumn* src = nullptr;
+    for (const auto& fc : side.fibermap.columns())
+      if (fc.name == "COADD_NUMEXP") src = &fc;
+    for (size_t i = 0; i < rows.size(); ++i)
+      c.i.push_back(src && i < src->size() ? (src->kind == 'i' ? src->i[i]
+                                                               : static_cast<int64_t>(src->f[i]))
+                                           : -1);
+  }
   t.set_rows(rows.size());
 
-  const std::string path = fits_path(h5_path), tmp = path + ".tmp";
+  const std::string tmp = path + ".tmp";
   try {
     auto f = fits::File::create(tmp);
+    write_rvtab_primary(f, prov);
     t.write_fits(f, "RVTAB");
+    f.write_checksum();
     // Inputs without a FIBERMAP / SCORES (LAMOST, SDSS): tables holding TARGETID only.
-    for (const auto* src : {&fibermap_rows_, &scores_rows_}) {
-      const char* name = src == &fibermap_rows_ ? "FIBERMAP" : "SCORES";
+    for (const auto* src : {&side.fibermap, &side.scores}) {
+      const char* name = src == &side.fibermap ? "FIBERMAP" : "SCORES";
       if (src->n_columns() > 0 && src->n_rows() == rows.size()) {
         src->write_fits(f, name);
+        f.write_checksum();
         continue;
       }
       RowTable ids;
@@ -301,6 +391,7 @@ void FitOutputs::write_fits(const std::string& h5_path, const std::vector<Catalo
       for (const auto& r : rows) c.i.push_back(r.TARGETID);
       ids.set_rows(rows.size());
       ids.write_fits(f, name);
+      f.write_checksum();
     }
   } catch (...) {
     std::remove(tmp.c_str());

@@ -4,6 +4,8 @@
 //  - FIBERMAP columns of the catalog (TARGET_RA, TARGET_DEC, REF_ID, REF_CAT, FIBER, EXPID);
 //  - /fibermap (whole FIBERMAP row per catalog row) and /models/<arm> (--save-models);
 //  - the rvspecfit-layout FITS file (--output-format fits: HDUs RVTAB, FIBERMAP, SCORES).
+// FIBERMAP and SCORES rows are re-read from the inputs when a catalog is written
+// (side_tables), so any rank layout writes them and nothing is held during the fit.
 // Data model: docs/data-model.md and docs/desi.md.
 #pragma once
 #include <memory>
@@ -51,7 +53,9 @@ class FitOutputs {
 
   // After reading a file: keeps its FIBERMAP / SCORES for the output rows and returns, per
   // spectrum, 1 if it is to be fitted. Logs the counts and reasons.
-  std::vector<char> on_file(const std::string& path, const SpectrumFile& sf);
+  // With --redrock, first sets meta RR_Z / RR_SPECTYPE of every spectrum from the redrock file
+  // (a DESI input without one is fitted without the redrock cut, with a warning).
+  std::vector<char> on_file(const std::string& path, SpectrumFile& sf);
 
   // Catalog rows of one chunk, in input order: the fitted rows (one per selected spectrum, in
   // order; diags empty or aligned with them) merged with rows for unselected fibres (only under
@@ -65,17 +69,40 @@ class FitOutputs {
 
   void write_h5(h5::File& f) const;  // /fibermap (if any input had one), /models
   // rvspecfit layout next to the HDF5 catalog: `h5_path` with .h5 replaced by .fits.
-  void write_fits(const std::string& h5_path, const std::vector<CatalogRow>& rows) const;
+  // The primary header carries rvspecfit's provenance keywords from `prov` (RVS_CMD, RVS_CONF,
+  // TMPLCON0/TMPLREV0/TMPLSVR0, DEPNAMnn/DEPVERnn); every HDU gets CHECKSUM/DATASUM.
+  void write_fits(const std::string& h5_path, const std::vector<CatalogRow>& rows,
+                  const Provenance& prov) const;
   static std::string fits_path(const std::string& h5_path);
 
  private:
   void add_side_row(const Spectrum* spec, const FitDiagnostics* diag);
   SelectConfig sel_;
   bool save_models_ = false, write_fits_ = false;
-  std::map<std::string, std::shared_ptr<FitsTable>> fibermaps_, scores_;  // by source basename
-  RowTable fibermap_rows_, scores_rows_;
+  std::string redrock_;  // --redrock: "auto", a file, or empty
   ModelStore models_;
 };
+
+// One input's catalog rows (in file order), for side_tables.
+struct InputRows {
+  std::string path;
+  const std::vector<CatalogRow>* rows;
+};
+// FIBERMAP (and SCORES) rows aligned with the concatenated rows of `inputs`: each input's HDUs
+// re-read (they are small) and indexed by ROW_IN_FILE. Inputs without them (LAMOST, SDSS) and
+// failure rows give missing values; with no DESI input at all the tables have no columns.
+struct SideTables {
+  RowTable fibermap, scores;
+};
+SideTables side_tables(const std::vector<InputRows>& inputs, bool with_scores);
+void write_side_h5(h5::File& f, const SideTables& side);  // /fibermap, if it has columns
+
+// The rvspecfit-layout FITS file at `path`, atomically: primary HDU with rvspecfit's provenance
+// keywords from `prov` (RVS_CMD, RVS_CONF, TMPLCON0/TMPLREV0/TMPLSVR0, DEPNAMnn/DEPVERnn),
+// RVTAB (the DESI MWS DR1 model's columns, then velox's), FIBERMAP and SCORES (TARGETID only
+// for inputs without them); CHECKSUM/DATASUM on every HDU. Throws IoError.
+void write_rvtab_fits(const std::string& path, const std::vector<CatalogRow>& rows,
+                      const Provenance& prov, const SideTables& side);
 
 // Fills TARGET_RA, TARGET_DEC, REF_ID, REF_CAT, FIBER, EXPID from spec.meta.
 void fill_fibermap_columns(const Spectrum& spec, CatalogRow& row);

@@ -195,7 +195,10 @@ Provenance FitEngine::provenance(const FitOptions& opt) const {
   prov["command_line"] = opt.command_line;
   prov["config_yaml"] = dump_fit_config(cfg_);
   prov["fit_config_hash"] = fit_config_hash(cfg_, opt);  // resume/merge identity
+  prov["config_path"] = opt.config;
   prov["templates_path"] = opt.templates;
+  prov["templates_velox_version"] =
+      lib_->attrs.count("velox_version") ? lib_->attrs.at("velox_version") : "";
   prov["templates_checksum"] = lib_->checksum;
   std::string labels;
   for (size_t i = 0; i < lib_->label_names.size(); ++i)

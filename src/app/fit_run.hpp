@@ -57,6 +57,7 @@ struct FitOptions {
   double min_sn = NAN;                // --min-sn (rvs_desi_fit's S/N); NaN = no cut
   bool include_unselected = false;    // --include-unselected
   bool save_models = false;           // --save-models
+  std::string redrock;                // --redrock auto|FILE: skip redrock non-stars; RR_Z, RR_SPECTYPE
   std::string output_format = "h5";   // --output-format h5|fits (fits: + rvspecfit layout)
 };
 

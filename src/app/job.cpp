@@ -118,7 +118,7 @@ Provenance job_provenance(const FitEngine& engine, const FitOptions& opt, int wo
 }
 
 InputCatalogWriter::InputCatalogWriter(const FitOptions& opt, Provenance base, int rank)
-    : dir_(opt.output_dir), prov_(std::move(base)) {
+    : dir_(opt.output_dir), fits_(opt.output_format == "fits"), prov_(std::move(base)) {
   prov_["mpi_rank"] = std::to_string(rank);
   prov_["n_input_files"] = "1";
 }
@@ -127,7 +127,11 @@ void InputCatalogWriter::write(const FileResult& r) const {
   if (dir_.empty() || !r.ok) return;
   Provenance p = prov_;
   p["input_path"] = r.path;
-  write_catalog(per_input_catalog(dir_, r.path), r.rows, p);
+  const SideTables side = side_tables({{r.path, &r.rows}}, fits_);
+  // The FITS table first: the HDF5 catalog's existence marks the input finished (resume).
+  if (fits_) write_rvtab_fits(per_input_rvtab(dir_, r.path), r.rows, p, side);
+  write_catalog(per_input_catalog(dir_, r.path), r.rows, p,
+                [&](h5::File& f) { write_side_h5(f, side); });
 }
 
 RootJob::RootJob(const FitOptions& opt, int world_size, int threads)
@@ -186,11 +190,11 @@ RootJob::RootJob(const FitOptions& opt, int world_size, int threads)
   // engine in processing order; they are written only by a single-process --output run, which
   // therefore keeps input order. Otherwise largest first, so long inputs do not start last.
   side_outputs_ = world_size_ == 1 && opt_.output_dir.empty() && !opt_.output.empty();
-  if ((opt_.save_models || opt_.output_format == "fits") && !side_outputs_)
+  if (opt_.save_models && !side_outputs_)
     spdlog::warn(
-        "--save-models / --output-format fits are written only by a single-process run "
-        "with --output (not under mpirun or with --output-dir); ignored");
-  if (!side_outputs_)
+        "--save-models: models are written only by a single-process run with --output (not "
+        "under mpirun or with --output-dir); ignored");
+  if (!(side_outputs_ && opt_.save_models))  // models are kept in processing order
     std::stable_sort(todo_.begin(), todo_.end(),
                      [&](size_t a, size_t b) { return inputs_[a].bytes > inputs_[b].bytes; });
   for (size_t i : todo_) todo_bytes_.push_back(inputs_[i].bytes);
@@ -292,6 +296,8 @@ int RootJob::finish(const std::string& interrupted_by) {
   for (auto& rows : kept_) merged.insert(merged.end(), rows.begin(), rows.end());
   std::vector<std::string> input_paths;
   for (const auto& in : inputs_) input_paths.push_back(in.path);
+  SideTables side;
+  bool side_built = false;
   for (const auto& out : {opt_.output, opt_.merge}) {
     if (out.empty()) continue;
     if (n_unfinished && out == opt_.merge) {
@@ -301,12 +307,22 @@ int RootJob::finish(const std::string& interrupted_by) {
           out, n_unfinished);
       continue;
     }
-    const bool side = side_outputs_ && out == opt_.output;
+    // FIBERMAP/SCORES re-read from the inputs (any rank fitted them); models only from this
+    // process's engine (a single-process --output run).
+    const bool models = side_outputs_ && out == opt_.output;
+    const bool fits = opt_.output_format == "fits";
+    if (!side_built) {
+      std::vector<InputRows> per_input;
+      for (size_t i = 0; i < n; ++i) per_input.push_back({inputs_[i].path, &kept_[i]});
+      side = side_tables(per_input, fits);
+      side_built = true;
+    }
+    if (fits) write_rvtab_fits(FitOutputs::fits_path(out), merged, prov_, side);
     write_catalog(out, merged, prov_, [&](h5::File& f) {
       write_input_list(f, input_paths);
-      if (side) engine_->outputs().write_h5(f);
+      write_side_h5(f, side);
+      if (models) engine_->outputs().write_h5(f);
     });
-    if (side) engine_->outputs().write_fits(out, merged);
   }
   size_t n_ok = 0;
   for (const auto& r : merged) n_ok += r.SUCCESS;

@@ -49,7 +49,8 @@ RankSetup place_rank(const FitOptions& opt, const RankInfo& where);
 Provenance job_provenance(const FitEngine& engine, const FitOptions& opt, int world_size);
 
 // Writes the per-input catalogs of the inputs one rank fitted (--output-dir; no-op without):
-// DIR/<stem>.velox.h5, atomically, with `base` plus input_path, mpi_rank and n_input_files.
+// DIR/<stem>.velox.h5 (with /fibermap for DESI inputs) and, with --output-format fits,
+// DIR/rvtab_<stem>.fits, atomically, with `base` plus input_path, mpi_rank and n_input_files.
 // Failed inputs get none (a rerun retries them). Every rank writes its own; throws IoError.
 class InputCatalogWriter {
  public:
@@ -58,6 +59,7 @@ class InputCatalogWriter {
 
  private:
   std::string dir_;
+  bool fits_ = false;  // --output-format fits: also DIR/rvtab_<stem>.fits
   Provenance prov_;
 };
 

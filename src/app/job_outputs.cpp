@@ -49,6 +49,10 @@ std::string per_input_catalog(const std::string& dir, const std::string& input) 
   return (fs::path(dir) / (input_stem(input) + kCatalogSuffix)).string();
 }
 
+std::string per_input_rvtab(const std::string& dir, const std::string& input) {
+  return (fs::path(dir) / ("rvtab_" + input_stem(input) + ".fits")).string();
+}
+
 StatusLine status_of(const FileResult& r) {
   return {r.path, r.ok ? "ok" : "failed", r.n_targets, r.seconds, r.rank, r.error};
 }

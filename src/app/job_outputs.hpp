@@ -14,6 +14,9 @@ namespace velox {
 std::string input_stem(const std::string& path);
 // DIR/<input stem>.velox.h5
 std::string per_input_catalog(const std::string& dir, const std::string& input);
+// DIR/rvtab_<input stem>.fits: the per-input rvspecfit-layout table, named as rvspecfit's
+// desi_fit.py names it (rvtab_coadd-sv3-dark-26065.fits).
+std::string per_input_rvtab(const std::string& dir, const std::string& input);
 
 // One line of DIR/status.tsv (tab-separated; tabs and newlines in the error become spaces).
 struct StatusLine {

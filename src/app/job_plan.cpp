@@ -79,6 +79,7 @@ int merge_existing(const FitOptions& opt) {
   if (files.empty()) throw ConfigError(opt.output_dir + ": no *.velox.h5 catalogs to merge");
   std::vector<CatalogRow> rows;
   std::vector<std::string> inputs;  // each catalog's input, for /provenance/inputs
+  std::vector<std::vector<CatalogRow>> parts;
   Provenance prov;
   for (const auto& f : files) {
     Provenance p;
@@ -93,11 +94,21 @@ int merge_existing(const FitOptions& opt) {
           f, files.front(), diff));
     inputs.push_back(p.count("input_path") ? p["input_path"] : f);
     rows.insert(rows.end(), part.begin(), part.end());
+    parts.push_back(std::move(part));
   }
   for (const char* k : {"input_path", "mpi_rank"}) prov.erase(k);
   prov["merge_command_line"] = opt.command_line;
   prov["n_input_files"] = std::to_string(files.size());
-  write_catalog(opt.merge, rows, prov, [&](h5::File& h) { write_input_list(h, inputs); });
+  // FIBERMAP/SCORES from the inputs themselves (side_tables), as a fitting run writes them.
+  const bool fits = opt.output_format == "fits";
+  std::vector<InputRows> per_input;
+  for (size_t i = 0; i < files.size(); ++i) per_input.push_back({inputs[i], &parts[i]});
+  const SideTables side = side_tables(per_input, fits);
+  if (fits) write_rvtab_fits(FitOutputs::fits_path(opt.merge), rows, prov, side);
+  write_catalog(opt.merge, rows, prov, [&](h5::File& h) {
+    write_input_list(h, inputs);
+    write_side_h5(h, side);
+  });
   spdlog::info("merge: {} rows from {} catalogs in {} -> {}", rows.size(), files.size(),
                opt.output_dir, opt.merge);
   return kExitOk;

@@ -111,7 +111,8 @@ void TemplateLibrary::save(const std::string& path) const {
     for (size_t i = 0; i < label_names.size(); ++i) names += (i ? "," : "") + label_names[i];
     f.set_attr("/", "labels", names);
     f.set_attr("/", "checksum", compute_checksum());
-    for (const auto& [k, v] : attrs) f.set_attr("/", k, v);
+    for (const auto& [k, v] : attrs)
+      if (k != "velox_version") f.set_attr("/", k, v);  // the writer's version, set above
     std::vector<double> wave(n_tpix);
     for (int t = 0; t < n_tpix; ++t) wave[t] = wave_vac_A(t);
     f.write("wave_vac_A", wave, shp(n_tpix));
@@ -204,7 +205,7 @@ TemplateLibrary TemplateLibrary::load(const std::string& path) {
   }
   for (const auto& a : f.attr_names("/")) {
     if (a.rfind("build.", 0) == 0 || a.rfind("validation.", 0) == 0 || a.rfind("join.", 0) == 0 ||
-        a == "source")
+        a == "source" || a == "velox_version")
       lib.attrs[a] = f.attr_string("/", a);
   }
   const size_t N = lib.n_train, L = lib.n_label, K1 = lib.n_comp;

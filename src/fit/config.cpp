@@ -82,6 +82,8 @@ FitConfig load_fit_config(const std::string& path) {
   get(f, "classify", c.classify, path);
   get(f, "class_dchi2_min", c.class_dchi2_min, path);
   get(f, "seg_max_iter", c.seg_max_iter, path);
+  get(f, "vrad_moments_half", c.vrad_moments_half, path);
+  get(f, "vrad_moments_step", c.vrad_moments_step, path);
   get(f, "arm_rv_pvalue_min", c.arm_rv_pvalue_min, path);
   if (f["error_floor"]) {
     // Per format: the keys given replace the shipped ones; others keep their defaults.
@@ -170,6 +172,8 @@ std::string dump_fit_config(const FitConfig& c) {
   e << YAML::Key << "classify" << YAML::Value << c.classify;
   e << YAML::Key << "class_dchi2_min" << YAML::Value << c.class_dchi2_min;
   e << YAML::Key << "seg_max_iter" << YAML::Value << c.seg_max_iter;
+  e << YAML::Key << "vrad_moments_half" << YAML::Value << c.vrad_moments_half;
+  e << YAML::Key << "vrad_moments_step" << YAML::Value << c.vrad_moments_step;
   e << YAML::Key << "arm_split_A" << YAML::Value << c.arm_split_A;
   e << YAML::Key << "arm_rv_pvalue_min" << YAML::Value << c.arm_rv_pvalue_min;
   e << YAML::Key << "error_floor" << YAML::Value << c.error_floor;

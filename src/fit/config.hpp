@@ -43,6 +43,10 @@ struct FitConfig {
   // wavelength (vacuum Angstrom) where one-arm spectra are split into their blue and red halves,
   // per input format (the spectrograph's dichroic; formats not listed are not split).
   int seg_max_iter = 6;
+  // VRAD_SKEW / VRAD_KURT from the velocity posterior (kern::velocity_moments): velocities on
+  // each side of VRAD (0: not measured, NaN), spaced vrad_moments_step x VRAD's error.
+  int vrad_moments_half = 6;
+  double vrad_moments_step = 1.0;
   std::map<std::string, double> arm_split_A = {
       {"lamost-dr8", 5800.0}, {"lamost-dr10", 5800.0}, {"sdss", 6000.0}};
   // RVS_WARN ARM_RV_DISAGREE when the per-arm velocities' chi^2 about their weighted mean (errors

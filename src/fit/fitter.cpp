@@ -98,6 +98,8 @@ kern::PipelineConfig pipeline_config(const FitConfig& cfg, const TemplateLibrary
   pc.lag_step = std::max(1, cfg.ccf_lag_step);
   pc.clip_sigma = cfg.clip_sigma;
   pc.seg_max_iter = cfg.seg_max_iter;
+  pc.vpost_half = std::max(0, cfg.vrad_moments_half);
+  pc.vpost_step = cfg.vrad_moments_step;
   pc.lm.max_iter = cfg.max_iter;
   pc.lm.join_dchi2 = cfg.start_join_dchi2;
   for (const FitParam& p : fit_params(lib, cfg)) {
@@ -318,11 +320,13 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
     double* chisq = nullptr;
     int32_t* npix = nullptr;
     double* sn = nullptr;
-    if (all.names[a] == "B") chisq = &row.CHISQ_B, npix = &row.NPIX_B, sn = &row.SN_B;
-    if (all.names[a] == "R") chisq = &row.CHISQ_R, npix = &row.NPIX_R, sn = &row.SN_R;
-    if (all.names[a] == "Z") chisq = &row.CHISQ_Z, npix = &row.NPIX_Z, sn = &row.SN_Z;
+    double* chisq_c = nullptr;
+    if (all.names[a] == "B") chisq = &row.CHISQ_B, chisq_c = &row.CHISQ_C_B, npix = &row.NPIX_B, sn = &row.SN_B;
+    if (all.names[a] == "R") chisq = &row.CHISQ_R, chisq_c = &row.CHISQ_C_R, npix = &row.NPIX_R, sn = &row.SN_R;
+    if (all.names[a] == "Z") chisq = &row.CHISQ_Z, chisq_c = &row.CHISQ_C_Z, npix = &row.NPIX_Z, sn = &row.SN_Z;
     if (!chisq) continue;
     *chisq = res.chi2_arm[a];
+    *chisq_c = res.chi2_c_arm[a];
     *npix = res.npix_arm[a];
     std::vector<double> s;
     for (int i = all.arm_start[a]; i < all.arm_start[a + 1]; ++i)
@@ -332,6 +336,8 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
 
   // ---- Results and flags -------------------------------------------------------------------
   row.NPIX_TOT = res.npix;
+  row.VRAD_SKEW = res.v_skew;
+  row.VRAD_KURT = res.v_kurt;
   row.CHISQ_TOT = best.chi2;
   row.NITER = best.niter;
   // Every parameter of the table: theta -> value, covariance -> statistical error, + floor.

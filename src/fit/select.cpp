@@ -121,14 +121,26 @@ bool select_target(const Spectrum& spec, const SelectConfig& cfg, std::string* w
     if (status & ~allowed) return reject(std::string(col) + " " + it->second);
     break;  // COADD_FIBERSTATUS takes precedence, as in rvs_desi_fit
   }
-  if (!cfg.target_bits.empty()) {
+  if (!cfg.target_bits.empty() || cfg.redrock) {
     bool hit = false;
+    if (cfg.redrock) {
+      const auto t = spec.meta.find("RR_SPECTYPE"), z = spec.meta.find("RR_Z");
+      if (t != spec.meta.end() && z != spec.meta.end()) {
+        const double rz = std::strtod(z->second.c_str(), nullptr);
+        hit = t->second == "STAR" || (rz < 0.005 && rz > -0.005);
+        if (!hit && cfg.target_bits.empty())
+          return reject("redrock SPECTYPE " + t->second + " (not a star)");
+      } else if (cfg.target_bits.empty()) {
+        return reject("not in the redrock file");
+      }
+    }
     for (const auto& tb : cfg.target_bits) {
       const auto it = spec.meta.find(tb.column);
       int64_t v = 0;
       if (it != spec.meta.end() && parse_i64(it->second, v) && ((v >> tb.bit) & 1)) hit = true;
     }
-    if (!hit) return reject("no --objtypes bit set");
+    if (!hit) return reject(cfg.redrock ? "no --objtypes bit set, not a redrock star"
+                                        : "no --objtypes bit set");
   }
   if (std::isfinite(cfg.min_sn)) {
     const double sn = selection_sn(spec);

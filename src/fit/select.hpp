@@ -26,6 +26,10 @@ struct SelectConfig {
   std::set<int64_t> targetids;  // --targetid / --targetid-file; empty = all
   double min_sn = NAN;          // --min-sn: fit only if selection_sn() > min_sn; NaN = no cut
   bool include_unselected = false;  // rows (RVS_WARN NOT_FITTED) for the fibres not selected
+  // --redrock: the redrock class selects stars as rvspecfit's --zbest_select does (meta
+  // RR_SPECTYPE / RR_Z, set from the redrock file): SPECTYPE STAR or |Z| < 0.005 passes; with
+  // --objtypes a target passes if either selects it (rvspecfit ORs them).
+  bool redrock = false;
 };
 
 // Reads the `select:` section of a YAML config into `cfg` (missing keys keep their values):

@@ -34,6 +34,8 @@ const CatalogColumn kColumns[] = {
     VELOX_COLUMN(VRAD, "km/s", "Radial velocity, same frame as the input (heliocentric)"),
     VELOX_COLUMN(VRAD_ERR, "km/s", "Uncertainty of VRAD (statistical + systematic floor)"),
     VELOX_COLUMN(VRAD_CCF, "km/s", "Initial radial velocity from the cross-correlation"),
+    VELOX_COLUMN(VRAD_SKEW, "", "Skewness of the VRAD posterior (rvspecfit's definition)"),
+    VELOX_COLUMN(VRAD_KURT, "", "Kurtosis (not excess) of the VRAD posterior (rvspecfit's)"),
     VELOX_COLUMN(TEFF, "K", "Effective temperature"),
     VELOX_COLUMN(TEFF_ERR, "K", "Uncertainty of TEFF (statistical + systematic floor)"),
     VELOX_COLUMN(LOGG, "dex", "Surface gravity log10(g / cm s^-2)"),
@@ -70,6 +72,9 @@ const CatalogColumn kColumns[] = {
     VELOX_COLUMN(CHISQ_B, "", "Chi^2 of the best fit over the B arm (DESI); NaN if not fitted"),
     VELOX_COLUMN(CHISQ_R, "", "Chi^2 of the best fit over the R arm (DESI); NaN if not fitted"),
     VELOX_COLUMN(CHISQ_Z, "", "Chi^2 of the best fit over the Z arm (DESI); NaN if not fitted"),
+    VELOX_COLUMN(CHISQ_C_B, "", "Chi^2 of the continuum-only fit over the B arm; NaN if not fitted"),
+    VELOX_COLUMN(CHISQ_C_R, "", "Chi^2 of the continuum-only fit over the R arm; NaN if not fitted"),
+    VELOX_COLUMN(CHISQ_C_Z, "", "Chi^2 of the continuum-only fit over the Z arm; NaN if not fitted"),
     VELOX_COLUMN(NPIX_B, "", "Pixels of the B arm used in the fit (0: excluded or absent)"),
     VELOX_COLUMN(NPIX_R, "", "Pixels of the R arm used in the fit (0: excluded or absent)"),
     VELOX_COLUMN(NPIX_Z, "", "Pixels of the Z arm used in the fit (0: excluded or absent)"),
@@ -89,6 +94,9 @@ const CatalogColumn kColumns[] = {
     VELOX_COLUMN(REF_CAT, "", "Reference catalog (DESI FIBERMAP: G2 Gaia, T2 Tycho-2, ...)"),
     VELOX_COLUMN(FIBER, "", "DESI fibre number (FIBERMAP); -1 if absent"),
     VELOX_COLUMN(EXPID, "", "DESI exposure ID (FIBERMAP of spectra files); -1 if absent"),
+    VELOX_COLUMN(RR_Z, "", "Redrock redshift of the target (--redrock); NaN without one"),
+    VELOX_COLUMN(RR_SPECTYPE, "", "Redrock SPECTYPE of the target (--redrock); empty without one"),
+    VELOX_COLUMN(HEALPIX, "", "HEALPix of the input (NSIDE 64, nested; HPXPIXEL); -1 if absent"),
 };
 #undef VELOX_COLUMN
 

@@ -21,6 +21,9 @@ struct CatalogRow {
   int64_t ROW_IN_FILE = -1;  // fibre/row index inside SOURCE_FILE
   double VRAD = NAN, VRAD_ERR = NAN;        // heliocentric as the input; km/s
   double VRAD_CCF = NAN;                    // initial guess from the cross-correlation, km/s
+  // Skewness and kurtosis (not excess) of the velocity posterior, as rvspecfit defines them
+  // (kern::velocity_moments); NaN where not measured.
+  double VRAD_SKEW = NAN, VRAD_KURT = NAN;
   double TEFF = NAN, TEFF_ERR = NAN;        // K
   double LOGG = NAN, LOGG_ERR = NAN;        // dex (cgs)
   double FEH = NAN, FEH_ERR = NAN;          // dex
@@ -45,6 +48,7 @@ struct CatalogRow {
   double MISMATCH = NAN;   // sqrt(max(RCHISQ - 1, 0)) / SN: residual rms beyond noise / flux
   // Per spectrograph arm (DESI B/R/Z); single-arm formats leave NaN / 0.
   double CHISQ_B = NAN, CHISQ_R = NAN, CHISQ_Z = NAN;  // chi^2 of the best fit per arm
+  double CHISQ_C_B = NAN, CHISQ_C_R = NAN, CHISQ_C_Z = NAN;  // continuum-only chi^2 per arm
   int32_t NPIX_B = 0, NPIX_R = 0, NPIX_Z = 0;          // pixels used per arm (0 = excluded)
   double SN_B = NAN, SN_R = NAN, SN_Z = NAN;           // median S/N per pixel per arm
   int64_t RVS_WARN = 0;                                // quality bitmask, bits in fit/rvs_warn.hpp
@@ -58,6 +62,12 @@ struct CatalogRow {
   int64_t REF_ID = -1;
   std::string REF_CAT;
   int32_t FIBER = -1, EXPID = -1;
+  // DESI file conventions (issue 24): the redrock file's Z and SPECTYPE of this target
+  // (--redrock; NaN / "" without one), and the input's healpix (NSIDE 64, nested; the coadd
+  // header's HPXPIXEL, -1 if absent).
+  double RR_Z = NAN;
+  std::string RR_SPECTYPE;
+  int64_t HEALPIX = -1;
 };
 
 // One catalog column: its name (= the CatalogRow field name), the field, unit and description.

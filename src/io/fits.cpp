@@ -513,11 +513,18 @@ void File::write_image(const std::vector<double>& data, const std::vector<int64_
   if (!extname.empty()) write_key("EXTNAME", extname);
 }
 
-void File::write_key(const std::string& key, const std::string& value) {
+void File::write_key(const std::string& key, const std::string& value,
+                     const std::string& comment) {
   int status = 0;
-  check(fits_update_key(ff(fptr_), TSTRING, key.c_str(), const_cast<char*>(value.c_str()), nullptr,
-                        &status),
+  // The long-string convention (CONTINUE cards) keeps values over 68 characters whole.
+  check(fits_update_key_longstr(ff(fptr_), key.c_str(), value.c_str(),
+                                comment.empty() ? nullptr : comment.c_str(), &status),
         "writing keyword " + key);
+}
+
+void File::write_checksum() {
+  int status = 0;
+  check(fits_write_chksum(ff(fptr_), &status), "writing CHECKSUM/DATASUM");
 }
 void File::write_key(const std::string& key, double value) {
   int status = 0;

@@ -73,7 +73,11 @@ class File {
   // Appends an image HDU (the primary if the file is new) of doubles with the C-order shape.
   void write_image(const std::vector<double>& data, const std::vector<int64_t>& shape,
                    const std::string& extname = "");
-  void write_key(const std::string& key, const std::string& value);
+  // String values longer than a card use the CONTINUE long-string convention.
+  void write_key(const std::string& key, const std::string& value,
+                 const std::string& comment = "");
+  // CHECKSUM and DATASUM of the current HDU (FITS checksum convention); after its data.
+  void write_checksum();
   void write_key(const std::string& key, double value);
   void write_key(const std::string& key, int64_t value);
   void write_key(const std::string& key, bool value);

@@ -66,6 +66,10 @@ ArmArrays read_arm(fits::File& f, const std::string& arm, const std::vector<std:
 
 void read_desi_coadd(fits::File& f, SpectrumFile& out) {
   const auto hdus = f.hdu_names();
+  // Healpix coadds name their pixel in the primary header (desidatamodel: HPXPIXEL, NSIDE 64,
+  // nested); tile coadds have none.
+  f.move_to(0);
+  const std::string hpx = f.has_key("HPXPIXEL") ? std::to_string(f.key_long("HPXPIXEL", -1)) : "";
   std::vector<ArmArrays> arms;
   for (const char* arm : {"B", "R", "Z"}) {
     if (std::find(hdus.begin(), hdus.end(), std::string(arm) + "_FLUX") != hdus.end()) {
@@ -98,6 +102,7 @@ void read_desi_coadd(fits::File& f, SpectrumFile& out) {
     if (i < targetid.size()) {
       s.targetid = targetid[i];
       for (const auto& [col, values] : meta_cols) s.meta[col] = values[i];
+      if (!hpx.empty()) s.meta["HPXPIXEL"] = hpx;
     } else {
       s.problem = "FIBERMAP has only " + std::to_string(targetid.size()) + " rows for " +
                   std::to_string(n_fib) + " fibres";

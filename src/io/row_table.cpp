@@ -51,13 +51,15 @@ std::shared_ptr<FitsTable> read_fits_table(fits::File& f, const std::string& ext
   return t;
 }
 
-TableColumn& RowTable::column(const std::string& name, char kind, const std::string& unit) {
+TableColumn& RowTable::column(const std::string& name, char kind, const std::string& unit,
+                              const std::string& tform) {
   auto it = index_.find(name);
   if (it != index_.end()) return cols_[it->second];
   TableColumn c;
   c.name = name;
   c.kind = kind;
   c.unit = unit;
+  c.tform = tform;
   for (size_t r = 0; r < n_; ++r) c.push_missing();
   index_[name] = cols_.size();
   cols_.push_back(std::move(c));
@@ -131,7 +133,8 @@ void RowTable::write_fits(fits::File& f, const std::string& extname) const {
   std::vector<std::string> names, forms;
   for (const auto& c : cols_) {
     names.push_back(c.name);
-    if (c.kind == 'f') forms.push_back("D");
+    if (!c.tform.empty()) forms.push_back(c.tform);
+    else if (c.kind == 'f') forms.push_back("D");
     else if (c.kind == 'i') forms.push_back("K");
     else if (c.kind == 'l') forms.push_back("L");
     else {

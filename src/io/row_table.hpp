@@ -23,6 +23,7 @@ struct TableColumn {
   std::string name;
   char kind = 'f';  // 'i' int64, 'f' float64, 's' string, 'l' logical
   std::string unit;
+  std::string tform;  // FITS output: TFORM overriding the widened one (e.g. "J", "E", "6A")
   std::vector<int64_t> i;
   std::vector<double> f;
   std::vector<std::string> s;
@@ -44,7 +45,8 @@ class RowTable {
   // New columns are back-filled with missing values for the earlier rows.
   void add_row(const FitsTable* t, size_t row);
   // Building in code: get (or create) a column, push its values, then set_rows().
-  TableColumn& column(const std::string& name, char kind, const std::string& unit = "");
+  TableColumn& column(const std::string& name, char kind, const std::string& unit = "",
+                      const std::string& tform = "");
   void set_rows(size_t n) { n_ = n; }
   size_t n_rows() const { return n_; }
   size_t n_columns() const { return cols_.size(); }

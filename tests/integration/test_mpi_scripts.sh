@@ -15,7 +15,7 @@ for kind in gpu cpu; do
   out=$(cd "$W" && DRY_RUN=1 VELOX_HOME="$S" SLURM_CPUS_PER_TASK=8 SLURM_JOB_ID=42 TEMPLATES=lib.h5 \
         INPUT_LIST=list.txt OUTPUT_DIR=out bash "$S/slurm/velox-$kind.sbatch")
   echo "$out"
-  for want in "srun --cpu-bind=cores" "velox fit --templates lib.h5 --input-list list.txt" \
+  for want in "srun -c 8 --cpu-bind=cores" "velox fit --templates lib.h5 --input-list list.txt" \
               "--threads 8" "--output-dir out --merge out/merged.h5" "--log-dir out/logs/42"; do
     grep -qF -- "$want" <<<"$out" || { echo "FAIL: velox-$kind.sbatch lacks '$want'"; exit 1; }
   done
@@ -24,7 +24,7 @@ grep -q -- "--gpus-per-task=1" "$S/slurm/velox-gpu.sbatch"
 out=$(DRY_RUN=1 VELOX_HOME="$S" SLURM_CPUS_PER_TASK=8 TEMPLATES="$TEMPLATES" INPUT_DIR="$W/in" \
       OUTPUT_DIR="$W/dry" bash "$S/slurm/velox-nightly.sbatch" 2>&1)
 echo "$out"
-grep -qF "+ srun --cpu-bind=cores" <<<"$out" && [ ! -e "$W/dry" ]
+grep -qF "+ srun -c 8 --cpu-bind=cores" <<<"$out" && [ ! -e "$W/dry" ]
 
 echo "== nightly.sh"
 files=("$VELOX_DATA_DIR"/spectra/lamost_dr10_pylasp/fits/*.fits)

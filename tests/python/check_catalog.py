@@ -8,15 +8,15 @@ import sys
 import h5py
 import numpy as np
 
-EXPECTED = ["TARGETID", "SOURCE_FILE", "ROW_IN_FILE", "VRAD", "VRAD_ERR", "VRAD_CCF",
+EXPECTED = ["TARGETID", "SOURCE_FILE", "ROW_IN_FILE", "VRAD", "VRAD_ERR", "VRAD_CCF", "VRAD_SKEW", "VRAD_KURT",
             "TEFF", "TEFF_ERR", "LOGG", "LOGG_ERR", "FEH", "FEH_ERR", "ALPHAFE", "ALPHAFE_ERR",
             "VSINI", "VSINI_ERR", "VSINI_UPPER", "VRAD_ERR_STAT", "TEFF_ERR_STAT", "LOGG_ERR_STAT",
             "FEH_ERR_STAT", "ALPHAFE_ERR_STAT", "VRAD_B", "VRAD_B_ERR", "VRAD_R", "VRAD_R_ERR",
             "VRAD_Z", "VRAD_Z_ERR", "CHISQ_TOT", "CHISQ_C", "NPIX_TOT", "SN", "NITER", "RCHISQ",
-            "MISMATCH", "CHISQ_B", "CHISQ_R", "CHISQ_Z", "NPIX_B", "NPIX_R", "NPIX_Z", "SN_B",
+            "MISMATCH", "CHISQ_B", "CHISQ_R", "CHISQ_Z", "CHISQ_C_B", "CHISQ_C_R", "CHISQ_C_Z", "NPIX_B", "NPIX_R", "NPIX_Z", "SN_B",
             "SN_R", "SN_Z", "RVS_WARN", "SUCCESS", "FIT_INFO", "SPECTYPE", "SUBTYPE", "CLASS_DCHI2",
             "TARGET_RA", "TARGET_DEC", "REF_ID", "REF_CAT", "FIBER",
-            "EXPID"]
+            "EXPID", "RR_Z", "RR_SPECTYPE", "HEALPIX"]
 
 
 def main(path):

@@ -104,7 +104,7 @@ class DesiParity(unittest.TestCase):
         rows = velox.fit(get("wave"), get("flux"), get("ivar"), mask=get("mask"),
                          resolution=get("resolution"), library=library(),
                          targetid=[s.targetid for s in spectra], format="desi")
-        fibermap = ("TARGET_RA", "TARGET_DEC", "REF_ID", "REF_CAT", "FIBER", "EXPID")
+        fibermap = ("TARGET_RA", "TARGET_DEC", "REF_ID", "REF_CAT", "FIBER", "EXPID", "HEALPIX")
         assert_rows_equal(self, rows, cli, skip=("SOURCE_FILE", "ROW_IN_FILE") + fibermap)
         assert_rows_equal(self, velox.fit_spectra(spectra, library=library()), cli,
                           skip=fibermap)
