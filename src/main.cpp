@@ -81,6 +81,14 @@ void add_input_options(CLI::App* c, FitOptions& o) {
   c->add_option("--input-dir", o.input_dir, "Directory of inputs (matched with --glob)");
   c->add_option("--glob", o.glob, "Pattern for file names in --input-dir")->capture_default_str();
   c->add_option("inputs", o.inputs, "Input spectrum files (FITS)");
+  c->add_option("--desi-root", o.desi_root,
+                "DESI: the spectro production folder holding healpix/SURVEY/PROGRAM/PIXGROUP/"
+                "PIXNUM/coadd-*.fits (with --survey, --program, and --healpix or every pixel)");
+  c->add_option("--survey", o.survey, "DESI survey for --desi-root (main, sv1, sv3, ...)");
+  c->add_option("--program", o.program, "DESI program for --desi-root (dark, bright, ...)");
+  c->add_option("--healpix", o.healpix, "DESI healpix pixels (NSIDE 64, nested) for --desi-root")
+      ->allow_extra_args(false)
+      ->delimiter(',');
   auto* rm = c->add_flag_callback(
       "--resolution-matrix", [&o] { o.resolution_matrix = 1; },
       "DESI: forward-model with each fibre's resolution matrix (default, unless the config "

@@ -50,6 +50,36 @@ std::vector<std::string> collect_inputs(const FitOptions& opt) {
     std::sort(found.begin(), found.end());
     files.insert(files.end(), found.begin(), found.end());
   }
+  if (!opt.desi_root.empty()) {
+    if (opt.survey.empty() || opt.program.empty())
+      throw ConfigError("--desi-root needs --survey and --program (e.g. --survey main --program dark)");
+    const fs::path base = fs::path(opt.desi_root) / "healpix" / opt.survey / opt.program;
+    const std::string name0 = "coadd-" + opt.survey + "-" + opt.program + "-";
+    std::vector<std::pair<int64_t, std::string>> found;
+    if (!opt.healpix.empty()) {
+      for (int64_t pix : opt.healpix)
+        found.emplace_back(pix, (base / std::to_string(pix / 100) / std::to_string(pix) /
+                                 (name0 + std::to_string(pix) + ".fits"))
+                                    .string());
+    } else {
+      std::error_code ec;
+      if (!fs::is_directory(base, ec))
+        throw ConfigError(base.string() + ": no such folder (check --desi-root, --survey, --program)");
+      for (fs::directory_iterator g(base, ec), end; !ec && g != end; g.increment(ec)) {
+        if (!g->is_directory()) continue;
+        std::error_code ec2;
+        for (fs::directory_iterator p(g->path(), ec2); !ec2 && p != end; p.increment(ec2)) {
+          const std::string pix = p->path().filename().string();
+          const fs::path f = p->path() / (name0 + pix + ".fits");
+          if (p->is_directory() && fs::is_regular_file(f, ec2))
+            found.emplace_back(std::strtoll(pix.c_str(), nullptr, 10), f.string());
+        }
+      }
+      if (ec) throw ConfigError(base.string() + ": cannot list: " + ec.message());
+    }
+    std::sort(found.begin(), found.end());
+    for (auto& f : found) files.push_back(std::move(f.second));
+  }
   std::set<std::string> seen;
   std::vector<std::string> unique;
   for (auto& f : files)

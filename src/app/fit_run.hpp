@@ -35,6 +35,11 @@ struct FitOptions {
   std::string input_list;           // file with one input path per line ('#' comments)
   std::string input_dir;            // directory scanned with `glob`
   std::string glob = "*.fits*";     // fnmatch pattern on file names inside input_dir
+  // DESI healpix discovery (desidatamodel): DESI_ROOT/healpix/SURVEY/PROGRAM/PIXGROUP/PIXNUM/
+  // coadd-SURVEY-PROGRAM-PIXNUM.fits with PIXGROUP = PIXNUM / 100; every pixel when `healpix` is
+  // empty. Per-input outputs then go to OUTPUT_DIR/PIXGROUP/PIXNUM/ (rvspecfit's tree).
+  std::string desi_root, survey, program;
+  std::vector<int64_t> healpix;
   std::string config;               // YAML config (optional)
   std::string format = "auto";
   int threads = 0;                  // 0 = the cores given to this process (rank)
@@ -61,8 +66,10 @@ struct FitOptions {
   std::string output_format = "h5";   // --output-format h5|fits (fits: + rvspecfit layout)
 };
 
-// Inputs from `inputs`, `input_list` and `input_dir`/`glob` (sorted by name), in that order,
-// without duplicates. Throws ConfigError on an unreadable list or directory.
+// Inputs from `inputs`, `input_list`, `input_dir`/`glob` (sorted by name) and the healpix
+// coadds of `desi_root` (sorted by pixel), in that order, without duplicates. Throws ConfigError
+// on an unreadable list or directory, or --desi-root without --survey and --program. A named
+// --healpix pixel without its coadd is listed anyway (it fails as "no such file").
 std::vector<std::string> collect_inputs(const FitOptions& opt);
 
 // The outcome of one input file.

@@ -118,7 +118,10 @@ Provenance job_provenance(const FitEngine& engine, const FitOptions& opt, int wo
 }
 
 InputCatalogWriter::InputCatalogWriter(const FitOptions& opt, Provenance base, int rank)
-    : dir_(opt.output_dir), fits_(opt.output_format == "fits"), prov_(std::move(base)) {
+    : dir_(opt.output_dir),
+      fits_(opt.output_format == "fits"),
+      tree_(!opt.desi_root.empty()),
+      prov_(std::move(base)) {
   prov_["mpi_rank"] = std::to_string(rank);
   prov_["n_input_files"] = "1";
 }
@@ -128,9 +131,13 @@ void InputCatalogWriter::write(const FileResult& r) const {
   Provenance p = prov_;
   p["input_path"] = r.path;
   const SideTables side = side_tables({{r.path, &r.rows}}, fits_);
+  const std::string cat = per_input_catalog(dir_, r.path, tree_);
+  std::error_code ec;
+  fs::create_directories(fs::path(cat).parent_path(), ec);  // the healpix tree (--desi-root)
+  if (ec) throw IoError(cat + ": cannot create its folder: " + ec.message());
   // The FITS table first: the HDF5 catalog's existence marks the input finished (resume).
-  if (fits_) write_rvtab_fits(per_input_rvtab(dir_, r.path), r.rows, p, side);
-  write_catalog(per_input_catalog(dir_, r.path), r.rows, p,
+  if (fits_) write_rvtab_fits(per_input_rvtab(dir_, r.path, tree_), r.rows, p, side);
+  write_catalog(cat, r.rows, p,
                 [&](h5::File& f) { write_side_h5(f, side); });
 }
 

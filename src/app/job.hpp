@@ -60,6 +60,7 @@ class InputCatalogWriter {
  private:
   std::string dir_;
   bool fits_ = false;  // --output-format fits: also DIR/rvtab_<stem>.fits
+  bool tree_ = false;  // --desi-root: outputs in DIR/PIXGROUP/PIXNUM/
   Provenance prov_;
 };
 

@@ -45,12 +45,22 @@ std::string input_stem(const std::string& path) {
   return strip_suffix(strip_suffix(name, {".gz", ".fz", ".bz2"}), {".fits", ".fit", ".fts"});
 }
 
-std::string per_input_catalog(const std::string& dir, const std::string& input) {
-  return (fs::path(dir) / (input_stem(input) + kCatalogSuffix)).string();
+namespace {
+
+fs::path output_folder(const std::string& dir, const std::string& input, bool tree) {
+  if (!tree) return fs::path(dir);
+  const fs::path pixdir = fs::path(input).parent_path();
+  return fs::path(dir) / pixdir.parent_path().filename() / pixdir.filename();
 }
 
-std::string per_input_rvtab(const std::string& dir, const std::string& input) {
-  return (fs::path(dir) / ("rvtab_" + input_stem(input) + ".fits")).string();
+}  // namespace
+
+std::string per_input_catalog(const std::string& dir, const std::string& input, bool tree) {
+  return (output_folder(dir, input, tree) / (input_stem(input) + kCatalogSuffix)).string();
+}
+
+std::string per_input_rvtab(const std::string& dir, const std::string& input, bool tree) {
+  return (output_folder(dir, input, tree) / ("rvtab_" + input_stem(input) + ".fits")).string();
 }
 
 StatusLine status_of(const FileResult& r) {
@@ -81,12 +91,38 @@ void StatusFile::finish(const std::vector<StatusLine>& in_input_order) {
   if (ec) throw IoError(path_ + ": cannot rename " + tmp + " onto it: " + ec.message());
 }
 
+namespace {
+
+// Files of DIR and of DIR/*/*/ (the healpix tree of --desi-root outputs).
+std::vector<fs::path> files_in_tree(const std::string& dir, std::error_code& ec) {
+  std::vector<fs::path> out;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_regular_file()) {
+      out.push_back(it->path());
+      continue;
+    }
+    if (!it->is_directory()) continue;
+    std::error_code e1;
+    for (fs::directory_iterator g(it->path(), e1); !e1 && g != end; g.increment(e1)) {
+      if (!g->is_directory()) continue;
+      std::error_code e2;
+      for (fs::directory_iterator f(g->path(), e2); !e2 && f != end; f.increment(e2))
+        if (f->is_regular_file()) out.push_back(f->path());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 size_t remove_stale_temps(const std::string& dir) {
   size_t n = 0;
   std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (ends_with(name, std::string(kCatalogSuffix) + ".tmp")) n += fs::remove(it->path(), ec);
+  for (const auto& p : files_in_tree(dir, ec)) {
+    const std::string name = p.filename().string();
+    std::error_code e;
+    if (ends_with(name, std::string(kCatalogSuffix) + ".tmp") || ends_with(name, ".fits.tmp"))
+      n += fs::remove(p, e);
   }
   return n;
 }
@@ -94,8 +130,7 @@ size_t remove_stale_temps(const std::string& dir) {
 std::vector<std::string> catalogs_in(const std::string& dir, const std::string& exclude) {
   std::vector<std::string> out;
   std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const auto p = it->path();
+  for (const auto& p : files_in_tree(dir, ec)) {
     if (ends_with(p.filename().string(), kCatalogSuffix) &&
         !(fs::exists(exclude) && fs::equivalent(p, exclude, ec)))
       out.push_back(p.string());

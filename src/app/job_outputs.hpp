@@ -12,11 +12,12 @@ namespace velox {
 
 // "spec-1-2.fits.gz" -> "spec-1-2": the file name without .gz/.fz/.bz2 and then .fits/.fit/.fts.
 std::string input_stem(const std::string& path);
-// DIR/<input stem>.velox.h5
-std::string per_input_catalog(const std::string& dir, const std::string& input);
-// DIR/rvtab_<input stem>.fits: the per-input rvspecfit-layout table, named as rvspecfit's
-// desi_fit.py names it (rvtab_coadd-sv3-dark-26065.fits).
-std::string per_input_rvtab(const std::string& dir, const std::string& input);
+// DIR/<input stem>.velox.h5; `tree` (inputs from --desi-root): DIR/PIXGROUP/PIXNUM/<stem>.velox.h5,
+// the input's two parent folders, as rvspecfit's desi_fit.py mirrors the healpix tree.
+std::string per_input_catalog(const std::string& dir, const std::string& input, bool tree = false);
+// DIR/rvtab_<input stem>.fits (same folder as the catalog): the per-input rvspecfit-layout table,
+// named as rvspecfit's desi_fit.py names it (rvtab_coadd-sv3-dark-26065.fits).
+std::string per_input_rvtab(const std::string& dir, const std::string& input, bool tree = false);
 
 // One line of DIR/status.tsv (tab-separated; tabs and newlines in the error become spaces).
 struct StatusLine {
@@ -44,7 +45,7 @@ class StatusFile {
   std::ofstream out_;
 };
 
-// Remove DIR/*.velox.h5.tmp left by a killed job; returns how many.
+// Remove DIR/*.velox.h5.tmp and *.fits.tmp (also in DIR/*/*/) left by a killed job; returns how many.
 size_t remove_stale_temps(const std::string& dir);
 
 // Every DIR/*.velox.h5 except `exclude`, sorted by name (for --merge without inputs).

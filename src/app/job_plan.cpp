@@ -17,7 +17,8 @@ namespace velox {
 namespace fs = std::filesystem;
 
 void validate_job_options(FitOptions& opt) {
-  const bool any_input = !opt.inputs.empty() || !opt.input_list.empty() || !opt.input_dir.empty();
+  const bool any_input = !opt.inputs.empty() || !opt.input_list.empty() || !opt.input_dir.empty() ||
+                         !opt.desi_root.empty();
   if (!opt.merge.empty() && opt.output_dir.empty())
     throw ConfigError("--merge needs --output-dir (the per-input catalogs it merges)");
   if (!opt.output.empty() && !opt.output_dir.empty())
@@ -36,7 +37,8 @@ void validate_job_options(FitOptions& opt) {
 }
 
 bool merge_only(const FitOptions& o) {
-  return o.inputs.empty() && o.input_list.empty() && o.input_dir.empty() && !o.merge.empty();
+  return o.inputs.empty() && o.input_list.empty() && o.input_dir.empty() && o.desi_root.empty() &&
+         !o.merge.empty();
 }
 
 bool wants_merged(const FitOptions& o) { return !o.output.empty() || !o.merge.empty(); }
@@ -62,7 +64,7 @@ std::vector<JobInput> plan_inputs(const FitOptions& opt) {
     in.bytes = fs::file_size(p, ec);
     if (ec) in.bytes = 0;  // unreadable: the reader reports it as a failed input
     if (!opt.output_dir.empty()) {
-      in.catalog = per_input_catalog(opt.output_dir, p);
+      in.catalog = per_input_catalog(opt.output_dir, p, !opt.desi_root.empty());
       auto [it, fresh] = by_catalog.emplace(in.catalog, p);
       if (!fresh)
         throw ConfigError(

@@ -8,7 +8,10 @@
 #    carries rvspecfit's provenance keywords; every HDU's CHECKSUM verifies;
 #  - --redrock auto skips the redrock non-stars and fills RR_Z / RR_SPECTYPE; HEALPIX from HPXPIXEL;
 #  - under mpirun -np 2, --output and --output-dir/--merge write the same rows as one process,
-#    and every rank writes its own per-input rvtab_<stem>.fits.
+#    and every rank writes its own per-input rvtab_<stem>.fits;
+#  - --desi-root finds the coadds of a healpix tree (made of links here) with their redrock
+#    files, and the outputs mirror it (OUT/PIXGROUP/PIXNUM/rvtab_coadd-S-P-PIXNUM.fits); a rerun
+#    skips both pixels and --merge finds the catalogs in the tree.
 source "$(dirname "$0")/mpi_env.sh"
 W="$VELOX_BUILD_DIR/test-tmp/rvtab_desi"
 rm -rf "$W"
@@ -109,4 +112,32 @@ ranks = sorted({h5py.File(f"{w}/dir/{s}.velox.h5", "r").attrs["mpi_rank"]
                 for s in ("coadd-lamost-dr8", "coadd-lamost-dr10")})
 print("per-input catalogs by ranks", ranks)
 PY
+
+echo "== --desi-root: healpix discovery and the output tree"
+for pix in 26065 26166; do
+  d="$W/root/healpix/sv3/dark/$((pix / 100))/$pix"
+  mkdir -p "$d"
+  ln -s "$W/in/coadd-lamost-dr8.fits" "$d/coadd-sv3-dark-$pix.fits"
+  ln -s "$W/in/redrock-lamost-dr8.fits" "$d/redrock-sv3-dark-$pix.fits"
+done
+tree() { "$VELOX" fit --templates "$TEMPLATES" --threads 2 --output-format fits --redrock auto \
+  --desi-root "$W/root" --survey sv3 --program dark --output-dir "$W/tree" "$@"; }
+VELOX_MPI=0 tree 2>"$W/tree.log"
+for pix in 26065 26166; do
+  for f in "rvtab_coadd-sv3-dark-$pix.fits" "coadd-sv3-dark-$pix.velox.h5"; do
+    [ -s "$W/tree/$((pix / 100))/$pix/$f" ] || { cat "$W/tree.log"; echo "FAIL: no tree/$((pix / 100))/$pix/$f"; exit 1; }
+  done
+done
+VELOX_MPI=0 tree --healpix 26166,26065 --merge "$W/tree/merged.h5" 2>"$W/tree2.log"
+grep -q "2 inputs (0 to fit, 2 skipped" "$W/tree2.log" || { cat "$W/tree2.log"; echo "FAIL: the rerun refitted"; exit 1; }
+$PY - "$W/tree/merged.h5" "$W/one.h5" <<'PY'
+import sys
+import h5py
+with h5py.File(sys.argv[1], "r") as m, h5py.File(sys.argv[2], "r") as one:
+    n1 = sum(1 for s in one["catalog"]["SOURCE_FILE"] if s.startswith(b"coadd-lamost-dr8"))
+    assert len(m["catalog"]) == 2 * n1, (len(m["catalog"]), n1)
+print("tree: 2 healpix coadds found, outputs mirrored, resumed, merged")
+PY
+VELOX_MPI=0 "$VELOX" fit --templates "$TEMPLATES" --desi-root "$W/root" --output-dir x >"$W/noprog.log" 2>&1 && exit 1
+grep -q "needs --survey and --program" "$W/noprog.log" || { cat "$W/noprog.log"; echo "FAIL: message"; exit 1; }
 echo "PASS"
