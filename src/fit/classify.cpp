@@ -103,4 +103,15 @@ ClassResult classify(const TemplateLibrary& lib, const ClassSpectrum& cs, double
   return r;
 }
 
+std::string mk_class_of_teff(double teff_K) {
+  if (!(teff_K > 0) || !std::isfinite(teff_K)) return "";
+  static const struct {
+    double min_K;
+    const char* cls;
+  } kBounds[] = {{32350, "O"}, {10050, "B"}, {7310, "A"}, {5960, "F"}, {5335, "G"}, {3890, "K"}};
+  for (const auto& b : kBounds)
+    if (teff_K >= b.min_K) return b.cls;
+  return "M";
+}
+
 }  // namespace velox

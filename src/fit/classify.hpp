@@ -46,4 +46,12 @@ struct ClassResult {
 ClassResult classify(const TemplateLibrary& lib, const ClassSpectrum& cs, double vrad_kms,
                      double dchi2_min, bool scan_qso);
 
+// MK class letter (O, B, A, F, G, K, M) of a dwarf of this Teff (K): the boundaries lie midway
+// between the last subtype of a class and the first of the next in Pecaut & Mamajek (2013, ApJS
+// 208, 9; the EEM_dwarf_UBVIJHK_colors_Teff table): O/B 32350, B/A 10050, A/F 7310, F/G 5960,
+// G/K 5335, K/M 3890 K. "" for a Teff that is not finite and positive. A normal star's SUBTYPE
+// (finish_row) is this letter of its fitted TEFF, so that SUBTYPE and TEFF never disagree; the
+// redrock archetypes decide only the kind (normal star, WD, CV, QSO).
+std::string mk_class_of_teff(double teff_K);
+
 }  // namespace velox

@@ -429,6 +429,13 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
     const ClassResult c = classify(lib, p.cls, row.VRAD, cfg.class_dchi2_min, poor);
     row.SPECTYPE = c.spectype;
     row.SUBTYPE = c.subtype;
+    // A normal star's subtype follows its fitted TEFF (mk_class_of_teff): redrock's archetypes at
+    // R ~ 1800 called LAMOST F stars (TEFF 6187 K) M (issue 25). WD, CV and QSO keep theirs.
+    static const std::string kNormal = "OBAFGKM";
+    if (c.spectype == "STAR" && c.subtype.size() == 1 && kNormal.find(c.subtype) != std::string::npos) {
+      const std::string mk = mk_class_of_teff(row.TEFF);
+      if (!mk.empty()) row.SUBTYPE = mk;
+    }
     row.CLASS_DCHI2 = c.dchi2;
     if (c.not_star) row.RVS_WARN |= warn::kNotStar;
   }

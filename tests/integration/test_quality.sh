@@ -2,6 +2,7 @@
 # The quality model on real data (docs/quality.md, issue: results a survey scientist can trust):
 # - the DESI EDR fibres (galaxies/QSOs, no stars) and the SDSS white dwarf get SUCCESS false with
 #   the reason in RVS_WARN; the white dwarf is classified STAR/WD (NOT_STAR), the stars STAR;
+# - every SUCCESS star with SUBTYPE M has TEFF < 4300 K, with A or B TEFF > 7000 K;
 # - >= 97% of the 134 LAMOST and 85 DESI-layout stars have SUCCESS, and >= 90% RVS_WARN == 0;
 # - the repeat pairs of lamost_dr8 have pull widths (with the systematic floors) in [0.8, 1.3].
 set -euo pipefail
@@ -45,6 +46,15 @@ if len(wd) != 1 or wd["SUBTYPE"][0] != b"WD" or not wd["RVS_WARN"][0] & (1 << 13
     err.append(f"white dwarf: SUBTYPE {wd['SUBTYPE']}, RVS_WARN {wd['RVS_WARN']} (expect WD, NOT_STAR)")
 if (stars["SPECTYPE"] != b"STAR").any() or (stars["RVS_WARN"] & (1 << 13)).any():
     err.append(f"real stars classified {set(stars['SPECTYPE'])} or NOT_STAR")
+# A normal star's SUBTYPE follows its TEFF (issue 25: LAMOST F stars of 6187 K had been M).
+# The class boundaries are 3890 K (K/M) and 7310 K (A/F); the issue's bounds are looser.
+good = stars[stars["SUCCESS"].astype(bool)]
+sub_ = good["SUBTYPE"]
+bad_m = good[(sub_ == b"M") & ~(good["TEFF"] < 4300)]
+bad_ab = good[np.isin(sub_, [b"A", b"B"]) & ~(good["TEFF"] > 7000)]
+print("SUBTYPE counts:", {s.decode(): int((sub_ == s).sum()) for s in set(sub_)})
+if len(bad_m) or len(bad_ab):
+    err.append(f"SUBTYPE vs TEFF: M at {bad_m['TEFF']}, A/B at {bad_ab['TEFF']}")
 # Informational conditions are not warnings: the DESI Z arm outside MILES is FIT_INFO bit 0.
 d = cat("desi.h5")
 if not (d["FIT_INFO"] & 1).all() or (d["RVS_WARN"] & (1 << 9)).any():

@@ -81,3 +81,22 @@ TEST_CASE("classification picks the redrock class and redshift a spectrum was dr
   // Without the QSO scan the same spectrum is a (poor) star: the caller decides (fitter.cpp).
   CHECK(classify(lib, q, 0.0, 25.0, false).spectype == "STAR");
 }
+
+TEST_CASE("a normal star's MK letter follows its Teff (Pecaut & Mamajek dwarf boundaries)",
+          "[classify]") {
+  // Each class's first and last dwarf subtypes in the EEM table, and the midpoints between.
+  CHECK(mk_class_of_teff(33300) == "O");   // O9V
+  CHECK(mk_class_of_teff(31400) == "B");   // B0V
+  CHECK(mk_class_of_teff(10400) == "B");   // B9.5V
+  CHECK(mk_class_of_teff(9700) == "A");    // A0V
+  CHECK(mk_class_of_teff(7400) == "A");    // A9V
+  CHECK(mk_class_of_teff(7220) == "F");    // F0V
+  CHECK(mk_class_of_teff(6187) == "F");    // the LAMOST DR8 stars redrock had called M
+  CHECK(mk_class_of_teff(5930) == "G");    // G0V
+  CHECK(mk_class_of_teff(5290) == "K");    // K0V
+  CHECK(mk_class_of_teff(3930) == "K");    // K9V
+  CHECK(mk_class_of_teff(3850) == "M");    // M0V
+  CHECK(mk_class_of_teff(2400) == "M");
+  CHECK(mk_class_of_teff(NAN).empty());
+  CHECK(mk_class_of_teff(-5).empty());
+}
