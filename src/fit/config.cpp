@@ -77,6 +77,7 @@ FitConfig load_fit_config(const std::string& path) {
   get(f, "vsini_start_kms", c.vsini_start_kms, path);
   get(f, "limb_darkening", c.limb_darkening, path);
   get(f, "vsini_max_ok_kms", c.vsini_max_ok_kms, path);
+  get(f, "vsini_min_fwhm_frac", c.vsini_min_fwhm_frac, path);
   get(f, "resolution_matrix", c.resolution_matrix, path);
   get(f, "mismatch_max", c.mismatch_max, path);
   get(f, "classify", c.classify, path);
@@ -166,6 +167,7 @@ std::string dump_fit_config(const FitConfig& c) {
   e << YAML::Key << "vsini_start_kms" << YAML::Value << c.vsini_start_kms;
   e << YAML::Key << "limb_darkening" << YAML::Value << c.limb_darkening;
   e << YAML::Key << "vsini_max_ok_kms" << YAML::Value << c.vsini_max_ok_kms;
+  e << YAML::Key << "vsini_min_fwhm_frac" << YAML::Value << c.vsini_min_fwhm_frac;
   e << YAML::Key << "resolution_matrix" << YAML::Value << c.resolution_matrix;
   e << YAML::Key << "default_R" << YAML::Value << c.default_R;
   e << YAML::Key << "mismatch_max" << YAML::Value << c.mismatch_max;

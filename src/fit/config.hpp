@@ -68,6 +68,11 @@ struct FitConfig {
   double vsini_start_kms = 60.0;
   double limb_darkening = 0.6;
   double vsini_max_ok_kms = 350.0;
+  // The smallest VSINI reported as a detection: vsini_min_fwhm_frac x the LSF FWHM (km/s) of the
+  // sharpest arm (c / R_eff). Below it a fitted VSINI is an upper limit (FIT_INFO
+  // VSINI_UPPER_LIMIT) no smaller than that floor: what an LSF known to ~20-30% and template
+  // mismatch mimic (docs/vsini.md, issue 25 injection-recovery).
+  double vsini_min_fwhm_frac = 0.5;
   // DESI: forward-model with the per-fibre resolution matrix (template LSF folded in,
   // src/fit/resolution.hpp) instead of one Gaussian LSF per arm. Default chosen by measurement
   // (docs/desi.md).

@@ -250,6 +250,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
   }
   set_segments(ctx, all, &row.FIT_INFO);
   all.fit_vsini = cfg.fit_vsini && best_R >= cfg.vsini_min_R ? 1 : 0;
+  all.vsini_R = best_R;
   if (cfg.fit_vsini && !all.fit_vsini && all.n_arms > 0) {
     row.FIT_INFO |= info::kVsiniUnresolved;
     note(fmt::format("VSINI not fitted: effective resolving power {:.0f} below fit.vsini_min_R {:.0f}",
@@ -367,7 +368,17 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
   }
   if (vsini_fitted) {
     row.VSINI_UPPER = res.vsini_upper;
-    if (std::isfinite(res.vsini_upper)) {
+    // Detections only above the resolution floor (FitConfig::vsini_min_fwhm_frac): below it the
+    // broadening is what LSF and template mismatch make, so the star gets an upper limit of at
+    // least the floor (its VSINI + 2 sigma when that is larger), never a detection.
+    const double floor_kms = all.vsini_R > 0 ? cfg.vsini_min_fwhm_frac * kern::kSpeedOfLight_kms / all.vsini_R : 0.0;
+    if (!std::isfinite(row.VSINI_UPPER) && row.VSINI < floor_kms) {
+      const double e = std::isfinite(row.VSINI_ERR) ? row.VSINI_ERR : 0.0;
+      row.VSINI_UPPER = std::max(floor_kms, row.VSINI + 2.0 * e);
+    } else if (std::isfinite(row.VSINI_UPPER)) {
+      row.VSINI_UPPER = std::max(row.VSINI_UPPER, floor_kms);
+    }
+    if (std::isfinite(row.VSINI_UPPER)) {
       row.FIT_INFO |= info::kVsiniUpperLimit;
       row.VSINI_ERR = NAN;  // not detected: the limit, not an error bar, describes it
     }

@@ -47,6 +47,7 @@ struct Packed {
   int seg_arm[kern::kMaxSeg] = {};
   std::vector<std::string> seg_names;
   int fit_vsini = 0;  // the arms resolve rotation: VSINI fitted (FitConfig::fit_vsini, vsini_min_R)
+  double vsini_R = 0.0;  // effective resolving power of the sharpest arm (the VSINI floor's R)
   size_t n_full_total() const {
     size_t n = 0;
     for (const auto& f : full_lnlam) n += f.size();
