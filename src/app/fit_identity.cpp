@@ -4,24 +4,23 @@
 
 #include <cstdint>
 
+#include "common/fnv.hpp"
+
 namespace velox {
 
 namespace {
 
-// The same FNV-1a 64 as the library checksum and the integrity seal.
+// One field: its bytes, then a 0xff separator, so ("ab","c") and ("a","bc") differ.
 void fnv(uint64_t& h, const std::string& s) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  h ^= 0xff;  // field separator, so ("ab","c") and ("a","bc") differ
-  h *= 1099511628211ULL;
+  fnv1a(h, s.data(), s.size());
+  const unsigned char sep = 0xff;
+  fnv1a(h, &sep, 1);
 }
 
 }  // namespace
 
 std::string fit_config_hash(const FitConfig& cfg, const FitOptions& opt) {
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = kFnvOffset;
   fnv(h, dump_fit_config(cfg));
   for (const auto& o : opt.objtypes) fnv(h, "objtype:" + o);
   for (auto t : opt.targetids) fnv(h, "targetid:" + std::to_string(t));

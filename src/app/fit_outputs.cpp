@@ -103,7 +103,6 @@ FitOutputs::FitOutputs(const FitOptions& opt) {
   save_models_ = opt.save_models;
   if (opt.output_format != "h5" && opt.output_format != "fits")
     throw ConfigError("--output-format " + opt.output_format + ": expected h5 or fits");
-  write_fits_ = opt.output_format == "fits";
 }
 
 std::vector<char> FitOutputs::on_file(const std::string& path, SpectrumFile& sf) {
@@ -188,7 +187,8 @@ SideTables side_tables(const std::vector<InputRows>& inputs, bool with_scores) {
   for (const auto& in : inputs) {
     std::shared_ptr<FitsTable> fm, sc;
     bool any = false;
-    for (const auto& r : *in.rows) any = any || r.ROW_IN_FILE >= 0;
+    const CatalogRow* const end = in.rows + in.n;
+    for (const CatalogRow* r = in.rows; r != end; ++r) any = any || r->ROW_IN_FILE >= 0;
     if (any) {
       try {
         auto f = fits::File::open_read(in.path);
@@ -200,12 +200,12 @@ SideTables side_tables(const std::vector<InputRows>& inputs, bool with_scores) {
         spdlog::warn("{}: FIBERMAP not copied: {}", in.path, e.what());
       }
     }
-    for (const auto& r : *in.rows) {
-      const size_t k = r.ROW_IN_FILE >= 0 ? static_cast<size_t>(r.ROW_IN_FILE) : SIZE_MAX;
+    for (const CatalogRow* r = in.rows; r != end; ++r) {
+      const size_t k = r->ROW_IN_FILE >= 0 ? static_cast<size_t>(r->ROW_IN_FILE) : SIZE_MAX;
       out.fibermap.add_row(fm.get(), k);
       if (with_scores) out.scores.add_row(sc.get(), k);
     }
-    n += in.rows->size();
+    n += in.n;
   }
   // Inputs without a FIBERMAP / SCORES (LAMOST, SDSS) only: no columns, n rows.
   out.fibermap.set_rows(n);

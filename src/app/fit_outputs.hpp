@@ -64,29 +64,28 @@ class FitOutputs {
   void collect(const std::vector<SpectrumFile>& chunk, const std::vector<std::vector<char>>& sel,
                std::vector<CatalogRow>&& fitted, const std::vector<FitDiagnostics>& diags,
                std::vector<CatalogRow>& out);
-  // A row without a spectrum (unreadable file): side tables get a row of missing values.
+  // A row without a spectrum (unreadable file): /models gets a row of missing values.
   void add_failure_row() { add_side_row(nullptr, nullptr); }
 
-  void write_h5(h5::File& f) const;  // /fibermap (if any input had one), /models
-  // rvspecfit layout next to the HDF5 catalog: `h5_path` with .h5 replaced by .fits.
-  // The primary header carries rvspecfit's provenance keywords from `prov` (RVS_CMD, RVS_CONF,
-  // TMPLCON0/TMPLREV0/TMPLSVR0, DEPNAMnn/DEPVERnn); every HDU gets CHECKSUM/DATASUM.
-  void write_fits(const std::string& h5_path, const std::vector<CatalogRow>& rows,
-                  const Provenance& prov) const;
+  void write_h5(h5::File& f) const;  // /models (--save-models)
+  // rvspecfit layout next to an HDF5 catalog (write_rvtab_fits): `h5_path` with .h5 replaced
+  // by .fits.
   static std::string fits_path(const std::string& h5_path);
 
  private:
   void add_side_row(const Spectrum* spec, const FitDiagnostics* diag);
   SelectConfig sel_;
-  bool save_models_ = false, write_fits_ = false;
+  bool save_models_ = false;
   std::string redrock_;  // --redrock: "auto", a file, or empty
   ModelStore models_;
 };
 
-// One input's catalog rows (in file order), for side_tables.
+// One input's catalog rows (in file order; n rows from `rows`, e.g. its span of a merged
+// catalog), for side_tables.
 struct InputRows {
   std::string path;
-  const std::vector<CatalogRow>* rows;
+  const CatalogRow* rows;
+  size_t n;
 };
 // FIBERMAP (and SCORES) rows aligned with the concatenated rows of `inputs`: each input's HDUs
 // re-read (they are small) and indexed by ROW_IN_FILE. Inputs without them (LAMOST, SDSS) and

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
+#include <optional>
 #include <thread>
 
 #include "app/fit_identity.hpp"
@@ -130,7 +132,7 @@ void InputCatalogWriter::write(const FileResult& r) const {
   if (dir_.empty() || !r.ok) return;
   Provenance p = prov_;
   p["input_path"] = r.path;
-  const SideTables side = side_tables({{r.path, &r.rows}}, fits_);
+  const SideTables side = side_tables({{r.path, r.rows.data(), r.rows.size()}}, fits_);
   const std::string cat = per_input_catalog(dir_, r.path, tree_);
   std::error_code ec;
   fs::create_directories(fs::path(cat).parent_path(), ec);  // the healpix tree (--desi-root)
@@ -299,12 +301,18 @@ int RootJob::finish(const std::string& interrupted_by) {
     prov_["interrupted"] = "true";
     prov_["n_inputs_unfinished"] = std::to_string(n_unfinished);
   }
+  // The merged rows (moved out of kept_, input order) and each input's span of them.
   std::vector<CatalogRow> merged;
-  for (auto& rows : kept_) merged.insert(merged.end(), rows.begin(), rows.end());
+  std::vector<size_t> start;
+  for (auto& rows : kept_) {
+    start.push_back(merged.size());
+    merged.insert(merged.end(), std::make_move_iterator(rows.begin()),
+                  std::make_move_iterator(rows.end()));
+  }
+  start.push_back(merged.size());
   std::vector<std::string> input_paths;
   for (const auto& in : inputs_) input_paths.push_back(in.path);
-  SideTables side;
-  bool side_built = false;
+  std::optional<SideTables> side;
   for (const auto& out : {opt_.output, opt_.merge}) {
     if (out.empty()) continue;
     if (n_unfinished && out == opt_.merge) {
@@ -318,16 +326,16 @@ int RootJob::finish(const std::string& interrupted_by) {
     // process's engine (a single-process --output run).
     const bool models = side_outputs_ && out == opt_.output;
     const bool fits = opt_.output_format == "fits";
-    if (!side_built) {
+    if (!side) {
       std::vector<InputRows> per_input;
-      for (size_t i = 0; i < n; ++i) per_input.push_back({inputs_[i].path, &kept_[i]});
+      for (size_t i = 0; i < n; ++i)
+        per_input.push_back({inputs_[i].path, merged.data() + start[i], start[i + 1] - start[i]});
       side = side_tables(per_input, fits);
-      side_built = true;
     }
-    if (fits) write_rvtab_fits(FitOutputs::fits_path(out), merged, prov_, side);
+    if (fits) write_rvtab_fits(FitOutputs::fits_path(out), merged, prov_, *side);
     write_catalog(out, merged, prov_, [&](h5::File& f) {
       write_input_list(f, input_paths);
-      write_side_h5(f, side);
+      write_side_h5(f, *side);
       if (models) engine_->outputs().write_h5(f);
     });
   }

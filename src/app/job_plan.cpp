@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
+#include <iterator>
 #include <map>
 
 #include "app/fit_identity.hpp"
@@ -81,7 +82,7 @@ int merge_existing(const FitOptions& opt) {
   if (files.empty()) throw ConfigError(opt.output_dir + ": no *.velox.h5 catalogs to merge");
   std::vector<CatalogRow> rows;
   std::vector<std::string> inputs;  // each catalog's input, for /provenance/inputs
-  std::vector<std::vector<CatalogRow>> parts;
+  std::vector<size_t> start;        // each catalog's first row in `rows`
   Provenance prov;
   for (const auto& f : files) {
     Provenance p;
@@ -95,16 +96,19 @@ int merge_existing(const FitOptions& opt) {
           "Rerun the fit over these inputs with --refit-changed, then merge",
           f, files.front(), diff));
     inputs.push_back(p.count("input_path") ? p["input_path"] : f);
-    rows.insert(rows.end(), part.begin(), part.end());
-    parts.push_back(std::move(part));
+    start.push_back(rows.size());
+    rows.insert(rows.end(), std::make_move_iterator(part.begin()),
+                std::make_move_iterator(part.end()));
   }
+  start.push_back(rows.size());
   for (const char* k : {"input_path", "mpi_rank"}) prov.erase(k);
   prov["merge_command_line"] = opt.command_line;
   prov["n_input_files"] = std::to_string(files.size());
   // FIBERMAP/SCORES from the inputs themselves (side_tables), as a fitting run writes them.
   const bool fits = opt.output_format == "fits";
   std::vector<InputRows> per_input;
-  for (size_t i = 0; i < files.size(); ++i) per_input.push_back({inputs[i], &parts[i]});
+  for (size_t i = 0; i < files.size(); ++i)
+    per_input.push_back({inputs[i], rows.data() + start[i], start[i + 1] - start[i]});
   const SideTables side = side_tables(per_input, fits);
   if (fits) write_rvtab_fits(FitOutputs::fits_path(opt.merge), rows, prov, side);
   write_catalog(opt.merge, rows, prov, [&](h5::File& h) {

@@ -1,3 +1,4 @@
+#include "common/fnv.hpp"
 #include "emulator/library.hpp"
 
 #include <fmt/format.h>
@@ -57,13 +58,7 @@ std::vector<float> TemplateLibrary::evaluate(const double* labels, const float* 
 }
 
 namespace {
-void fnv(uint64_t& h, const void* p, size_t n) {
-  const auto* c = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= c[i];
-    h *= 1099511628211ULL;
-  }
-}
+void fnv(uint64_t& h, const void* p, size_t n) { fnv1a(h, p, n); }
 template <class T>
 void fnv_vec(uint64_t& h, const std::vector<T>& v) {
   fnv(h, v.data(), v.size() * sizeof(T));
@@ -73,7 +68,7 @@ std::vector<uint64_t> shp(size_t a, size_t b) { return {a, b}; }
 }  // namespace
 
 std::string TemplateLibrary::compute_checksum() const {
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = kFnvOffset;
   fnv(h, &n_tpix, sizeof n_tpix);
   fnv(h, &lnlam0, sizeof lnlam0);
   fnv(h, &dlnlam, sizeof dlnlam);

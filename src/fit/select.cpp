@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "common/error.hpp"
+#include "io/redrock_z.hpp"
 
 namespace velox {
 namespace {
@@ -126,8 +127,7 @@ bool select_target(const Spectrum& spec, const SelectConfig& cfg, std::string* w
     if (cfg.redrock) {
       const auto t = spec.meta.find("RR_SPECTYPE"), z = spec.meta.find("RR_Z");
       if (t != spec.meta.end() && z != spec.meta.end()) {
-        const double rz = std::strtod(z->second.c_str(), nullptr);
-        hit = t->second == "STAR" || (rz < 0.005 && rz > -0.005);
+        hit = redrock_star({std::strtod(z->second.c_str(), nullptr), t->second});
         if (!hit && cfg.target_bits.empty())
           return reject("redrock SPECTYPE " + t->second + " (not a star)");
       } else if (cfg.target_bits.empty()) {

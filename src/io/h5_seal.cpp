@@ -1,3 +1,4 @@
+#include "common/fnv.hpp"
 #include "io/h5_seal.hpp"
 
 #include <fmt/format.h>
@@ -20,17 +21,14 @@ constexpr unsigned char kHdf5Signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x
 
 // FNV-1a 64 of the file from byte kBlockBytes to the end; `bytes` gets that length.
 uint64_t digest(std::ifstream& in, const std::string& path, uint64_t& bytes) {
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = kFnvOffset;
   bytes = 0;
   std::vector<char> buf(1 << 20);
   in.seekg(kBlockBytes);
   while (in) {
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
     const auto n = static_cast<size_t>(in.gcount());
-    for (size_t i = 0; i < n; ++i) {
-      h ^= static_cast<unsigned char>(buf[i]);
-      h *= 1099511628211ULL;
-    }
+    fnv1a(h, buf.data(), n);
     bytes += n;
   }
   if (in.bad()) throw IoError(path + ": read error while checking the integrity seal");

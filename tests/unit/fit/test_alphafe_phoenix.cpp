@@ -253,7 +253,7 @@ TEST_CASE("PHOENIX-format grid with [alpha/Fe]: 4-label emulator, ALPHAFE inject
     CHECK(std::isfinite(r.ALPHAFE_ERR));
     CHECK(std::isfinite(r.ALPHAFE_ERR_STAT));
   }
-  write_rvtab_fits(FitOutputs::fits_path(h5), rows, {}, side_tables({{"", &rows}}, true));
+  write_rvtab_fits(FitOutputs::fits_path(h5), rows, {}, side_tables({{"", rows.data(), rows.size()}}, true));
   auto f = fits::File::open_read(FitOutputs::fits_path(h5));
   f.move_to("RVTAB");
   const auto a = f.read_column_double("ALPHAFE"), ae = f.read_column_double("ALPHAFE_ERR");
