@@ -1416,9 +1416,11 @@ VX_HD void profile_continuum_simd(const Team& team, const FitData& d, int cont_d
 }
 
 // Profile the continuum and build chi^2 (profile_continuum_simd's contract), in the team's form.
+// VX_NOINLINE: one GPU copy for evaluate and the CCF refinement (see evaluate, kernels/lm.hpp).
 template <class Team>
-VX_HD void profile_continuum(const Team& team, const FitData& d, int cont_deg, int np,
-                             bool need_jac, const double* T, const double* dT, EvalWork* w) {
+VX_HD VX_NOINLINE void profile_continuum(const Team& team, const FitData& d, int cont_deg, int np,
+                                         bool need_jac, const double* T, const double* dT,
+                                         EvalWork* w) {
   if constexpr (Team::kVec == 1)
     profile_continuum_lanes(team, d, cont_deg, np, need_jac, T, dT, w);
   else

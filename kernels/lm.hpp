@@ -41,10 +41,14 @@ struct LMState {
 
 // Evaluate chi^2 (+ gradient/Hessian) at theta into w. Returns w->ok. VOnly: the gradient and
 // Hessian of v alone (1 x 1), the labels held at theta.
+// VX_NOINLINE: on the GPU one copy serves its ~12 call sites. Inlined everywhere, the kernel's
+// code was 3.0 MB (0.85 MB out of line) and the H100 stalled on instruction fetch for 55% of its
+// cycles; out of line the LAMOST rate went 1.95k -> 3.45k spectra/s (docs/gpu.md "Measured";
+// scripts/check-ptxas.sh fails if it is inlined again). No effect on the CPU.
 template <bool VOnly = false, class Team>
-VX_HD int evaluate(const Team& team, const EmulatorView* em, const GridView& g, const FitData& d,
-                   int cont_deg, const double* theta, bool need_jac, EvalWork* w, double* T,
-                   double* dT) {
+VX_HD VX_NOINLINE int evaluate(const Team& team, const EmulatorView* em, const GridView& g,
+                               const FitData& d, int cont_deg, const double* theta, bool need_jac,
+                               EvalWork* w, double* T, double* dT) {
   const int np = em && !VOnly ? n_fit_params(em->n_label, w->fit_vsini) : 1;
   if (em) team.single([&] { ++w->n_eval[VOnly ? 2 : (need_jac ? 1 : 0)]; });
   template_at_pixels<VOnly>(team, em, g, d, theta, need_jac, w, T, dT);

@@ -37,7 +37,8 @@ int compare(const std::string& label, const std::vector<SpectrumFile>& files,
   std::vector<const PreparedSpectrum*> ready;
   for (const auto& p : prep)
     if (p.ready) ready.push_back(&p);
-  auto gpu = make_cuda_backend(lib, pipeline_config(cfg, lib), 0, 1);
+  const kern::PipelineConfig pcfg = pipeline_config(cfg, lib);
+  auto gpu = make_cuda_backend(lib, pcfg, 0, 1);
   const BatchOutput out = gpu->run(ready);
   int bad = 0;
   size_t k = 0, n_matrix = 0;
@@ -48,14 +49,21 @@ int compare(const std::string& label, const std::vector<SpectrumFile>& files,
     ++k;
     const auto& a = cpu[i];
     const auto& b = prep[i].row;
-    // Tolerances: the GPU sums in a different order, so chi^2 agrees to ~1e-9 relative and LM
-    // stops within its dchi2 < 0.01 tolerance of the same minimum: parameters agree to a small
-    // fraction of their errors (0.05 sigma).
-    const bool ok = a.SUCCESS == b.SUCCESS && std::fabs(a.VRAD - b.VRAD) < 0.05 * a.VRAD_ERR &&
-                    std::fabs(a.TEFF - b.TEFF) < 0.05 * a.TEFF_ERR &&
-                    std::fabs(a.LOGG - b.LOGG) < 0.05 * a.LOGG_ERR &&
-                    std::fabs(a.FEH - b.FEH) < 0.05 * a.FEH_ERR &&
-                    std::fabs(a.CHISQ_TOT - b.CHISQ_TOT) < 1e-3 * a.CHISQ_TOT;
+    // Tolerances: the GPU sums in another order (chi^2 to ~1e-9 relative), so the two LM runs
+    // take slightly different paths and each stops once an accepted step gains less than
+    // dchi2_tol (0.01) in chi^2: each endpoint is then within ~dchi2_tol of the same minimum,
+    // i.e. within sqrt(dchi2_tol) = 0.1 sigma of it along any parameter, and the two within
+    // 2 sqrt(dchi2_tol) = 0.2 sigma of each other and 2 dchi2_tol in chi^2. The first H100 run
+    // (docs/gpu.md) met 0.05 sigma on 50 of 51 spectra; the 51st stopped 0.1 sigma in TEFF away
+    // at a chi^2 0.003 higher, inside these bounds. A different minimum or a wrong gradient
+    // moves chi^2 by far more.
+    const double tol = 2.0 * std::sqrt(pcfg.lm.dchi2_tol);
+    const bool ok =
+        a.SUCCESS == b.SUCCESS && std::fabs(a.VRAD - b.VRAD) < tol * a.VRAD_ERR &&
+        std::fabs(a.TEFF - b.TEFF) < tol * a.TEFF_ERR &&
+        std::fabs(a.LOGG - b.LOGG) < tol * a.LOGG_ERR &&
+        std::fabs(a.FEH - b.FEH) < tol * a.FEH_ERR &&
+        std::fabs(a.CHISQ_TOT - b.CHISQ_TOT) < 2.0 * pcfg.lm.dchi2_tol + 1e-9 * a.CHISQ_TOT;
     if (!ok) {
       ++bad;
       std::printf(
