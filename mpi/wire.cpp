@@ -79,6 +79,7 @@ void put_result(Writer& w, const FileResult& res) {
   w.put(static_cast<uint64_t>(res.n_targets));
   w.put(res.seconds);
   w.put(static_cast<int32_t>(res.rank));
+  w.put(static_cast<uint8_t>(res.side_hdus));
   w.put(static_cast<uint64_t>(res.rows.size()));
   for (const auto& row : res.rows) for_each_field(row, [&](const auto& v) { w.put(v); });
 }
@@ -86,7 +87,7 @@ void put_result(Writer& w, const FileResult& res) {
 FileResult get_result(Reader& r) {
   FileResult res;
   uint64_t index = 0, n_targets = 0, n_rows = 0;
-  uint8_t ok = 0;
+  uint8_t ok = 0, side_hdus = 1;
   int32_t rank = 0;
   r.get(index);
   r.get(res.path);
@@ -95,11 +96,13 @@ FileResult get_result(Reader& r) {
   r.get(n_targets);
   r.get(res.seconds);
   r.get(rank);
+  r.get(side_hdus);
   r.get(n_rows);
   res.index = static_cast<size_t>(index);
   res.ok = ok != 0;
   res.n_targets = static_cast<size_t>(n_targets);
   res.rank = rank;
+  res.side_hdus = side_hdus != 0;
   r.check_count(n_rows, 8);  // every row takes more than 8 bytes
   res.rows.resize(static_cast<size_t>(n_rows));
   for (auto& row : res.rows) for_each_field(row, [&](auto& v) { r.get(v); });

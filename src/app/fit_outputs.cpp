@@ -52,8 +52,8 @@ void ModelStore::add_row(const Spectrum* spec, const FitDiagnostics* diag) {
       // Model on the spectrum's own grid, NaN at unused pixels.
       std::vector<float> full(src->size(), NAN);
       for (size_t i = p; i < q; ++i) {
-        const auto it = std::lower_bound(src->wave_vac_A.begin(), src->wave_vac_A.end(),
-                                         diag->wave_vac_A[i]);
+        const auto it =
+            std::lower_bound(src->wave_vac_A.begin(), src->wave_vac_A.end(), diag->wave_vac_A[i]);
         if (it != src->wave_vac_A.end() && *it == diag->wave_vac_A[i])
           full[it - src->wave_vac_A.begin()] = static_cast<float>(diag->model[i]);
       }
@@ -126,8 +126,10 @@ std::vector<char> FitOutputs::on_file(const std::string& path, SpectrumFile& sf)
         s.meta["RR_SPECTYPE"] = it->second.spectype;
       }
       if (missing)
-        spdlog::warn("{}: {} of {} targets are not in {} (not fitted unless --objtypes selects "
-                     "them)", path, missing, sf.spectra.size(), rr);
+        spdlog::warn(
+            "{}: {} of {} targets are not in {} (not fitted unless --objtypes selects "
+            "them)",
+            path, missing, sf.spectra.size(), rr);
     } catch (const std::exception& e) {
       spdlog::warn("{}: --redrock: {}; fitted without the redrock cut (RR_Z NaN)", path, e.what());
       sel.redrock = false;
@@ -189,7 +191,7 @@ SideTables side_tables(const std::vector<InputRows>& inputs, bool with_scores) {
     bool any = false;
     const CatalogRow* const end = in.rows + in.n;
     for (const CatalogRow* r = in.rows; r != end; ++r) any = any || r->ROW_IN_FILE >= 0;
-    if (any) {
+    if (any && in.side_hdus) {
       try {
         auto f = fits::File::open_read(in.path);
         if (f.has_hdu("FIBERMAP")) {
@@ -307,18 +309,27 @@ void write_rvtab_fits(const std::string& path, const std::vector<CatalogRow>& ro
     double CatalogRow::*field;
     const char* unit;
   };
-  const D doubles[] = {
-      {"VRAD", &CatalogRow::VRAD, "km s-1"},      {"VRAD_ERR", &CatalogRow::VRAD_ERR, "km s-1"},
-      {"VRAD_SKEW", &CatalogRow::VRAD_SKEW, ""},  {"VRAD_KURT", &CatalogRow::VRAD_KURT, ""},
-      {"LOGG", &CatalogRow::LOGG, ""},            {"TEFF", &CatalogRow::TEFF, "K"},
-      {"ALPHAFE", &CatalogRow::ALPHAFE, ""},      {"FEH", &CatalogRow::FEH, ""},
-      {"LOGG_ERR", &CatalogRow::LOGG_ERR, ""},    {"TEFF_ERR", &CatalogRow::TEFF_ERR, "K"},
-      {"ALPHAFE_ERR", &CatalogRow::ALPHAFE_ERR, ""}, {"FEH_ERR", &CatalogRow::FEH_ERR, ""},
-      {"VSINI", &CatalogRow::VSINI, "km s-1"},
-      {"CHISQ_TOT", &CatalogRow::CHISQ_TOT, ""},  {"CHISQ_C_TOT", &CatalogRow::CHISQ_C, ""},
-      {"CHISQ_B", &CatalogRow::CHISQ_B, ""},      {"CHISQ_C_B", &CatalogRow::CHISQ_C_B, ""},
-      {"CHISQ_R", &CatalogRow::CHISQ_R, ""},      {"CHISQ_C_R", &CatalogRow::CHISQ_C_R, ""},
-      {"CHISQ_Z", &CatalogRow::CHISQ_Z, ""},      {"CHISQ_C_Z", &CatalogRow::CHISQ_C_Z, ""}};
+  const D doubles[] = {{"VRAD", &CatalogRow::VRAD, "km s-1"},
+                       {"VRAD_ERR", &CatalogRow::VRAD_ERR, "km s-1"},
+                       {"VRAD_SKEW", &CatalogRow::VRAD_SKEW, ""},
+                       {"VRAD_KURT", &CatalogRow::VRAD_KURT, ""},
+                       {"LOGG", &CatalogRow::LOGG, ""},
+                       {"TEFF", &CatalogRow::TEFF, "K"},
+                       {"ALPHAFE", &CatalogRow::ALPHAFE, ""},
+                       {"FEH", &CatalogRow::FEH, ""},
+                       {"LOGG_ERR", &CatalogRow::LOGG_ERR, ""},
+                       {"TEFF_ERR", &CatalogRow::TEFF_ERR, "K"},
+                       {"ALPHAFE_ERR", &CatalogRow::ALPHAFE_ERR, ""},
+                       {"FEH_ERR", &CatalogRow::FEH_ERR, ""},
+                       {"VSINI", &CatalogRow::VSINI, "km s-1"},
+                       {"CHISQ_TOT", &CatalogRow::CHISQ_TOT, ""},
+                       {"CHISQ_C_TOT", &CatalogRow::CHISQ_C, ""},
+                       {"CHISQ_B", &CatalogRow::CHISQ_B, ""},
+                       {"CHISQ_C_B", &CatalogRow::CHISQ_C_B, ""},
+                       {"CHISQ_R", &CatalogRow::CHISQ_R, ""},
+                       {"CHISQ_C_R", &CatalogRow::CHISQ_C_R, ""},
+                       {"CHISQ_Z", &CatalogRow::CHISQ_Z, ""},
+                       {"CHISQ_C_Z", &CatalogRow::CHISQ_C_Z, ""}};
   for (const auto& d : doubles) {
     auto& c = t.column(d.name, 'f', d.unit);
     for (const auto& r : rows) c.f.push_back(r.*(d.field));
@@ -366,9 +377,9 @@ void write_rvtab_fits(const std::string& path, const std::vector<CatalogRow>& ro
     for (const auto& fc : side.fibermap.columns())
       if (fc.name == "COADD_NUMEXP") src = &fc;
     for (size_t i = 0; i < rows.size(); ++i)
-      c.i.push_back(src && i < src->size() ? (src->kind == 'i' ? src->i[i]
-                                                               : static_cast<int64_t>(src->f[i]))
-                                           : -1);
+      c.i.push_back(src && i < src->size()
+                        ? (src->kind == 'i' ? src->i[i] : static_cast<int64_t>(src->f[i]))
+                        : -1);
   }
   t.set_rows(rows.size());
 

@@ -86,6 +86,7 @@ struct InputRows {
   std::string path;
   const CatalogRow* rows;
   size_t n;
+  bool side_hdus = true;  // false: the input's format has none (FileResult::side_hdus), not opened
 };
 // FIBERMAP (and SCORES) rows aligned with the concatenated rows of `inputs`: each input's HDUs
 // re-read (they are small) and indexed by ROW_IN_FILE. Inputs without them (LAMOST, SDSS) and

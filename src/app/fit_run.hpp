@@ -1,8 +1,8 @@
 // The fitting engine behind `velox fit` and `velox bench`: load the configuration and template
 // library once, then fit a stream of input files in chunks: prepare (host threads) -> a backend
-// (backend/backend.hpp: the CPU thread pool, or the rank's persistent GPU engine) -> finish. The job around it
-// (inputs, resume, outputs, status file) lives in app/job.hpp, the MPI message loop in
-// mpi/driver.hpp. Exit codes: common/error.hpp.
+// (backend/backend.hpp: the CPU thread pool, or the rank's persistent GPU engine) -> finish. The
+// job around it (inputs, resume, outputs, status file) lives in app/job.hpp, the MPI message loop
+// in mpi/driver.hpp. Exit codes: common/error.hpp.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "app/fit_outputs.hpp"
+#include "backend/backend.hpp"
+#include "backend/cpu/cpu_backend.hpp"
 #include "emulator/library.hpp"
 #include "fit/config.hpp"
 #include "io/catalog.hpp"
 #include "io/spectrum.hpp"
-#include "app/fit_outputs.hpp"
-#include "backend/backend.hpp"
-#include "backend/cpu/cpu_backend.hpp"
 #include "model/arm_model.hpp"
 
 namespace velox {
@@ -40,21 +40,21 @@ struct FitOptions {
   // empty. Per-input outputs then go to OUTPUT_DIR/PIXGROUP/PIXNUM/ (rvspecfit's tree).
   std::string desi_root, survey, program;
   std::vector<int64_t> healpix;
-  std::string config;               // YAML config (optional)
+  std::string config;  // YAML config (optional)
   std::string format = "auto";
-  int threads = 0;                  // 0 = the cores given to this process (rank)
-  std::string log_dir;              // per-rank log files; empty = console only
+  int threads = 0;      // 0 = the cores given to this process (rank)
+  std::string log_dir;  // per-rank log files; empty = console only
   double progress_interval_s = 5.0;
-  double batch_seconds = 1.0;       // MPI: work per batch handed to a rank (app/handout.hpp)
-  std::string command_line;         // for provenance
-  bool quiet = false;               // no progress lines (bench)
-  std::string device = "auto";      // --device auto|cpu|gpu
-  int resolution_matrix = -1;       // --(no-)resolution-matrix: 1/0; -1 = config (default on)
-  int gpu_device = 0;               // CUDA device index (node-local rank modulo the count)
-  int cpu_batch = 0;                // > 0: the CPU fits the stream in batches of this many spectra,
-                                    // as the GPU does (tests that path without a device)
-  int gpu_min_batch = 2048;         // --device auto: chunks accumulate this many spectra for the
-                                    // GPU; a smaller final chunk runs on the CPU
+  double batch_seconds = 1.0;   // MPI: work per batch handed to a rank (app/handout.hpp)
+  std::string command_line;     // for provenance
+  bool quiet = false;           // no progress lines (bench)
+  std::string device = "auto";  // --device auto|cpu|gpu
+  int resolution_matrix = -1;   // --(no-)resolution-matrix: 1/0; -1 = config (default on)
+  int gpu_device = 0;           // CUDA device index (node-local rank modulo the count)
+  int cpu_batch = 0;            // > 0: the CPU fits the stream in batches of this many spectra,
+                                // as the GPU does (tests that path without a device)
+  int gpu_min_batch = 2048;     // --device auto: chunks accumulate this many spectra for the
+                                // GPU; a smaller final chunk runs on the CPU
   // DESI production mode (app/fit_outputs.hpp, docs/desi.md)
   std::vector<std::string> objtypes;  // --objtypes: target-mask names / globs / COLUMN:BIT
   std::vector<int64_t> targetids;     // --targetid
@@ -62,8 +62,8 @@ struct FitOptions {
   double min_sn = NAN;                // --min-sn (rvs_desi_fit's S/N); NaN = no cut
   bool include_unselected = false;    // --include-unselected
   bool save_models = false;           // --save-models
-  std::string redrock;                // --redrock auto|FILE: skip redrock non-stars; RR_Z, RR_SPECTYPE
-  std::string output_format = "h5";   // --output-format h5|fits (fits: + rvspecfit layout)
+  std::string redrock;  // --redrock auto|FILE: skip redrock non-stars; RR_Z, RR_SPECTYPE
+  std::string output_format = "h5";  // --output-format h5|fits (fits: + rvspecfit layout)
 };
 
 // Inputs from `inputs`, `input_list`, `input_dir`/`glob` (sorted by name) and the healpix
@@ -83,6 +83,9 @@ struct FileResult {
   size_t n_targets = 0;          // targets read (0 for a failed file)
   double seconds = 0.0;          // read time plus this file's share of its chunk's fit time
   int rank = 0;                  // MPI rank that fitted it
+  // False when the input's format has no FIBERMAP/SCORES HDUs (LAMOST, SDSS): the writers then
+  // do not reopen it for them (side_tables). True when unknown.
+  bool side_hdus = true;
 };
 
 // One batch of spectra between FitEngine::submit and FitEngine::finish.
@@ -170,8 +173,8 @@ class FitEngine {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<CpuBackend> cpu_;
   std::unique_ptr<Backend> gpu_;  // null: no GPU in use
-  size_t gpu_chunk_ = 0;  // spectra a chunk gathers when the GPU is in use
-  size_t cpu_batch_ = 0;  // FitOptions::cpu_batch
+  size_t gpu_chunk_ = 0;          // spectra a chunk gathers when the GPU is in use
+  size_t cpu_batch_ = 0;          // FitOptions::cpu_batch
   std::set<std::string> routing_logged_;
   std::mutex outputs_mu_;  // FitOutputs::on_file from the reader threads
   double seconds_fit_ = 0.0;

@@ -49,6 +49,9 @@ void FitEngine::read_input(InputFile& in) {
     in.file = read_spectra(in.path, fmt_);
     if (in.file.spectra.empty()) spdlog::warn("{}: no spectra in file", in.path);
     in.format = format_name(in.file.format);
+    in.res.side_hdus = in.file.format != SpectrumFormat::LamostDR8 &&
+                       in.file.format != SpectrumFormat::LamostDR10 &&
+                       in.file.format != SpectrumFormat::SdssSpec;
     in.res.n_targets = in.file.spectra.size();
     {
       std::lock_guard<std::mutex> lock(outputs_mu_);  // reader threads share the selection
@@ -61,6 +64,7 @@ void FitEngine::read_input(InputFile& in) {
     in.res.ok = false;
     in.res.error = e.what();
     in.res.rows = {bad_input_row(in.path)};
+    in.res.side_hdus = false;
   }
   in.res.seconds = seconds_since(t0);
 }

@@ -132,15 +132,14 @@ void InputCatalogWriter::write(const FileResult& r) const {
   if (dir_.empty() || !r.ok) return;
   Provenance p = prov_;
   p["input_path"] = r.path;
-  const SideTables side = side_tables({{r.path, r.rows.data(), r.rows.size()}}, fits_);
+  const SideTables side = side_tables({{r.path, r.rows.data(), r.rows.size(), r.side_hdus}}, fits_);
   const std::string cat = per_input_catalog(dir_, r.path, tree_);
   std::error_code ec;
   fs::create_directories(fs::path(cat).parent_path(), ec);  // the healpix tree (--desi-root)
   if (ec) throw IoError(cat + ": cannot create its folder: " + ec.message());
   // The FITS table first: the HDF5 catalog's existence marks the input finished (resume).
   if (fits_) write_rvtab_fits(per_input_rvtab(dir_, r.path, tree_), r.rows, p, side);
-  write_catalog(cat, r.rows, p,
-                [&](h5::File& f) { write_side_h5(f, side); });
+  write_catalog(cat, r.rows, p, [&](h5::File& f) { write_side_h5(f, side); });
 }
 
 RootJob::RootJob(const FitOptions& opt, int world_size, int threads)
@@ -148,6 +147,7 @@ RootJob::RootJob(const FitOptions& opt, int world_size, int threads)
   const size_t n = inputs_.size();
   status_.resize(n);
   kept_.resize(n);
+  side_hdus_.assign(n, 1);
   want_merged_ = wants_merged(opt_);
   check_fit_outputs(opt_, inputs_);  // creates --output-dir and --log-dir
   if (!opt_.output_dir.empty())
@@ -223,6 +223,7 @@ RootJob::RootJob(const FitOptions& opt, int world_size, std::vector<JobInput> sy
   const size_t n = inputs_.size();
   status_.resize(n);
   kept_.resize(n);
+  side_hdus_.assign(n, 1);
   want_merged_ = wants_merged(opt_);
   if (!opt_.output_dir.empty()) status_file_ = std::make_unique<StatusFile>(opt_.output_dir);
   for (size_t i = 0; i < n; ++i) {
@@ -266,6 +267,7 @@ void RootJob::handle(FileResult&& r) {
   files_failed_ += !r.ok;
   progress_->file_done(r.n_targets, in.bytes);
   if (want_merged_) kept_[r.index] = std::move(r.rows);
+  side_hdus_[r.index] = r.side_hdus;
 }
 
 void RootJob::flush_status() {
@@ -329,7 +331,8 @@ int RootJob::finish(const std::string& interrupted_by) {
     if (!side) {
       std::vector<InputRows> per_input;
       for (size_t i = 0; i < n; ++i)
-        per_input.push_back({inputs_[i].path, merged.data() + start[i], start[i + 1] - start[i]});
+        per_input.push_back({inputs_[i].path, merged.data() + start[i], start[i + 1] - start[i],
+                             side_hdus_[i] != 0});
       side = side_tables(per_input, fits);
     }
     if (fits) write_rvtab_fits(FitOutputs::fits_path(out), merged, prov_, *side);

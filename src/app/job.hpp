@@ -94,8 +94,7 @@ class RootJob {
   bool next_input(size_t& index, std::string& path);
   // The next batch for a rank fitting `rate_bytes_s` input bytes per second (batch_length; one
   // input while the rate is unknown) out of `n_ranks`; empty when all are handed out.
-  std::vector<WorkItem> next_batch(double rate_bytes_s, int n_ranks,
-                                   const HandoutPolicy& policy);
+  std::vector<WorkItem> next_batch(double rate_bytes_s, int n_ranks, const HandoutPolicy& policy);
   // One input done (r.index, r.rank set): status line, progress, merged rows. `r.rows` are
   // needed only when a merged catalog is written (wants_merged).
   void handle(FileResult&& r);
@@ -118,6 +117,7 @@ class RootJob {
   std::vector<JobInput> inputs_;
   std::vector<StatusLine> status_;
   std::vector<std::vector<CatalogRow>> kept_;  // rows for the merged catalog
+  std::vector<char> side_hdus_;  // per input: FileResult::side_hdus (1 for skipped inputs)
   bool want_merged_ = false, side_outputs_ = false;
   std::unique_ptr<StatusFile> status_file_;
   std::vector<size_t> todo_;

@@ -28,6 +28,7 @@ TEST_CASE("a result sent between ranks arrives bit for bit, NaN payloads include
   r.n_targets = 2;
   r.seconds = 0.125;
   r.rank = 3;
+  r.side_hdus = false;  // the default is true: a lost flag would show
   r.rows.resize(2);
   r.rows[0].TARGETID = 39627652257399884;
   r.rows[0].SOURCE_FILE = std::string(200, 'x');  // longer than the catalog's 127 bytes
@@ -44,6 +45,7 @@ TEST_CASE("a result sent between ranks arrives bit for bit, NaN payloads include
   CHECK(back.n_targets == 2);
   CHECK(back.seconds == 0.125);
   CHECK(back.rank == 3);
+  CHECK_FALSE(back.side_hdus);
   REQUIRE(back.rows.size() == 2);
   CHECK(back.rows[0].SOURCE_FILE == r.rows[0].SOURCE_FILE);
   CHECK(back.rows[0].TARGETID == r.rows[0].TARGETID);
