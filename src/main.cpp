@@ -168,6 +168,13 @@ struct BenchResult {
   double n_pix = 0, flops_fixed = 0, flops_eval[3] = {0, 0, 0};  // sums of the FLOP model's terms
   size_t n_ok = 0;
   std::string backend_name;  // "cpu": rates per instruction set and the peak share
+  // One host thread's prepare time per input format (once, after the runs): seconds, spectra.
+  std::map<std::string, std::pair<double, size_t>> prepare_1t;
+};
+
+// One host thread's reading of the inputs, per format (cmd_bench reads every input once).
+struct HostReads {
+  std::map<std::string, std::pair<double, size_t>> seconds_spectra;
 };
 
 double median_of(std::vector<double> v) {
@@ -243,6 +250,15 @@ BenchResult bench_device(const FitOptions& base, const std::string& device, int 
                  b.backend_rates[isas.front()].back(), isa_name(isas.front()), res.n_spectra,
                  b.e2e_rates.back());
   }
+  // What one host thread prepares per second, per format, with the arm models already built by
+  // the runs (the pool's rate is above).
+  for (const FitJob& job : jobs) {
+    auto& [sec, n] = b.prepare_1t[job.ctx->format];
+    const auto t0 = std::chrono::steady_clock::now();
+    (void)prepare_spectrum(*job.spectrum, *job.ctx);
+    sec += seconds_since(t0);
+    ++n;
+  }
   return b;
 }
 
@@ -274,16 +290,40 @@ void print_work(const std::string& dev, const BenchResult& b, CpuIsa isa, double
 // `--device cpu,gpu` benchmarks each device in turn in the same run, with the GPU/CPU ratio of
 // the backend rates when both ran; `--isa a,b` runs the CPU backend at each instruction set in
 // turn within every run, with the rate ratios to the first.
+// What a GPU host needs (issue 26): per input format, one host thread's read and prepare rates
+// and the host threads that reading plus preparing take to feed a device at `feed_rate`
+// spectra/s (finishing rows and writing are not counted).
+void print_host_feed(const HostReads& reads, const BenchResult& b, double feed_rate) {
+  for (const auto& [format, sp] : b.prepare_1t) {
+    auto it = reads.seconds_spectra.find(format);
+    if (it == reads.seconds_spectra.end() || sp.second == 0 || it->second.second == 0) continue;
+    const double t_read = it->second.first / it->second.second, t_prep = sp.first / sp.second;
+    fmt::print("velox bench [host]: {}: 1 thread reads {:.0f} spectra/s and prepares {:.0f} "
+               "spectra/s; feeding {:.0f} spectra/s takes {:.1f} host threads (read {:.1f} + "
+               "prepare {:.1f})\n",
+               format, 1.0 / t_read, 1.0 / t_prep, feed_rate, feed_rate * (t_read + t_prep),
+               feed_rate * t_read, feed_rate * t_prep);
+  }
+}
+
 int cmd_bench(const FitOptions& base, int repeat, size_t replicate,
-              const std::vector<CpuIsa>& isas) {
+              const std::vector<CpuIsa>& isas, double feed_rate) {
   std::vector<std::string> devices;
   std::stringstream ss(base.device);
   for (std::string d; std::getline(ss, d, ',');) devices.push_back(d);
   // Read every input once; the backend runs replicate these spectra in memory.
   std::vector<SpectrumFile> files;
-  for (const auto& path : collect_inputs(base)) files.push_back(read_spectra(path, parse_format(base.format)));
+  HostReads reads;
+  for (const auto& path : collect_inputs(base)) {
+    const auto t0 = std::chrono::steady_clock::now();
+    files.push_back(read_spectra(path, parse_format(base.format)));
+    auto& [sec, n] = reads.seconds_spectra[format_name(files.back().format)];
+    sec += seconds_since(t0);
+    n += files.back().spectra.size();
+  }
   const std::string threads = base.threads > 0 ? std::to_string(base.threads) : "all";
   std::map<std::string, double> backend_rate;
+  bool host_printed = false;
   for (const auto& dev : devices) {
     BenchResult b;
     try {
@@ -330,6 +370,8 @@ int cmd_bench(const FitOptions& base, int repeat, size_t replicate,
       if (ran.size() > 1) fmt::print("velox bench [{}]: isa {}: ", dev, isa_name(isa));
       print_work(dev, b, isa, median_of(b.backend_rates[isa]), n_threads, ran.size() == 1);
     }
+    if (!host_printed) print_host_feed(reads, b, feed_rate);
+    host_printed = true;
   }
   if (backend_rate.count("cpu") && backend_rate.count("gpu"))
     fmt::print("velox bench: GPU/CPU backend ratio x{:.2f}\n",
@@ -449,6 +491,7 @@ int main(int argc, char** argv) {
   FitOptions bench_opt;
   int repeat = 5;
   size_t replicate = 0;
+  double feed_rate = 10000.0;
   auto* bench = app.add_subcommand("bench", "Throughput benchmark of the fit (no output)");
   add_input_options(bench, bench_opt);
   add_isa_option(bench, bench_isa, "; a comma-separated list runs the backend at each level in "
@@ -460,6 +503,11 @@ int main(int argc, char** argv) {
       ->add_option("--replicate", replicate,
                    "Backend rate on N spectra: the inputs' prepared spectra repeated in memory; "
                    "0 = the inputs once")
+      ->capture_default_str();
+  bench
+      ->add_option("--feed-rate", feed_rate,
+                   "Device rate [spectra/s] for the host-threads estimate (read + prepare)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
 
   try {
@@ -514,7 +562,7 @@ int main(int argc, char** argv) {
     if (bench->parsed()) {
       bench_opt.command_line = command_line(argc, argv, bench_opt.inputs);
       if (bench_opt.templates.empty()) throw ConfigError("--templates is required");
-      return cmd_bench(bench_opt, repeat, replicate, isa_list(bench_isa));
+      return cmd_bench(bench_opt, repeat, replicate, isa_list(bench_isa), feed_rate);
     }
   } catch (const ConfigError& e) {
     spdlog::error("{}", e.what());

@@ -2,7 +2,8 @@
 # The CPU kernel's instruction set from the command line (docs/performance.md "Instruction sets"):
 # --version names it; VELOX_ISA=baseline (what any x86-64 CPU runs) starts and fits real LAMOST
 # DR8 spectra; --isa overrides VELOX_ISA; an unknown level is a usage error (exit 2) that names
-# the variable; `velox bench` prints the isa, the evaluation counters and GFLOP/s.
+# the variable; `velox bench` prints the isa, the evaluation counters, GFLOP/s and the host's feed
+# estimate.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 itest_setup isa
@@ -26,7 +27,8 @@ grep -q "VELOX_ISA: unknown instruction set 'avx9'" bad.log || fail "VELOX_ISA=a
 
 # --isa wins over VELOX_ISA; the bench names the level and prints the counters.
 VELOX_ISA=avx9 "$VELOX" bench --templates "$LIB" --threads 1 --repeat 1 --device cpu \
-  --isa baseline "${inputs[@]}" > bench.txt 2> bench.log || fail "bench: $(cat bench.log)"
+  --isa baseline --feed-rate 5000 "${inputs[@]}" > bench.txt 2> bench.log ||
+  fail "bench: $(cat bench.log)"
 cat bench.txt
 grep -q "CPU kernel isa baseline" bench.txt || fail "bench: no isa"
 grep -qE "per spectrum [0-9.]+ model evaluations .* [0-9.]+ LM iterations, [0-9.]+ GFLOP" bench.txt ||
@@ -34,6 +36,17 @@ grep -qE "per spectrum [0-9.]+ model evaluations .* [0-9.]+ LM iterations, [0-9.
 if grep -q "^cpu MHz" /proc/cpuinfo; then  # the peak needs the clock (backend/cpu/flop_count.hpp)
   grep -qE "GFLOP/s = [0-9.]+% of the baseline peak" bench.txt || fail "bench: no peak share"
 fi
+# The host's feed estimate (issue 26): one thread's read and prepare rates of the format and the
+# threads for --feed-rate, which must be feed x (1/read + 1/prepare) as printed (0.1 rounding).
+"$PY" - bench.txt <<'PY' || fail "bench: host feed line"
+import re, sys
+m = re.search(r"\[host\]: lamost-dr8: 1 thread reads (\d+) spectra/s and prepares (\d+) spectra/s; "
+              r"feeding 5000 spectra/s takes ([0-9.]+) host threads", open(sys.argv[1]).read())
+assert m, "no host line"
+read, prep, threads = float(m[1]), float(m[2]), float(m[3])
+assert read > 0 and prep > 0
+assert abs(threads - 5000 * (1 / read + 1 / prep)) < 0.05 + 0.01 * threads, (read, prep, threads)
+PY
 run_rc rc "$VELOX" bench --templates "$LIB" --isa avx9 "${inputs[@]}" 2> bad-bench.log
 [[ $rc -eq 2 ]] || fail "bench --isa avx9: exit $rc, want 2"
 echo "isa: OK"
