@@ -97,6 +97,11 @@ void add_input_options(CLI::App* c, FitOptions& o) {
       "--no-resolution-matrix", [&o] { o.resolution_matrix = 0; },
       "DESI: forward-model with one Gaussian LSF per arm instead");
   rm->excludes(no_rm);
+  c->add_option("--read-block-fibres", o.read_block_fibres,
+                "Read and fit a large DESI coadd N fibres at a time (bounded memory); 0 = whole "
+                "files")
+      ->check(at_least(0))
+      ->capture_default_str();
   // Tests only (hidden): the GPU's batched path of the fit stream on the CPU backend.
   c->add_option("--cpu-batch", o.cpu_batch, "")->check(at_least(0))->group("");
   c->add_option("--device", o.device,

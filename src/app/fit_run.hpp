@@ -51,6 +51,10 @@ struct FitOptions {
   std::string device = "auto";  // --device auto|cpu|gpu
   int resolution_matrix = -1;   // --(no-)resolution-matrix: 1/0; -1 = config (default on)
   int gpu_device = 0;           // CUDA device index (node-local rank modulo the count)
+  // A DESI coadd larger than read_block_fibres x 0.5 MB (uncompressed) is read and fitted
+  // read_block_fibres fibres at a time, so a rank's memory is bounded whatever the file size
+  // (its rows are still reported as one input). 0: whole files.
+  int read_block_fibres = 32;
   int cpu_batch = 0;            // > 0: the CPU fits the stream in batches of this many spectra,
                                 // as the GPU does (tests that path without a device)
   int gpu_min_batch = 2048;     // --device auto: chunks accumulate this many spectra for the
@@ -159,6 +163,10 @@ class FitEngine {
   struct InputFile;  // one input on its way through fit_stream (fit_stream.cpp)
   // Read and select one input (any thread); an unreadable one becomes a failed result.
   void read_input(InputFile& in);
+  // The fibres of `path` when it is a DESI coadd to read in blocks of read_block_ fibres (an
+  // uncompressed .fits of more than read_block_ x 0.5 MB holding more than read_block_ fibres),
+  // else 0 (read whole). Opens only the headers.
+  size_t read_block_fibres(const std::string& path) const;
   // Side outputs and `done` for one input, in input order (the calling thread).
   void report_input(InputFile& in, std::vector<CatalogRow>&& fitted,
                     const std::vector<FitDiagnostics>& diags,
@@ -175,6 +183,7 @@ class FitEngine {
   std::unique_ptr<Backend> gpu_;  // null: no GPU in use
   size_t gpu_chunk_ = 0;          // spectra a chunk gathers when the GPU is in use
   size_t cpu_batch_ = 0;          // FitOptions::cpu_batch
+  size_t read_block_ = 0;         // FitOptions::read_block_fibres
   std::set<std::string> routing_logged_;
   std::mutex outputs_mu_;  // FitOutputs::on_file from the reader threads
   double seconds_fit_ = 0.0;

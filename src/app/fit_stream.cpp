@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 
 #include "app/fit_run.hpp"
 #include "app/stream_pipeline.hpp"
@@ -28,6 +29,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // One input file on its way through the engine.
 struct FitEngine::InputFile : StreamItem {
+  // A block of a large DESI coadd: fibres [first, first + count), part `part` of `n_parts`
+  // (n_parts 1: the whole file).
+  size_t first = 0, count = SIZE_MAX, part = 0, n_parts = 1;
   FileResult res;
   SpectrumFile file;
   std::string format;
@@ -46,7 +50,7 @@ void FitEngine::read_input(InputFile& in) {
   in.res.path = in.path;
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    in.file = read_spectra(in.path, fmt_);
+    in.file = read_spectra(in.path, fmt_, in.first, in.count);
     if (in.file.spectra.empty()) spdlog::warn("{}: no spectra in file", in.path);
     in.format = format_name(in.file.format);
     in.res.side_hdus = in.file.format != SpectrumFormat::LamostDR8 &&
@@ -69,6 +73,23 @@ void FitEngine::read_input(InputFile& in) {
   in.res.seconds = seconds_since(t0);
 }
 
+size_t FitEngine::read_block_fibres(const std::string& path) const {
+  if (read_block_ == 0) return 0;
+  std::error_code ec;
+  const uintmax_t bytes = std::filesystem::file_size(path, ec);
+  // About 0.5 MB per DESI fibre (three arms of ~2800 pixels: flux, ivar, mask, 11-diagonal
+  // resolution). Compressed files are decompressed whole by CFITSIO anyway.
+  if (ec || bytes <= read_block_ * (uintmax_t{1} << 19) || path.size() < 5 ||
+      path.compare(path.size() - 5, 5, ".fits") != 0)
+    return 0;
+  try {
+    const size_t n = count_desi_fibres(path, fmt_);
+    return n > read_block_ ? n : 0;
+  } catch (const std::exception&) {
+    return 0;  // the reader reports it
+  }
+}
+
 void FitEngine::report_input(InputFile& in, std::vector<CatalogRow>&& fitted,
                              const std::vector<FitDiagnostics>& diags,
                              const std::function<void(FileResult&&)>& done) {
@@ -87,8 +108,34 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
   const bool want_diag = outputs_->want_diagnostics();
   std::atomic<size_t> n_fitted{0};
   StreamStages s;
-  s.make = [] { return std::make_unique<InputFile>(); };
-  s.next = next;
+  // make() and next() run in turn on the calling thread: next() fills in the item make() just
+  // made, one block of a large DESI coadd at a time (FitOptions::read_block_fibres).
+  InputFile* made = nullptr;
+  size_t cur_index = 0, cur_parts = 0, cur_part = 0, cur_count = 0;
+  std::string cur_path;
+  s.make = [&made] {
+    auto in = std::make_unique<InputFile>();
+    made = in.get();
+    return in;
+  };
+  s.next = [&](size_t& index, std::string& path) {
+    if (cur_part >= cur_parts) {
+      if (!next(index, path)) return false;
+      cur_index = index, cur_path = path, cur_part = 0;
+      cur_count = read_block_fibres(path);
+      cur_parts = cur_count ? (cur_count + read_block_ - 1) / read_block_ : 1;
+      if (cur_parts > 1)
+        spdlog::debug("{}: {} fibres, read and fitted in {} blocks of {}", path, cur_count,
+                      cur_parts, read_block_);
+    }
+    index = cur_index, path = cur_path;
+    made->part = cur_part++;
+    made->n_parts = cur_parts;
+    if (cur_count) made->first = made->part * read_block_, made->count = read_block_;
+    return true;
+  };
+  // The parts of one input are emitted in order; the last one reports the input.
+  FileResult joined;
   s.read = [&](StreamItem& item) -> size_t {
     auto& in = static_cast<InputFile&>(item);
     read_input(in);
@@ -105,7 +152,20 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
   s.emit = [&](std::unique_ptr<StreamItem> item) {
     auto& in = static_cast<InputFile&>(*item);
     for (double x : in.task_seconds) in.res.seconds += x;
-    report_input(in, std::move(in.rows), in.diags, done);
+    if (in.n_parts == 1) return report_input(in, std::move(in.rows), in.diags, done);
+    report_input(in, std::move(in.rows), in.diags, [&](FileResult&& r) {
+      if (in.part == 0) {
+        joined = std::move(r);
+        return;
+      }
+      if (!r.ok && joined.ok) joined.ok = false, joined.error = r.error;
+      joined.n_targets += r.n_targets;
+      joined.seconds += r.seconds;
+      joined.side_hdus = joined.side_hdus && r.side_hdus;
+      joined.rows.insert(joined.rows.end(), std::make_move_iterator(r.rows.begin()),
+                         std::make_move_iterator(r.rows.end()));
+    });
+    if (in.part + 1 == in.n_parts) done(std::move(joined));
   };
   // Reading (CFITSIO is built reentrant) and decompressing: one reader per 4 threads, 1 to 4.
   StreamLimits limits;

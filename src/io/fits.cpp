@@ -309,28 +309,35 @@ bool element_count(const std::vector<int64_t>& shape, uint64_t& n) {
 }  // namespace
 
 template <typename T>
-std::vector<T> File::read_image_as(int datatype) const {
+std::vector<T> File::read_image_as(int datatype, uint64_t first, uint64_t count) const {
   if (!is_image()) fail("expected an image, found a table");
   uint64_t n = 0;
   if (!element_count(image_shape(), n)) fail("image size overflows (corrupt header)");
   check_data_in_file(n, "image");
-  std::vector<T> out(n);
+  first = std::min(first, n);
+  const uint64_t m = std::min(count, n - first);
+  std::vector<T> out(m);
   int status = 0, anynul = 0;
-  if (n > 0) {
-    check(fits_read_img(ff(fptr_), datatype, 1, n, nullptr, out.data(), &anynul, &status),
+  if (m > 0) {
+    check(fits_read_img(ff(fptr_), datatype, static_cast<LONGLONG>(first + 1), m, nullptr,
+                        out.data(), &anynul, &status),
           "reading image");
   }
   return out;
 }
 
-std::vector<double> File::read_image_double() const { return read_image_as<double>(TDOUBLE); }
-std::vector<float> File::read_image_float() const { return read_image_as<float>(TFLOAT); }
-std::vector<int32_t> File::read_image_int32() const {
+std::vector<double> File::read_image_double(uint64_t first, uint64_t count) const {
+  return read_image_as<double>(TDOUBLE, first, count);
+}
+std::vector<float> File::read_image_float(uint64_t first, uint64_t count) const {
+  return read_image_as<float>(TFLOAT, first, count);
+}
+std::vector<int32_t> File::read_image_int32(uint64_t first, uint64_t count) const {
   // Read through double: CFITSIO cannot convert tile-compressed integer images to TLONGLONG
   // (status 410, seen on DESI spectra-*.fits masks), and doubles hold every 32-bit value exactly.
   // A corrupt or floating-point image may hold NaN or values beyond int64 (converting them would
   // be undefined): NaN becomes -1 (every bit set: a bad pixel), others saturate.
-  const auto d = read_image_as<double>(TDOUBLE);
+  const auto d = read_image_as<double>(TDOUBLE, first, count);
   std::vector<int64_t> v(d.size());
   std::transform(d.begin(), d.end(), v.begin(), [](double x) {
     if (std::isnan(x)) return int64_t{-1};

@@ -46,9 +46,11 @@ class File {
 
   // --- images of the current HDU (any BITPIX, converted) ---
   std::vector<int64_t> image_shape() const;  // C order; empty for an HDU without data
-  std::vector<double> read_image_double() const;
-  std::vector<float> read_image_float() const;
-  std::vector<int32_t> read_image_int32() const;
+  // The whole image, or elements [first, first + count) in C order (clamped to the image):
+  // rows [r0, r1) of an [n][...] image are first = r0 * row, count = (r1 - r0) * row.
+  std::vector<double> read_image_double(uint64_t first = 0, uint64_t count = UINT64_MAX) const;
+  std::vector<float> read_image_float(uint64_t first = 0, uint64_t count = UINT64_MAX) const;
+  std::vector<int32_t> read_image_int32(uint64_t first = 0, uint64_t count = UINT64_MAX) const;
 
   // --- binary tables of the current HDU ---
   int64_t num_rows() const;
@@ -101,7 +103,7 @@ class File {
   int column_number(const std::string& name) const;       // -1 if absent
   ColumnInfo column_info(const std::string& name) const;  // throws IoError if absent
   template <typename T>
-  std::vector<T> read_image_as(int datatype) const;
+  std::vector<T> read_image_as(int datatype, uint64_t first, uint64_t count) const;
   template <typename T>
   std::vector<T> read_column_as(const std::string& name, int datatype) const;
   void check(int status, const std::string& what) const;

@@ -1,6 +1,7 @@
 // Format detection, dispatch, air/vacuum conversion and the checks shared by all readers.
 #include "io/readers.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -108,6 +109,29 @@ SpectrumFormat detect_format(const std::string& path) {
 }
 
 SpectrumFile read_spectra(const std::string& path, SpectrumFormat fmt) {
+  return read_spectra(path, fmt, 0, SIZE_MAX);
+}
+
+size_t count_desi_fibres(const std::string& path, SpectrumFormat fmt) {
+  auto f = fits::File::open_read(path);
+  if ((fmt == SpectrumFormat::Auto ? detect_open(f) : fmt) != SpectrumFormat::DesiCoadd) return 0;
+  size_t n = 0;
+  const auto hdus = f.hdu_names();
+  for (const char* h : {"FIBERMAP", "B_FLUX", "R_FLUX", "Z_FLUX"}) {
+    if (std::find(hdus.begin(), hdus.end(), h) == hdus.end()) continue;
+    f.move_to(h);
+    if (f.is_image()) {
+      const auto shape = f.image_shape();
+      if (!shape.empty()) n = std::max(n, static_cast<size_t>(std::max<int64_t>(shape[0], 0)));
+    } else {
+      n = std::max(n, static_cast<size_t>(std::max<int64_t>(f.num_rows(), 0)));
+    }
+  }
+  return n;
+}
+
+SpectrumFile read_spectra(const std::string& path, SpectrumFormat fmt, size_t first,
+                          size_t count) {
   auto f = fits::File::open_read(path);
   SpectrumFile out;
   out.path = path;
@@ -124,7 +148,7 @@ SpectrumFile read_spectra(const std::string& path, SpectrumFormat fmt) {
       detail::read_sdss_spec(f, out);
       break;
     case SpectrumFormat::DesiCoadd:
-      detail::read_desi_coadd(f, out);
+      detail::read_desi_coadd(f, out, first, count);
       break;
     case SpectrumFormat::Auto:
       break;

@@ -25,6 +25,14 @@ std::string format_name(SpectrumFormat f);
 // Masks: nonzero = bad (LAMOST float masks become 0/nonzero ints; DESI uint32 bits are kept).
 // ivar, NaN flux and ivar <= 0 are passed through unchanged: the fit masks them.
 SpectrumFile read_spectra(const std::string& path, SpectrumFormat fmt = SpectrumFormat::Auto);
+// The same for the targets [first, first + count) of a DESI coadd only (a block of its fibres;
+// row_in_file stays the fibre's row in the file); other formats are read whole. Reading a large
+// coadd in blocks bounds the memory a rank needs (docs/running.md "Memory").
+SpectrumFile read_spectra(const std::string& path, SpectrumFormat fmt, size_t first,
+                          size_t count);
+// The number of fibres of a DESI coadd (rows of its FIBERMAP and its *_FLUX images, the
+// larger) from the headers alone; 0 for any other format. Throws IoError as read_spectra.
+size_t count_desi_fibres(const std::string& path, SpectrumFormat fmt = SpectrumFormat::Auto);
 
 // One template spectrum with its labels.
 struct TemplateSpectrum {

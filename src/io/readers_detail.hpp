@@ -15,7 +15,9 @@ namespace velox::detail {
 void read_lamost_dr8(fits::File& f, SpectrumFile& out);
 void read_lamost_dr10(fits::File& f, SpectrumFile& out);
 void read_sdss_spec(fits::File& f, SpectrumFile& out);
-void read_desi_coadd(fits::File& f, SpectrumFile& out);
+// Fibres [first, first + count) (clamped); Spectrum::row_in_file stays the row in the file.
+void read_desi_coadd(fits::File& f, SpectrumFile& out, size_t first = 0,
+                     size_t count = SIZE_MAX);
 
 // Checks one arm (lengths agree, wavelengths finite and strictly increasing, not empty) and
 // appends a readable reason to `problem` when it is unusable. Returns true if the arm is fine.
