@@ -22,7 +22,8 @@ W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 if [ ! -s "$TEMPLATES" ]; then
   (flock 9; [ -s "$TEMPLATES" ] || "$VELOX" templates build --input "$DATA/templates/miles" \
-     --classes "$DATA/templates/redrock" --output "$TEMPLATES") 9>"$BUILD/miles.h5.lock"
+     --classes "$DATA/templates/redrock" --classes "$DATA/templates/redrock_galaxy" \
+     --output "$TEMPLATES") 9>"$BUILD/miles.h5.lock"
 fi
 ls "$DATA"/spectra/lamost_dr10_pylasp/fits/*.fits "$DATA"/spectra/lamost_dr8/fits/*.fits.gz >"$W/inputs.txt"
 

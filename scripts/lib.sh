@@ -49,7 +49,8 @@ velox_ensure_library() {
     if [[ ! -s "$lib" || "$lib" -ot "$velox" ]]; then
       echo "building the MILES template library into $lib" >&2
       "$velox" templates build --input "$VELOX_DATA_DIR/templates/miles" \
-        --classes "$VELOX_DATA_DIR/templates/redrock" --output "$lib"
+        --classes "$VELOX_DATA_DIR/templates/redrock" \
+        --classes "$VELOX_DATA_DIR/templates/redrock_galaxy" --output "$lib"
     fi
   ) 9>"$lib.lock"
 }
@@ -66,7 +67,8 @@ velox_ensure_preset() {
     if [[ ! -s "$lib" || "$lib" -ot "$velox" ]]; then
       echo "building the $preset template library into $lib" >&2
       "$velox" templates build --preset "$preset" --data-dir "$VELOX_DATA_DIR" \
-        --classes "$VELOX_DATA_DIR/templates/redrock" --output "$lib" --overwrite
+        --classes "$VELOX_DATA_DIR/templates/redrock" \
+        --classes "$VELOX_DATA_DIR/templates/redrock_galaxy" --output "$lib" --overwrite
     fi
   ) 9>"$lib.lock"
 }

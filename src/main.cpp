@@ -399,7 +399,8 @@ int main(int argc, char** argv) {
   auto* tmpl = app.add_subcommand("templates", "Template library tools");
   tmpl->require_subcommand(1);
   auto* build = tmpl->add_subcommand("build", "Build an emulator library from labelled templates");
-  std::string t_output, t_config, t_classes;
+  std::string t_output, t_config;
+  std::vector<std::string> t_classes;
   TemplateInputOptions t_in;
   bool t_overwrite = false;
   auto add_template_inputs = [](CLI::App* c, TemplateInputOptions& o) {
@@ -420,7 +421,9 @@ int main(int argc, char** argv) {
   add_template_inputs(build, t_in);
   build->add_option("--classes", t_classes,
                     "Directory of DESI redrock templates (rrtemplate-*.fits) stored in the library "
-                    "to classify fits (star/WD/CV/QSO, docs/quality.md)");
+                    "to classify fits (star/WD/CV/QSO/GALAXY, docs/quality.md); repeat it for "
+                    "several directories (e.g. templates/redrock and templates/redrock_galaxy)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   build->add_option("--output", t_output, "Output library (HDF5)")->required();
   build->add_option("--config", t_config, "YAML configuration file (section templates:)");
   build->add_flag("--overwrite", t_overwrite,
@@ -532,10 +535,11 @@ int main(int argc, char** argv) {
       auto set = template_training_set(t_in, bc, &src_attrs);
       auto lib = build_library(set, bc);
       for (const auto& [k, v] : src_attrs) lib.attrs[k] = v;
-      if (!t_classes.empty()) {
-        lib.classes = read_redrock_templates(t_classes, kClassBinDlnlam);
-        spdlog::info("templates: {} classification templates from {}", lib.classes.size(),
-                     t_classes);
+      for (const auto& dir : t_classes) {
+        auto more = read_redrock_templates(dir, kClassBinDlnlam);
+        spdlog::info("templates: {} classification templates from {}", more.size(), dir);
+        lib.classes.insert(lib.classes.end(), std::make_move_iterator(more.begin()),
+                           std::make_move_iterator(more.end()));
       }
       lib.attrs["build.command_line"] = cmdline;
       lib.save(t_output);

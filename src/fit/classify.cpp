@@ -51,20 +51,21 @@ ClassSpectrum rebin_for_classes(const std::vector<ArmView>& arms,
 }
 
 ClassResult classify(const TemplateLibrary& lib, const ClassSpectrum& cs, double vrad_kms,
-                     double dchi2_min, bool scan_qso) {
+                     double dchi2_min, bool scan_z) {
   ClassResult r;
   if (lib.classes.empty() || cs.flux.empty() || !std::isfinite(vrad_kms)) return r;
   const kern::ClassData d = cs.view();
-  enum Kind { kStar, kWd, kCv, kQso, kNumKinds };
-  double best[kNumKinds] = {INFINITY, INFINITY, INFINITY, INFINITY};
+  enum Kind { kStar, kWd, kCv, kQso, kGalaxy, kNumKinds };
+  double best[kNumKinds] = {INFINITY, INFINITY, INFINITY, INFINITY, INFINITY};
   const ClassTemplate* best_t[kNumKinds] = {};
   double best_ln1pz[kNumKinds] = {};
   for (const auto& c : lib.classes) {
     const kern::ClassBasisView t{c.n_basis, c.n_bin, c.lnlam0, c.dlnlam, c.basis.data()};
-    const Kind kind = c.spectype == "QSO" ? kQso
-                      : c.subtype == "WD" ? kWd
-                      : c.subtype == "CV" ? kCv
-                                          : kStar;
+    const Kind kind = c.spectype == "QSO"      ? kQso
+                      : c.spectype == "GALAXY" ? kGalaxy
+                      : c.subtype == "WD"      ? kWd
+                      : c.subtype == "CV"      ? kCv
+                                               : kStar;
     auto consider = [&](double ln1pz) {
       const double chi2 = kern::class_chi2(t, d, ln1pz);
       if (chi2 < best[kind]) {
@@ -78,15 +79,23 @@ ClassResult classify(const TemplateLibrary& lib, const ClassSpectrum& cs, double
       consider(kern::ln_doppler(vrad_kms));
       continue;
     }
-    if (!scan_qso) continue;
-    // QSO: a coarse scan, then a finer one around its minimum.
-    const double lo = std::log1p(c.z_min), hi = std::log1p(c.z_max);
+    if (!scan_z) continue;
+    // QSO and GALAXY: a coarse scan, then a finer one around its minimum. A galaxy starts at
+    // kGalaxyZMin: below, a star's velocity would do (rvspecfit's --zbest_select keeps redrock
+    // non-stars with |z| < 0.005 as possible stars).
+    const double z_lo = kind == kGalaxy ? std::max(c.z_min, kGalaxyZMin) : c.z_min;
+    if (c.z_max <= z_lo) continue;
+    const double lo = std::log1p(z_lo), hi = std::log1p(c.z_max);
+    // Steps: 3e-3 (900 km/s) for QSOs' broad lines; galaxies' lines are narrow, so 6.9e-4
+    // (redrock's 3e-4 in log10(1+z), 207 km/s).
+    const double step = kind == kGalaxy ? 3e-4 * std::log(10.0) : 3e-3;
     double chi2_min = INFINITY, at = lo;
-    for (double x = lo; x <= hi; x += 3e-3) {
+    for (double x = lo; x <= hi; x += step) {
       const double chi2 = consider(x);
       if (chi2 < chi2_min) chi2_min = chi2, at = x;
     }
-    for (double x = std::max(lo, at - 3e-3); x <= std::min(hi, at + 3e-3); x += 5e-4) consider(x);
+    for (double x = std::max(lo, at - step); x <= std::min(hi, at + step); x += step / 6)
+      consider(x);
   }
   int k_best = kStar;
   for (int k = 0; k < kNumKinds; ++k)

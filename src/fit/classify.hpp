@@ -1,5 +1,6 @@
 // Classification of a fitted spectrum against the library's redrock templates (docs/quality.md):
-// normal star (STAR A/B/F/G/K/M), white dwarf (STAR WD), cataclysmic variable (STAR CV) or QSO.
+// normal star (STAR A/B/F/G/K/M), white dwarf (STAR WD), cataclysmic variable (STAR CV), QSO or
+// GALAXY.
 // Host side: rebinning in prepare_spectrum, the decision in finish_row; the chi^2 of each class
 // is kernels/classify.hpp.
 #pragma once
@@ -15,6 +16,10 @@ namespace velox {
 // Bin width of the classification templates and spectra in ln(lambda): 2e-3 (600 km/s) resolves
 // white-dwarf Balmer wings and QSO emission lines (FWHM >= 2000 km/s) at 1/10 of the pixels.
 constexpr double kClassBinDlnlam = 2e-3;
+
+// The lowest redshift at which a fit may call a spectrum a GALAXY: 0.005 (1500 km/s, beyond any
+// star's velocity), the |z| cut of rvspecfit's redrock selection.
+constexpr double kGalaxyZMin = 0.005;
 
 // A spectrum rebinned for classification (arrays behind kern::ClassData).
 struct ClassSpectrum {
@@ -34,17 +39,18 @@ struct ClassResult {
   std::string spectype, subtype;  // redrock names of the best class ("" if not classified)
   double dchi2 = NAN;             // chi^2 of the best class of another kind minus the best's (>= 0)
   double z = NAN;                 // redshift of the best class (a star: its VRAD / c, relativistic)
-  bool not_star = false;          // the best class is a WD, CV or QSO by more than dchi2_min
+  bool not_star = false;  // the best class is a WD, CV, QSO or GALAXY by more than dchi2_min
 };
 
-// The best class: stars at the fitted VRAD and, with scan_qso, QSOs over their redshift range
-// (steps of 3e-3 in ln(1+z), refined to 5e-4). Kinds: normal stars, WD, CV, QSO.
-// scan_qso is for fits the MILES model already explains poorly: a 4-component QSO basis with a free
+// The best class: stars at the fitted VRAD and, with scan_z, QSOs and galaxies over their
+// redshift ranges (galaxies from kGalaxyZMin; steps of 3e-3 in ln(1+z), refined to 5e-4).
+// Kinds: normal stars, WD, CV, QSO, GALAXY. scan_z is for fits the MILES model already explains
+// poorly: a 4-component QSO basis with a free
 // redshift and additive polynomials fits 27 of the 134 real LAMOST stars better than redrock's
 // star bases at their velocity (LAMOST's relative flux calibration; docs/quality.md), so a QSO
 // class alone must not reject a good stellar fit.
 ClassResult classify(const TemplateLibrary& lib, const ClassSpectrum& cs, double vrad_kms,
-                     double dchi2_min, bool scan_qso);
+                     double dchi2_min, bool scan_z);
 
 // MK class letter (O, B, A, F, G, K, M) of a dwarf of this Teff (K): the boundaries lie midway
 // between the last subtype of a class and the first of the next in Pecaut & Mamajek (2013, ApJS

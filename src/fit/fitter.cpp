@@ -434,7 +434,7 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
   }
   // ---- Template classification ---------------------------------------------------------------
   if (!p.cls.flux.empty()) {
-    // QSOs are considered only where the stellar model is poor (classify.hpp).
+    // QSOs and galaxies are considered only where the stellar model is poor (classify.hpp).
     const bool poor = (row.RVS_WARN & (warn::kChisqNotBetter | warn::kModelMismatch)) != 0 ||
                       row.MISMATCH > 0.5 * cfg.mismatch_max;
     const ClassResult c = classify(lib, p.cls, row.VRAD, cfg.class_dchi2_min, poor);
@@ -448,6 +448,7 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
       if (!mk.empty()) row.SUBTYPE = mk;
     }
     row.CLASS_DCHI2 = c.dchi2;
+    row.CLASS_Z = c.z;
     if (c.not_star) row.RVS_WARN |= warn::kNotStar;
   }
   row.SUCCESS = (row.RVS_WARN & warn::kReject) == 0;

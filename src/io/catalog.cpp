@@ -9,7 +9,10 @@
 #include "io/catalog.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 #include <variant>
@@ -46,8 +49,9 @@ const CatalogColumn kColumns[] = {
     VELOX_COLUMN(ALPHAFE_ERR, "dex", "Uncertainty of ALPHAFE (statistical + systematic floor)"),
     VELOX_COLUMN(VSINI, "km/s", "Projected rotational velocity; NaN when not fitted"),
     VELOX_COLUMN(VSINI_ERR, "km/s", "Statistical uncertainty of VSINI; NaN at VSINI_UPPER limits"),
-    VELOX_COLUMN(VSINI_UPPER, "km/s",
-                 "Upper limit on VSINI when rotation is not detected (chi^2 rise of 2.71), else NaN"),
+    VELOX_COLUMN(
+        VSINI_UPPER, "km/s",
+        "Upper limit on VSINI when rotation is not detected (chi^2 rise of 2.71), else NaN"),
     VELOX_COLUMN(VRAD_ERR_STAT, "km/s", "Statistical part of VRAD_ERR"),
     VELOX_COLUMN(TEFF_ERR_STAT, "K", "Statistical part of TEFF_ERR"),
     VELOX_COLUMN(LOGG_ERR_STAT, "dex", "Statistical part of LOGG_ERR"),
@@ -72,9 +76,12 @@ const CatalogColumn kColumns[] = {
     VELOX_COLUMN(CHISQ_B, "", "Chi^2 of the best fit over the B arm (DESI); NaN if not fitted"),
     VELOX_COLUMN(CHISQ_R, "", "Chi^2 of the best fit over the R arm (DESI); NaN if not fitted"),
     VELOX_COLUMN(CHISQ_Z, "", "Chi^2 of the best fit over the Z arm (DESI); NaN if not fitted"),
-    VELOX_COLUMN(CHISQ_C_B, "", "Chi^2 of the continuum-only fit over the B arm; NaN if not fitted"),
-    VELOX_COLUMN(CHISQ_C_R, "", "Chi^2 of the continuum-only fit over the R arm; NaN if not fitted"),
-    VELOX_COLUMN(CHISQ_C_Z, "", "Chi^2 of the continuum-only fit over the Z arm; NaN if not fitted"),
+    VELOX_COLUMN(CHISQ_C_B, "",
+                 "Chi^2 of the continuum-only fit over the B arm; NaN if not fitted"),
+    VELOX_COLUMN(CHISQ_C_R, "",
+                 "Chi^2 of the continuum-only fit over the R arm; NaN if not fitted"),
+    VELOX_COLUMN(CHISQ_C_Z, "",
+                 "Chi^2 of the continuum-only fit over the Z arm; NaN if not fitted"),
     VELOX_COLUMN(NPIX_B, "", "Pixels of the B arm used in the fit (0: excluded or absent)"),
     VELOX_COLUMN(NPIX_R, "", "Pixels of the R arm used in the fit (0: excluded or absent)"),
     VELOX_COLUMN(NPIX_Z, "", "Pixels of the Z arm used in the fit (0: excluded or absent)"),
@@ -84,9 +91,11 @@ const CatalogColumn kColumns[] = {
     VELOX_COLUMN(RVS_WARN, "", "Warning bitmask (docs/data-model.md); 0 = no warning"),
     VELOX_COLUMN(SUCCESS, "", "A star, fitted, trustworthy at the reported errors (no reject bit)"),
     VELOX_COLUMN(FIT_INFO, "", "Informational bitmask (docs/data-model.md), not warnings"),
-    VELOX_COLUMN(SPECTYPE, "", "Best redrock class type (STAR, QSO); empty if not classified"),
+    VELOX_COLUMN(SPECTYPE, "",
+                 "Best redrock class type (STAR, QSO, GALAXY); empty if not classified"),
     VELOX_COLUMN(SUBTYPE, "", "Best redrock subtype (A..M, WD, CV; LOZ/HIZ for QSO)"),
     VELOX_COLUMN(CLASS_DCHI2, "", "Chi^2 of the best class of another kind minus the best class's"),
+    VELOX_COLUMN(CLASS_Z, "", "Redshift of the best class (QSO, GALAXY: scanned; a star: VRAD/c)"),
     VELOX_COLUMN(TARGET_RA, "deg", "Target right ascension (DESI FIBERMAP); NaN if absent"),
     VELOX_COLUMN(TARGET_DEC, "deg", "Target declination (DESI FIBERMAP); NaN if absent"),
     VELOX_COLUMN(REF_ID, "",
@@ -287,7 +296,22 @@ std::vector<CatalogRow> read_catalog(const std::string& path, Provenance* proven
   if (!f.has_attr("/", kKindAttr) || f.attr_string("/", kKindAttr) != "catalog")
     throw IoError(path + ": not a velox catalog (root attribute velox_kind != \"catalog\")");
   const Layout& l = layout();
-  auto rows = unpack(f.read_table(kDataset, l.members, l.record_size));
+  // A catalog written before a column existed (e.g. CLASS_Z) reads with that column's default.
+  std::vector<std::string> missing;
+  auto rows = unpack(f.read_table(kDataset, l.members, l.record_size, &missing));
+  if (!missing.empty()) {
+    const CatalogRow dflt;
+    for (const auto& c : catalog_columns()) {
+      if (std::find(missing.begin(), missing.end(), c.name) == missing.end()) continue;
+      std::visit(
+          [&](auto field) {
+            for (auto& r : rows) r.*field = dflt.*field;
+          },
+          c.field);
+    }
+    spdlog::debug("{}: written before column(s) {}: their defaults", path,
+                  fmt::join(missing, ", "));
+  }
   if (provenance) {
     provenance->clear();
     for (const auto& name : f.attr_names("/"))

@@ -19,8 +19,8 @@ struct CatalogRow {
   int64_t TARGETID = -1;
   std::string SOURCE_FILE;   // input basename (stored as fixed-length string, <= 127 chars)
   int64_t ROW_IN_FILE = -1;  // fibre/row index inside SOURCE_FILE
-  double VRAD = NAN, VRAD_ERR = NAN;        // heliocentric as the input; km/s
-  double VRAD_CCF = NAN;                    // initial guess from the cross-correlation, km/s
+  double VRAD = NAN, VRAD_ERR = NAN;  // heliocentric as the input; km/s
+  double VRAD_CCF = NAN;              // initial guess from the cross-correlation, km/s
   // Skewness and kurtosis (not excess) of the velocity posterior, as rvspecfit defines them
   // (kern::velocity_moments); NaN where not measured.
   double VRAD_SKEW = NAN, VRAD_KURT = NAN;
@@ -47,16 +47,17 @@ struct CatalogRow {
   double RCHISQ = NAN;     // CHISQ_TOT per degree of freedom
   double MISMATCH = NAN;   // sqrt(max(RCHISQ - 1, 0)) / SN: residual rms beyond noise / flux
   // Per spectrograph arm (DESI B/R/Z); single-arm formats leave NaN / 0.
-  double CHISQ_B = NAN, CHISQ_R = NAN, CHISQ_Z = NAN;  // chi^2 of the best fit per arm
+  double CHISQ_B = NAN, CHISQ_R = NAN, CHISQ_Z = NAN;        // chi^2 of the best fit per arm
   double CHISQ_C_B = NAN, CHISQ_C_R = NAN, CHISQ_C_Z = NAN;  // continuum-only chi^2 per arm
-  int32_t NPIX_B = 0, NPIX_R = 0, NPIX_Z = 0;          // pixels used per arm (0 = excluded)
-  double SN_B = NAN, SN_R = NAN, SN_Z = NAN;           // median S/N per pixel per arm
-  int64_t RVS_WARN = 0;                                // quality bitmask, bits in fit/rvs_warn.hpp
+  int32_t NPIX_B = 0, NPIX_R = 0, NPIX_Z = 0;                // pixels used per arm (0 = excluded)
+  double SN_B = NAN, SN_R = NAN, SN_Z = NAN;                 // median S/N per pixel per arm
+  int64_t RVS_WARN = 0;  // quality bitmask, bits in fit/rvs_warn.hpp
   bool SUCCESS = false;  // a star, fitted, trustworthy at the reported errors (no reject bit)
   int64_t FIT_INFO = 0;  // informational bits (fit/rvs_warn.hpp, velox::info), not warnings
   // Template classification (redrock classes, docs/quality.md): "" when not classified.
   std::string SPECTYPE, SUBTYPE;
   double CLASS_DCHI2 = NAN;  // chi^2 of the best other kind minus the best class's
+  double CLASS_Z = NAN;      // redshift of the best class (a star: VRAD / c; QSO, GALAXY: scanned)
   // Copied from the DESI FIBERMAP by the driver (app/fit_outputs.cpp); NaN / -1 / "" if absent.
   double TARGET_RA = NAN, TARGET_DEC = NAN;  // deg
   int64_t REF_ID = -1;

@@ -81,7 +81,8 @@ class File {
   // Tables: 1-D compound datasets. Records are packed (no padding); each member lies at
   // `offset` bytes inside a record of `record_size` bytes. Written chunked, gzip level 4, with an
   // unlimited first dimension (zero rows is fine). read_table matches members by name and throws
-  // IoError naming the member if the file lacks one; it returns n_rows * record_size bytes.
+  // IoError naming the member if the file lacks one, unless `missing` is given: then such members
+  // are listed there and their bytes left zero. It returns n_rows * record_size bytes.
   enum class Kind { kInt32, kInt64, kFloat64, kBool, kFixedString };  // kBool: int8 enum, as h5py
   struct Member {
     std::string name;
@@ -92,7 +93,8 @@ class File {
   void write_table(const std::string& name, const std::vector<Member>& members, size_t record_size,
                    const std::vector<unsigned char>& records);
   std::vector<unsigned char> read_table(const std::string& name, const std::vector<Member>& members,
-                                        size_t record_size) const;
+                                        size_t record_size,
+                                        std::vector<std::string>* missing = nullptr) const;
 
   // Every dataset in the file: absolute path, shape and a type name ("float64", "int32",
   // "string", "compound[23]", ...), in HDF5 visiting order.

@@ -121,21 +121,27 @@ void File::write_table(const std::string& name, const std::vector<Member>& membe
 }
 
 std::vector<unsigned char> File::read_table(const std::string& name,
-                                            const std::vector<Member>& members,
-                                            size_t record_size) const {
+                                            const std::vector<Member>& members, size_t record_size,
+                                            std::vector<std::string>* missing) const {
   Handle ds = open_dataset(*this, name);
   Handle ftype = own(H5Dget_type(ds.get()), path_, name, "cannot get type");
   if (H5Tget_class(ftype.get()) != H5T_COMPOUND)
     fail(path_, name, "cannot read table", "dataset type is " + type_name(ftype.get()));
-  for (const auto& m : members)
-    if (H5Tget_member_index(ftype.get(), m.name.c_str()) < 0) {
-      H5Eclear2(H5E_DEFAULT);
-      fail(path_, name + " column " + m.name, "cannot read table", "no such column");
+  std::vector<Member> present;
+  for (const auto& m : members) {
+    if (H5Tget_member_index(ftype.get(), m.name.c_str()) >= 0) {
+      present.push_back(m);
+      continue;
     }
+    H5Eclear2(H5E_DEFAULT);
+    if (!missing) fail(path_, name + " column " + m.name, "cannot read table", "no such column");
+    missing->push_back(m.name);
+  }
   Handle space = own(H5Dget_space(ds.get()), path_, name, "cannot get shape");
   auto dims = space_shape(space.get());
   if (dims.size() != 1) fail(path_, name, "cannot read table", "dataset is not 1-D");
-  Handle type = compound_type(members, record_size);
+  if (present.empty()) fail(path_, name, "cannot read table", "none of its columns is known");
+  Handle type = compound_type(present, record_size);
   if (!type.valid()) fail(path_, name, "cannot read table", "bad member layout: " + hdf5_reason());
   std::vector<unsigned char> out(dims[0] * record_size);
   if (!out.empty())

@@ -55,6 +55,11 @@ ClassTemplate read_one(const std::string& path, double dlnlam) {
     if (z.empty()) throw IoError(path + ": REDSHIFTS: empty");
     c.z_min = *std::min_element(z.begin(), z.end());
     c.z_max = *std::max_element(z.begin(), z.end());
+  } else if (c.spectype == "GALAXY") {
+    // redrock's own range for a GALAXY template without REDSHIFTS (redrock/templates.py:
+    // 10**arange(log10(1 - 0.005), log10(1 + 1.7), 3e-4) - 1).
+    c.z_min = -0.005;
+    c.z_max = 1.7;
   }
   return c;
 }

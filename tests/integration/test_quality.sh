@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The quality model on real data (docs/quality.md, issue: results a survey scientist can trust):
 # - the DESI EDR fibres (galaxies/QSOs, no stars) and the SDSS white dwarf get SUCCESS false with
-#   the reason in RVS_WARN; the white dwarf is classified STAR/WD (NOT_STAR), the stars STAR;
+#   the reason in RVS_WARN; the white dwarf is classified STAR/WD (NOT_STAR), the EDR fibres
+#   GALAXY, the stars STAR;
 # - every SUCCESS star with SUBTYPE M has TEFF < 4300 K, with A or B TEFF > 7000 K;
 # - >= 97% of the 134 LAMOST and 85 DESI-layout stars have SUCCESS, and >= 90% RVS_WARN == 0;
 # - the repeat pairs of lamost_dr8 have pull widths (with the systematic floors) in [0.8, 1.3].
@@ -34,6 +35,10 @@ for r in n:
     print(f"{name} {r['TARGETID']}: SUCCESS {bool(r['SUCCESS'])} RVS_WARN {r['RVS_WARN']} {why}")
     if r["SUCCESS"] or not why:
         err.append(f"{name} {r['TARGETID']}: SUCCESS {bool(r['SUCCESS'])}, RVS_WARN {r['RVS_WARN']}")
+    # The EDR target fibres are galaxies (SV3 LRG targets and a dark-time target; redrock's
+    # galaxy class, scanned from z 0.005): GALAXY, not QSO as before the galaxy template.
+    if name.startswith("coadd") and (r["SPECTYPE"] != b"GALAXY" or not r["CLASS_Z"] >= 0.005):
+        err.append(f"{name} {r['TARGETID']}: {r['SPECTYPE']} at z {r['CLASS_Z']}, want GALAXY")
 stars = np.concatenate([cat("lamost.h5"), cat("desi.h5")])
 ok, clean = stars["SUCCESS"].mean(), (stars["RVS_WARN"] == 0).mean()
 print(f"{len(stars)} real stars: SUCCESS {ok:.3f}, RVS_WARN == 0 {clean:.3f}")

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The Slurm templates under a real Slurm (issue 24): a single-node cluster (Debian's slurmctld,
 # slurmd, munge), started here and stopped at the end (tests/integration/slurm_cluster.sh).
-#  - slurm/velox-cpu.sbatch, 2 ranks x 1 CPU over 24 DESI-layout coadds (about 50 s of work),
+#  - slurm/velox-cpu.sbatch, 2 ranks x 1 CPU over 72 DESI-layout coadds (about 54 s of work on a
+#    2-core AVX-512 VM: more than the signal's latest arrival, 30 s in; 24 coadds took 18 s there
+#    once DESI preparation got faster, and the job finished before the signal),
 #    with a 1-minute time limit: Slurm's --signal=B:TERM sends SIGTERM, the template passes it to
 #    the ranks (scancel --signal), velox stops cleanly with exit 4, the job requeues itself and
 #    resumes, until done. Checked: the job restarted at least once and COMPLETED, each rank got
@@ -44,7 +46,7 @@ job_field() { scontrol show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -
 
 echo "== CPU template: time limit, SIGTERM, requeue, resume"
 mkdir -p "$W/in"
-for i in $(seq -w 1 24); do
+for i in $(seq -w 1 72); do
   ln -s "$VELOX_DATA_DIR/spectra/desi_lamost/coadd-lamost-dr8.fits" "$W/in/coadd-copy$i.fits"
 done
 ls "$W"/in/*.fits >"$W/inputs.txt"

@@ -14,7 +14,7 @@ EXPECTED = ["TARGETID", "SOURCE_FILE", "ROW_IN_FILE", "VRAD", "VRAD_ERR", "VRAD_
             "FEH_ERR_STAT", "ALPHAFE_ERR_STAT", "VRAD_B", "VRAD_B_ERR", "VRAD_R", "VRAD_R_ERR",
             "VRAD_Z", "VRAD_Z_ERR", "CHISQ_TOT", "CHISQ_C", "NPIX_TOT", "SN", "NITER", "RCHISQ",
             "MISMATCH", "CHISQ_B", "CHISQ_R", "CHISQ_Z", "CHISQ_C_B", "CHISQ_C_R", "CHISQ_C_Z", "NPIX_B", "NPIX_R", "NPIX_Z", "SN_B",
-            "SN_R", "SN_Z", "RVS_WARN", "SUCCESS", "FIT_INFO", "SPECTYPE", "SUBTYPE", "CLASS_DCHI2",
+            "SN_R", "SN_Z", "RVS_WARN", "SUCCESS", "FIT_INFO", "SPECTYPE", "SUBTYPE", "CLASS_DCHI2", "CLASS_Z",
             "TARGET_RA", "TARGET_DEC", "REF_ID", "REF_CAT", "FIBER",
             "EXPID", "RR_Z", "RR_SPECTYPE", "HEALPIX"]
 

@@ -82,20 +82,53 @@ TEST_CASE("classification picks the redrock class and redshift a spectrum was dr
   CHECK(classify(lib, q, 0.0, 25.0, false).spectype == "STAR");
 }
 
+TEST_CASE("the galaxy template gets redrock's redshift range and finds a galaxy's redshift",
+          "[fit][classify][realdata]") {
+  TemplateLibrary lib;
+  lib.classes = read_redrock_templates(test::data("templates/redrock"), kClassBinDlnlam);
+  const auto gal = read_redrock_templates(test::data("templates/redrock_galaxy"), kClassBinDlnlam);
+  REQUIRE(gal.size() == 1);
+  CHECK(gal[0].spectype == "GALAXY");
+  // No REDSHIFTS HDU in the file: redrock's default galaxy range.
+  CHECK(gal[0].z_min == -0.005);
+  CHECK(gal[0].z_max == 1.7);
+  lib.classes.push_back(gal[0]);
+  std::mt19937_64 rng(5);
+  // A galaxy at z = 0.37: GALAXY, NOT_STAR, z within the refined step (6.9e-4 / 6 in ln(1+z))
+  // plus the bins' 2e-3 quantisation of the spectrum.
+  const double z = 0.37;
+  const auto g = rebin(draw(gal[0], {1.0, 0.2, -0.1, 0.05, 0.02}, std::log1p(z), rng));
+  const ClassResult r = classify(lib, g, 0.0, 25.0, true);
+  CHECK(r.spectype == "GALAXY");
+  CHECK(r.not_star);
+  CHECK(std::fabs(std::log1p(r.z) - std::log1p(z)) < 1.5e-3);
+  // A G star at +80 km/s stays a star with the galaxy class scanned too (galaxies start at
+  // kGalaxyZMin = 0.005, 1500 km/s).
+  const ClassTemplate* gstar = nullptr;
+  for (const auto& c : lib.classes)
+    if (c.subtype == "G") gstar = &c;
+  REQUIRE(gstar);
+  const double v = 80.0;
+  const auto st = rebin(draw(*gstar, {1.0, 0.2, -0.1, 0.05, 0.02}, kern::ln_doppler(v), rng));
+  const ClassResult r_st = classify(lib, st, v, 25.0, true);
+  CHECK(r_st.spectype == "STAR");
+  CHECK(!r_st.not_star);
+}
+
 TEST_CASE("a normal star's MK letter follows its Teff (Pecaut & Mamajek dwarf boundaries)",
           "[classify]") {
   // Each class's first and last dwarf subtypes in the EEM table, and the midpoints between.
-  CHECK(mk_class_of_teff(33300) == "O");   // O9V
-  CHECK(mk_class_of_teff(31400) == "B");   // B0V
-  CHECK(mk_class_of_teff(10400) == "B");   // B9.5V
-  CHECK(mk_class_of_teff(9700) == "A");    // A0V
-  CHECK(mk_class_of_teff(7400) == "A");    // A9V
-  CHECK(mk_class_of_teff(7220) == "F");    // F0V
-  CHECK(mk_class_of_teff(6187) == "F");    // the LAMOST DR8 stars redrock had called M
-  CHECK(mk_class_of_teff(5930) == "G");    // G0V
-  CHECK(mk_class_of_teff(5290) == "K");    // K0V
-  CHECK(mk_class_of_teff(3930) == "K");    // K9V
-  CHECK(mk_class_of_teff(3850) == "M");    // M0V
+  CHECK(mk_class_of_teff(33300) == "O");  // O9V
+  CHECK(mk_class_of_teff(31400) == "B");  // B0V
+  CHECK(mk_class_of_teff(10400) == "B");  // B9.5V
+  CHECK(mk_class_of_teff(9700) == "A");   // A0V
+  CHECK(mk_class_of_teff(7400) == "A");   // A9V
+  CHECK(mk_class_of_teff(7220) == "F");   // F0V
+  CHECK(mk_class_of_teff(6187) == "F");   // the LAMOST DR8 stars redrock had called M
+  CHECK(mk_class_of_teff(5930) == "G");   // G0V
+  CHECK(mk_class_of_teff(5290) == "K");   // K0V
+  CHECK(mk_class_of_teff(3930) == "K");   // K9V
+  CHECK(mk_class_of_teff(3850) == "M");   // M0V
   CHECK(mk_class_of_teff(2400) == "M");
   CHECK(mk_class_of_teff(NAN).empty());
   CHECK(mk_class_of_teff(-5).empty());
