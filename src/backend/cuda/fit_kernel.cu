@@ -12,8 +12,9 @@ namespace velox {
 namespace {
 
 constexpr int kThreadsPerBlock = kFitWarpsPerBlock * kern::kWarpLanes;
-// 8 resident blocks of 128 threads per SM (32 warps, 50% occupancy): ptxas may use up to 64
-// registers per thread (65536 / 1024). Checked by cuda.ptxas_budget (no spills allowed).
+// VELOX_FIT_BLOCKS_PER_SM resident blocks of 128 threads per SM: 4 (16 warps, 25% occupancy)
+// lets ptxas use 128 registers per thread (65536 / 512). Measured on an H100 (docs/gpu.md): 4 is
+// 5% faster than 6 (80 registers, more spills). cuda.ptxas_budget checks the stack and spills.
 #ifndef VELOX_FIT_BLOCKS_PER_SM
 #define VELOX_FIT_BLOCKS_PER_SM 4
 #endif
