@@ -134,8 +134,10 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
     if (cur_count) made->first = made->part * read_block_, made->count = read_block_;
     return true;
   };
-  // The parts of one input are emitted in order; the last one reports the input.
+  // The parts of one input are emitted in order; the last one reports the input. A failed input
+  // gets one failure row (and one side row), whatever number of its parts failed to read.
   FileResult joined;
+  bool joined_failed = false;
   s.read = [&](StreamItem& item) -> size_t {
     auto& in = static_cast<InputFile&>(item);
     read_input(in);
@@ -153,18 +155,22 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
     auto& in = static_cast<InputFile&>(*item);
     for (double x : in.task_seconds) in.res.seconds += x;
     if (in.n_parts == 1) return report_input(in, std::move(in.rows), in.diags, done);
-    report_input(in, std::move(in.rows), in.diags, [&](FileResult&& r) {
-      if (in.part == 0) {
-        joined = std::move(r);
-        return;
-      }
-      if (!r.ok && joined.ok) joined.ok = false, joined.error = r.error;
-      joined.n_targets += r.n_targets;
-      joined.seconds += r.seconds;
-      joined.side_hdus = joined.side_hdus && r.side_hdus;
-      joined.rows.insert(joined.rows.end(), std::make_move_iterator(r.rows.begin()),
-                         std::make_move_iterator(r.rows.end()));
-    });
+    if (in.part == 0) joined_failed = false;
+    if (!(in.read_ok == false && joined_failed)) {
+      joined_failed = joined_failed || !in.read_ok;
+      report_input(in, std::move(in.rows), in.diags, [&](FileResult&& r) {
+        if (in.part == 0) {
+          joined = std::move(r);
+          return;
+        }
+        if (!r.ok && joined.ok) joined.ok = false, joined.error = r.error;
+        joined.n_targets += r.n_targets;
+        joined.seconds += r.seconds;
+        joined.side_hdus = joined.side_hdus || r.side_hdus;  // a part that read says the format
+        joined.rows.insert(joined.rows.end(), std::make_move_iterator(r.rows.begin()),
+                           std::make_move_iterator(r.rows.end()));
+      });
+    }
     if (in.part + 1 == in.n_parts) done(std::move(joined));
   };
   // Reading (CFITSIO is built reentrant) and decompressing: one reader per 4 threads, 1 to 4.

@@ -86,16 +86,15 @@ ClassResult classify(const TemplateLibrary& lib, const ClassSpectrum& cs, double
     const double z_lo = kind == kGalaxy ? std::max(c.z_min, kGalaxyZMin) : c.z_min;
     if (c.z_max <= z_lo) continue;
     const double lo = std::log1p(z_lo), hi = std::log1p(c.z_max);
-    // Steps: 3e-3 (900 km/s) for QSOs' broad lines; galaxies' lines are narrow, so 6.9e-4
-    // (redrock's 3e-4 in log10(1+z), 207 km/s).
-    const double step = kind == kGalaxy ? 3e-4 * std::log(10.0) : 3e-3;
+    // Steps of 3e-3 (900 km/s, 1.5 of the 2e-3 bins), refined to 5e-4 around the minimum. On the
+    // EDR galaxies redrock's 3e-4 in log10(1+z) (207 km/s) found the same redshifts (to 2e-4) at
+    // 4.4 times the cost, which the host pays in finish_row for every poorly fitted spectrum.
     double chi2_min = INFINITY, at = lo;
-    for (double x = lo; x <= hi; x += step) {
+    for (double x = lo; x <= hi; x += 3e-3) {
       const double chi2 = consider(x);
       if (chi2 < chi2_min) chi2_min = chi2, at = x;
     }
-    for (double x = std::max(lo, at - step); x <= std::min(hi, at + step); x += step / 6)
-      consider(x);
+    for (double x = std::max(lo, at - 3e-3); x <= std::min(hi, at + 3e-3); x += 5e-4) consider(x);
   }
   int k_best = kStar;
   for (int k = 0; k < kNumKinds; ++k)

@@ -90,6 +90,8 @@ void fold_resolution_rows(const double* wave, size_t n_pix, const float* res, in
         if (std::fabs(dc) < kCentroidTol) break;
       }
       for (int k = 0; k < ndiag; ++k) row[k] = static_cast<float>(s0 * w[k] / norm);
+    } else if (ndiag == 1) {  // a one-diagonal matrix: the row is its weight
+      row[0] = static_cast<float>(s0);
     } else {  // narrower than a pixel: linear interpolation at the centroid
       const double c = std::clamp(mu, -static_cast<double>(half), static_cast<double>(half));
       const int k0 = std::min(static_cast<int>(std::floor(c)) + half, ndiag - 2);

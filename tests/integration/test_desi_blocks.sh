@@ -3,7 +3,8 @@
 # docs/running.md "Memory"): a 512-fibre coadd made here by tiling the shared 64-fibre file (not
 # committed) is fitted with --threads 2 at a peak RSS within 300 MB (the whole file's arrays are
 # 229 MB on disk; reading it whole peaked at 503 MB, blocks of 32 at 117 MB), and its rows,
-# /fibermap and per-input catalog are identical to those of the whole-file read.
+# /fibermap and per-input catalog are identical to those of the whole-file read; a truncated
+# copy gives one failure row.
 set -euo pipefail
 source "$VELOX_SOURCE_DIR/tests/integration/common.sh"
 itest_setup desi_blocks
@@ -57,5 +58,16 @@ for g in ("catalog", "fibermap"):
         assert not bad, (g, bad)
 assert len(set(a["catalog"]["TARGETID"])) == 480
 PY
+# A partly written coadd (cut at 150 MB: its Z arm is short) is read in blocks too, and every
+# block fails: still one failure row (BAD_INPUT, bit 8), not one per block.
+head -c 150000000 coadd-512.fits >cut-512.fits
 rm -f coadd-512.fits
+run_rc rc "$VELOX" fit --templates "$LIB" --threads 2 --output cut.h5 cut-512.fits 2>cut.log
+grep -q "truncated or corrupt" cut.log || fail "cut file: no error line: $(tail -3 cut.log)"
+"$PY" - cut.h5 <<'PY' || fail "cut file: want one BAD_INPUT row"
+import sys, h5py
+c = h5py.File(sys.argv[1], "r")["catalog"][:]
+assert len(c) == 1 and not c["SUCCESS"][0] and c["RVS_WARN"][0] & (1 << 8), c[["RVS_WARN"]]
+PY
+rm -f cut-512.fits
 echo "desi_blocks: OK"

@@ -58,6 +58,22 @@ TEST_CASE("resolution rows keep the matrix's centroid: an asymmetric row shifts 
   CHECK(apply_to_ramp(rows, 20, n) == Approx(20.3).margin(1e-6));
 }
 
+TEST_CASE("a one-diagonal resolution matrix folds to its own weights", "[resolution]") {
+  // ndiag 1 (a malformed or trivial matrix): each row is the pixel's weight (it once wrote
+  // row[-1]).
+  const int n = 20;
+  std::vector<double> wave(n);
+  std::vector<float> res(n, 0.9f), rows;
+  std::vector<char> ok;
+  for (int m = 0; m < n; ++m) wave[m] = 5000.0 + 0.8 * m;
+  fold_resolution_rows(wave, res, 1, 2.5, &rows, &ok);
+  REQUIRE(rows.size() == static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    CHECK(ok[i]);
+    CHECK(rows[i] == Approx(0.9f));
+  }
+}
+
 TEST_CASE("all-zero or non-finite resolution rows mark their pixels unusable", "[resolution]") {
   const int n = 30;
   std::vector<double> wave;
