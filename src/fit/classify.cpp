@@ -88,7 +88,8 @@ ClassResult classify(const TemplateLibrary& lib, const ClassSpectrum& cs, double
     const double lo = std::log1p(z_lo), hi = std::log1p(c.z_max);
     // Steps of 3e-3 (900 km/s, 1.5 of the 2e-3 bins), refined to 5e-4 around the minimum. On the
     // EDR galaxies redrock's 3e-4 in log10(1+z) (207 km/s) found the same redshifts (to 2e-4) with
-    // 4.4 times the trial redshifts, paid on the host (finish_row) for every poorly fitted spectrum.
+    // 4.4 times the trial redshifts, paid on the host (finish_row) for every poorly fitted
+    // spectrum.
     double chi2_min = INFINITY, at = lo;
     for (double x = lo; x <= hi; x += 3e-3) {
       const double chi2 = consider(x);
