@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "app/fit_run.hpp"
+#include "app/job_outputs.hpp"
 #include "app/stream_pipeline.hpp"
 #include "io/readers.hpp"
 
@@ -53,9 +54,7 @@ void FitEngine::read_input(InputFile& in) {
     in.file = read_spectra(in.path, fmt_, in.first, in.count);
     if (in.file.spectra.empty()) spdlog::warn("{}: no spectra in file", in.path);
     in.format = format_name(in.file.format);
-    in.res.side_hdus = in.file.format != SpectrumFormat::LamostDR8 &&
-                       in.file.format != SpectrumFormat::LamostDR10 &&
-                       in.file.format != SpectrumFormat::SdssSpec;
+    in.res.side_hdus = in.file.format == SpectrumFormat::DesiCoadd;  // FIBERMAP, SCORES
     in.res.n_targets = in.file.spectra.size();
     {
       std::lock_guard<std::mutex> lock(outputs_mu_);  // reader threads share the selection
@@ -79,9 +78,7 @@ size_t FitEngine::read_block_fibres(const std::string& path) const {
   const uintmax_t bytes = std::filesystem::file_size(path, ec);
   // About 0.5 MB per DESI fibre (three arms of ~2800 pixels: flux, ivar, mask, 11-diagonal
   // resolution). Compressed files are decompressed whole by CFITSIO anyway.
-  if (ec || bytes <= read_block_ * (uintmax_t{1} << 19) || path.size() < 5 ||
-      path.compare(path.size() - 5, 5, ".fits") != 0)
-    return 0;
+  if (ec || bytes <= read_block_ * (uintmax_t{1} << 19) || !ends_with(path, ".fits")) return 0;
   try {
     const size_t n = count_desi_fibres(path, fmt_);
     return n > read_block_ ? n : 0;
@@ -135,9 +132,9 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
     return true;
   };
   // The parts of one input are emitted in order; the last one reports the input. A failed input
-  // gets one failure row (and one side row), whatever number of its parts failed to read.
+  // gets one failure row (and one side row), whatever number of its parts failed to read: a part
+  // after the first that fails is not reported once `joined` already failed.
   FileResult joined;
-  bool joined_failed = false;
   s.read = [&](StreamItem& item) -> size_t {
     auto& in = static_cast<InputFile&>(item);
     read_input(in);
@@ -155,9 +152,7 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
     auto& in = static_cast<InputFile&>(*item);
     for (double x : in.task_seconds) in.res.seconds += x;
     if (in.n_parts == 1) return report_input(in, std::move(in.rows), in.diags, done);
-    if (in.part == 0) joined_failed = false;
-    if (!(in.read_ok == false && joined_failed)) {
-      joined_failed = joined_failed || !in.read_ok;
+    if (in.part == 0 || in.read_ok || joined.ok) {
       report_input(in, std::move(in.rows), in.diags, [&](FileResult&& r) {
         if (in.part == 0) {
           joined = std::move(r);

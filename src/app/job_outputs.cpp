@@ -15,10 +15,6 @@ namespace {
 
 constexpr const char* kCatalogSuffix = ".velox.h5";
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::string strip_suffix(std::string s, std::initializer_list<const char*> suffixes) {
   for (const char* suf : suffixes)
     if (ends_with(s, suf) && s.size() > std::string(suf).size())
@@ -39,6 +35,10 @@ std::string format_line(const StatusLine& l) {
 constexpr const char* kHeader = "input\tstatus\ttargets\tseconds\trank\terror\n";
 
 }  // namespace
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
 
 std::string input_stem(const std::string& path) {
   const std::string name = fs::path(path).filename().string();

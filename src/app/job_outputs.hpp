@@ -12,6 +12,8 @@ namespace velox {
 
 // "spec-1-2.fits.gz" -> "spec-1-2": the file name without .gz/.fz/.bz2 and then .fits/.fit/.fts.
 std::string input_stem(const std::string& path);
+// True when `s` ends with `suffix` (file-name suffixes).
+bool ends_with(const std::string& s, const std::string& suffix);
 // DIR/<input stem>.velox.h5; `tree` (inputs from --desi-root): DIR/PIXGROUP/PIXNUM/<stem>.velox.h5,
 // the input's two parent folders, as rvspecfit's desi_fit.py mirrors the healpix tree.
 std::string per_input_catalog(const std::string& dir, const std::string& input, bool tree = false);
