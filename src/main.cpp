@@ -163,6 +163,9 @@ std::vector<CpuIsa> isa_list(const std::string& arg) {
 // memory, replicated to `replicate` spectra; on the CPU once per instruction set of `isas`,
 // alternated within each run), and end to end from the files (library load, reading, prepare,
 // fit; no catalog written; the first instruction set).
+// One host thread's time per input format: format_name -> (seconds, spectra).
+using SecondsPerFormat = std::map<std::string, std::pair<double, size_t>>;
+
 struct BenchResult {
   size_t n_files = 0, n_backend = 0;
   std::vector<double> prepare_rates, e2e_rates;
@@ -173,13 +176,8 @@ struct BenchResult {
   double n_pix = 0, flops_fixed = 0, flops_eval[3] = {0, 0, 0};  // sums of the FLOP model's terms
   size_t n_ok = 0;
   std::string backend_name;  // "cpu": rates per instruction set and the peak share
-  // One host thread's prepare time per input format (once, after the runs): seconds, spectra.
-  std::map<std::string, std::pair<double, size_t>> prepare_1t;
-};
-
-// One host thread's reading of the inputs, per format (cmd_bench reads every input once).
-struct HostReads {
-  std::map<std::string, std::pair<double, size_t>> seconds_spectra;
+  // One host thread's prepare time per input format (after the runs, for the first device only).
+  SecondsPerFormat prepare_1t;
 };
 
 double median_of(std::vector<double> v) {
@@ -193,7 +191,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 BenchResult bench_device(const FitOptions& base, const std::string& device, int repeat,
                          size_t replicate, const std::vector<SpectrumFile>& files,
-                         const std::vector<CpuIsa>& isas) {
+                         const std::vector<CpuIsa>& isas, bool host_prepare) {
   BenchResult b;
   FitOptions o = base;
   o.quiet = true;
@@ -256,7 +254,8 @@ BenchResult bench_device(const FitOptions& base, const std::string& device, int 
                  b.e2e_rates.back());
   }
   // What one host thread prepares per second, per format, with the arm models already built by
-  // the runs (the pool's rate is above).
+  // the runs (the pool's rate is above); the host does not depend on the device.
+  if (!host_prepare) return b;
   for (const FitJob& job : jobs) {
     auto& [sec, n] = b.prepare_1t[job.ctx->format];
     const auto t0 = std::chrono::steady_clock::now();
@@ -292,16 +291,13 @@ void print_work(const std::string& dev, const BenchResult& b, CpuIsa isa, double
   fmt::print("\n");
 }
 
-// `--device cpu,gpu` benchmarks each device in turn in the same run, with the GPU/CPU ratio of
-// the backend rates when both ran; `--isa a,b` runs the CPU backend at each instruction set in
-// turn within every run, with the rate ratios to the first.
 // What a GPU host needs (issue 26): per input format, one host thread's read and prepare rates
 // and the host threads that reading plus preparing take to feed a device at `feed_rate`
-// spectra/s (finishing rows and writing are not counted).
-void print_host_feed(const HostReads& reads, const BenchResult& b, double feed_rate) {
+// spectra/s (finishing rows and writing are not counted). Nothing without prepare times.
+void print_host_feed(const SecondsPerFormat& reads, const BenchResult& b, double feed_rate) {
   for (const auto& [format, sp] : b.prepare_1t) {
-    auto it = reads.seconds_spectra.find(format);
-    if (it == reads.seconds_spectra.end() || sp.second == 0 || it->second.second == 0) continue;
+    auto it = reads.find(format);
+    if (it == reads.end() || sp.second == 0 || it->second.second == 0) continue;
     const double t_read = it->second.first / it->second.second, t_prep = sp.first / sp.second;
     fmt::print("velox bench [host]: {}: 1 thread reads {:.0f} spectra/s and prepares {:.0f} "
                "spectra/s; feeding {:.0f} spectra/s takes {:.1f} host threads (read {:.1f} + "
@@ -311,6 +307,9 @@ void print_host_feed(const HostReads& reads, const BenchResult& b, double feed_r
   }
 }
 
+// `--device cpu,gpu` benchmarks each device in turn in the same run, with the GPU/CPU ratio of
+// the backend rates when both ran; `--isa a,b` runs the CPU backend at each instruction set in
+// turn within every run, with the rate ratios to the first.
 int cmd_bench(const FitOptions& base, int repeat, size_t replicate,
               const std::vector<CpuIsa>& isas, double feed_rate) {
   std::vector<std::string> devices;
@@ -318,21 +317,21 @@ int cmd_bench(const FitOptions& base, int repeat, size_t replicate,
   for (std::string d; std::getline(ss, d, ',');) devices.push_back(d);
   // Read every input once; the backend runs replicate these spectra in memory.
   std::vector<SpectrumFile> files;
-  HostReads reads;
+  SecondsPerFormat reads;
   for (const auto& path : collect_inputs(base)) {
     const auto t0 = std::chrono::steady_clock::now();
     files.push_back(read_spectra(path, parse_format(base.format)));
-    auto& [sec, n] = reads.seconds_spectra[format_name(files.back().format)];
+    auto& [sec, n] = reads[format_name(files.back().format)];
     sec += seconds_since(t0);
     n += files.back().spectra.size();
   }
   const std::string threads = base.threads > 0 ? std::to_string(base.threads) : "all";
   std::map<std::string, double> backend_rate;
-  bool host_printed = false;
   for (const auto& dev : devices) {
     BenchResult b;
     try {
-      b = bench_device(base, dev, repeat, replicate, files, isas);
+      // The host's prepare rate with the first device that runs (no backend rate yet).
+      b = bench_device(base, dev, repeat, replicate, files, isas, backend_rate.empty());
     } catch (const ConfigError& e) {
       fmt::print("velox bench [{}]: unavailable: {}\n", dev, e.what());
       continue;
@@ -375,8 +374,7 @@ int cmd_bench(const FitOptions& base, int repeat, size_t replicate,
       if (ran.size() > 1) fmt::print("velox bench [{}]: isa {}: ", dev, isa_name(isa));
       print_work(dev, b, isa, median_of(b.backend_rates[isa]), n_threads, ran.size() == 1);
     }
-    if (!host_printed) print_host_feed(reads, b, feed_rate);
-    host_printed = true;
+    print_host_feed(reads, b, feed_rate);
   }
   if (backend_rate.count("cpu") && backend_rate.count("gpu"))
     fmt::print("velox bench: GPU/CPU backend ratio x{:.2f}\n",
