@@ -115,23 +115,19 @@ SpectrumFile read_spectra(const std::string& path, SpectrumFormat fmt) {
 size_t count_desi_fibres(const std::string& path, SpectrumFormat fmt) {
   auto f = fits::File::open_read(path);
   if ((fmt == SpectrumFormat::Auto ? detect_open(f) : fmt) != SpectrumFormat::DesiCoadd) return 0;
+  // The reader's fibres: the most rows of any arm's FLUX image (read_desi_coadd).
   size_t n = 0;
   const auto hdus = f.hdu_names();
-  for (const char* h : {"FIBERMAP", "B_FLUX", "R_FLUX", "Z_FLUX"}) {
+  for (const char* h : {"B_FLUX", "R_FLUX", "Z_FLUX"}) {
     if (std::find(hdus.begin(), hdus.end(), h) == hdus.end()) continue;
     f.move_to(h);
-    if (f.is_image()) {
-      const auto shape = f.image_shape();
-      if (!shape.empty()) n = std::max(n, static_cast<size_t>(std::max<int64_t>(shape[0], 0)));
-    } else {
-      n = std::max(n, static_cast<size_t>(std::max<int64_t>(f.num_rows(), 0)));
-    }
+    const auto shape = f.is_image() ? f.image_shape() : std::vector<int64_t>{};
+    if (!shape.empty()) n = std::max(n, static_cast<size_t>(std::max<int64_t>(shape[0], 0)));
   }
   return n;
 }
 
-SpectrumFile read_spectra(const std::string& path, SpectrumFormat fmt, size_t first,
-                          size_t count) {
+SpectrumFile read_spectra(const std::string& path, SpectrumFormat fmt, size_t first, size_t count) {
   auto f = fits::File::open_read(path);
   SpectrumFile out;
   out.path = path;

@@ -30,8 +30,8 @@ SpectrumFile read_spectra(const std::string& path, SpectrumFormat fmt = Spectrum
 // coadd in blocks bounds the memory a rank needs (docs/running.md "Memory").
 SpectrumFile read_spectra(const std::string& path, SpectrumFormat fmt, size_t first,
                           size_t count);
-// The number of fibres of a DESI coadd (rows of its FIBERMAP and its *_FLUX images, the
-// larger) from the headers alone; 0 for any other format. Throws IoError as read_spectra.
+// The number of fibres of a DESI coadd (rows of its largest *_FLUX image, as read_spectra
+// counts them) from the headers alone; 0 for any other format. Throws IoError as read_spectra.
 size_t count_desi_fibres(const std::string& path, SpectrumFormat fmt = SpectrumFormat::Auto);
 
 // One template spectrum with its labels.
