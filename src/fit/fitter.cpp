@@ -152,6 +152,22 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     // Resolution-matrix forward model for this arm? Rows with the template LSF folded in; pixels
     // whose row is all zero or not finite are not fitted.
     const bool use_rm = cfg.resolution_matrix && arm.ndiag > 0 && arm.resolution;
+    // The pixels the fit may use, before the matrix rows are known: finite, ivar > 0, not masked,
+    // inside the template coverage, the configured range and outside the masked bands.
+    auto data_ok = [&](size_t j) {
+      const double w = arm.wave_vac_A[j];
+      const float f = arm.flux[j], iv = arm.ivar[j];
+      return std::isfinite(w) && std::isfinite(f) && std::isfinite(iv) && iv > 0 &&
+             (!arm.mask || arm.mask[j] == 0);
+    };
+    auto in_fit_range = [&](double w) {
+      if (w < lam_lo || w > lam_hi) return false;
+      if (cfg.wave_min_A > 0 && w < cfg.wave_min_A) return false;
+      if (cfg.wave_max_A > 0 && w > cfg.wave_max_A) return false;
+      for (const auto& b : cfg.mask_bands_A)
+        if (w >= b.first && w <= b.second) return false;
+      return true;
+    };
     std::vector<float> rows;
     std::vector<char> row_ok;
     if (use_rm) {
@@ -161,26 +177,19 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
         for (size_t j = 0; j < n; ++j)
           fwhm_pp[j] = std::isfinite(arm.wave_vac_A[j]) ? lib.template_fwhm_A(arm.wave_vac_A[j]) : 0.0;
       }
+      // Only the rows of pixels the fit can use are folded (the others are never applied).
+      std::vector<char> want(n);
+      for (size_t j = 0; j < n; ++j) want[j] = data_ok(j) && in_fit_range(arm.wave_vac_A[j]);
       fold_resolution_rows(arm.wave_vac_A, n, arm.resolution, arm.ndiag,
                            std::isfinite(lib.fwhm_A) ? lib.fwhm_A : 0.0, &rows, &row_ok,
-                           fwhm_pp.empty() ? nullptr : fwhm_pp.data());
+                           fwhm_pp.empty() ? nullptr : fwhm_pp.data(), want.data());
     }
     std::vector<size_t> idx;
     size_t n_valid = 0;
     for (size_t j = 0; j < n; ++j) {
-      const double w = arm.wave_vac_A[j];
-      const float f = arm.flux[j], iv = arm.ivar[j];
-      const bool valid = std::isfinite(w) && std::isfinite(f) && std::isfinite(iv) && iv > 0 &&
-                         (!arm.mask || arm.mask[j] == 0) && (!use_rm || row_ok[j]);
-      if (!valid) continue;
+      if (!data_ok(j) || (use_rm && !row_ok[j])) continue;
       ++n_valid;
-      if (w < lam_lo || w > lam_hi) continue;
-      if (cfg.wave_min_A > 0 && w < cfg.wave_min_A) continue;
-      if (cfg.wave_max_A > 0 && w > cfg.wave_max_A) continue;
-      bool in_band = false;
-      for (const auto& b : cfg.mask_bands_A) in_band = in_band || (w >= b.first && w <= b.second);
-      if (in_band) continue;
-      idx.push_back(j);
+      if (in_fit_range(arm.wave_vac_A[j])) idx.push_back(j);
     }
     if (static_cast<int>(idx.size()) < cfg.min_arm_pixels) {
       if (n_valid > 0) {
@@ -202,29 +211,37 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       all.flux.push_back(arm.flux[j]);
       all.ivar.push_back(arm.ivar[j]);
       all.arm.push_back(all.n_arms);
-      all.full_idx.push_back(use_rm ? static_cast<int>(j) + arm.ndiag / 2 : -1);
+      // The pixel's index in the model's full grid (below), which starts ndiag/2 pixels before
+      // the first used pixel.
+      all.full_idx.push_back(use_rm ? static_cast<int>(j - idx.front()) + arm.ndiag / 2 : -1);
       all.input_pixel.push_back(static_cast<int>(j));
     }
     if (use_rm) {
-      // The model's full grid is the arm's pixels plus ndiag/2 pixels beyond each end (ln lambda
-      // extrapolated with the end spacing), so that every matrix row of an edge pixel finds the
-      // model where its weight lies (without the padding the first and last pixels lost up to
-      // ~40% of their row's weight). The padded pixels have no rows of their own.
-      const int h = arm.ndiag / 2;
+      // The model's full grid spans the used pixels plus ndiag/2 pixels beyond each end (the
+      // reach of their rows; pixels before the first or after the last used one are not
+      // evaluated), with ln lambda extrapolated at the end spacing beyond the arm, so that every
+      // matrix row of an edge pixel finds the model where its weight lies (without the padding
+      // the arm's first and last pixels lost up to ~40% of their row's weight). Only the used
+      // pixels' rows are read (full_idx).
+      const long h = arm.ndiag / 2;
       const long nl = static_cast<long>(n);
-      std::vector<double> full(n + 2 * h);
+      const long j_lo = static_cast<long>(idx.front()) - h;  // arm pixel of full index 0
+      const long n_grid =
+          static_cast<long>(idx.back()) - static_cast<long>(idx.front()) + 1 + 2 * h;
+      std::vector<double> full(n_grid);
       const double d0 = std::log(arm.wave_vac_A[1] / arm.wave_vac_A[0]);
       const double d1 = std::log(arm.wave_vac_A[n - 1] / arm.wave_vac_A[n - 2]);
-      for (long jj = 0; jj < nl + 2 * h; ++jj) {
-        const long j = jj - h;
+      std::vector<float> grid_rows(static_cast<size_t>(n_grid) * arm.ndiag, 0.0f);
+      for (long jj = 0; jj < n_grid; ++jj) {
+        const long j = jj + j_lo;
         full[jj] = j < 0     ? std::log(arm.wave_vac_A[0]) + j * d0
                    : j >= nl ? std::log(arm.wave_vac_A[n - 1]) + (j - nl + 1) * d1
                              : std::log(arm.wave_vac_A[j]);
+        if (j >= 0 && j < nl)
+          std::copy_n(rows.begin() + j * arm.ndiag, arm.ndiag, grid_rows.begin() + jj * arm.ndiag);
       }
-      rows.insert(rows.begin(), static_cast<size_t>(h) * arm.ndiag, 0.0f);
-      rows.insert(rows.end(), static_cast<size_t>(h) * arm.ndiag, 0.0f);
       all.full_lnlam.push_back(std::move(full));
-      all.rmat.push_back(std::move(rows));
+      all.rmat.push_back(std::move(grid_rows));
       all.ndiag.push_back(arm.ndiag);
     } else {
       all.full_lnlam.emplace_back();

@@ -30,7 +30,8 @@ void sampled_gaussian(int ndiag, int half, double c, double sg, double* w) {
 
 void fold_resolution_rows(const double* wave, size_t n_pix, const float* res, int ndiag,
                           double template_fwhm_A, std::vector<float>* out,
-                          std::vector<char>* row_ok, const double* template_fwhm_pp) {
+                          std::vector<char>* row_ok, const double* template_fwhm_pp,
+                          const char* want) {
   const int n = static_cast<int>(n_pix), half = ndiag / 2;
   out->assign(n_pix * static_cast<size_t>(std::max(ndiag, 0)), 0.0f);
   row_ok->assign(n_pix, 0);
@@ -57,6 +58,8 @@ void fold_resolution_rows(const double* wave, size_t n_pix, const float* res, in
   auto usable = [&](int i) { return std::isfinite(m0[i]) && m0[i] > 1e-6; };
   for (int i = 0; i < n; ++i) {
     if (!usable(i)) continue;
+    (*row_ok)[i] = 1;
+    if (want && !want[i]) continue;
     // The first and last `half` rows reach beyond the arm, where the matrix stores nothing: their
     // stored weights lose part of the row and pull its centroid inward. They take the shape and
     // weight of the nearest complete row (the LSF varies slowly along an arm).
@@ -99,7 +102,6 @@ void fold_resolution_rows(const double* wave, size_t n_pix, const float* res, in
       row[k0] = static_cast<float>(s0 * (1 - f));
       row[k0 + 1] = static_cast<float>(s0 * f);
     }
-    (*row_ok)[i] = 1;
   }
 }
 

@@ -24,10 +24,14 @@ constexpr int kMaxResolutionDiagonals = 32;
 // finite (those pixels must not be fitted). The first and last ndiag/2 rows, which reach beyond
 // the arm where the matrix stores nothing, take the shape and weight of the nearest complete row.
 // template_fwhm_pp[n], when not null, gives the templates' FWHM [A] per arm pixel instead (joined
-// libraries, whose line spread varies with wavelength).
+// libraries, whose line spread varies with wavelength). want[n], when not null, names the rows
+// the caller will use: the others get row_ok (from the row's moments) but stay zero, unfolded
+// (the fold is most of a DESI spectrum's preparation; rows beyond the templates' range or with
+// ivar 0 are never read).
 void fold_resolution_rows(const double* wave_A, size_t n, const float* res, int ndiag,
                           double template_fwhm_A, std::vector<float>* out,
-                          std::vector<char>* row_ok, const double* template_fwhm_pp = nullptr);
+                          std::vector<char>* row_ok, const double* template_fwhm_pp = nullptr,
+                          const char* want = nullptr);
 inline void fold_resolution_rows(const std::vector<double>& wave_A, const std::vector<float>& res,
                                  int ndiag, double template_fwhm_A, std::vector<float>* out,
                                  std::vector<char>* row_ok) {

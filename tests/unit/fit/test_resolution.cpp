@@ -133,6 +133,66 @@ TEST_CASE("matrix rows of an arm's edge pixels keep their whole weight (padded m
   CHECK(kern::apply_rmat(d, 0, last, one.data(), 1, 0) == Approx(interior).epsilon(1e-6));
 }
 
+TEST_CASE("only the rows and the model grid of used pixels are folded and evaluated",
+          "[resolution][fit]") {
+  // fold_resolution_rows with `want`: the same row_ok for every row, the wanted rows bit for bit
+  // as folded without it, the others left zero.
+  const auto file = read_spectra(test::data("spectra/desi_lamost/coadd-lamost-dr8.fits"));
+  REQUIRE(!file.spectra.empty());
+  const auto& arm = file.spectra[0].arms.at(2);  // z: LAMOST's data end near 9100 A
+  REQUIRE(arm.ndiag > 0);
+  const int n = static_cast<int>(arm.size()), nd = arm.ndiag;
+  std::vector<float> all_rows, some_rows;
+  std::vector<char> all_ok, some_ok, want(n, 0);
+  for (int i = 0; i < n; i += 3) want[i] = 1;
+  fold_resolution_rows(arm.wave_vac_A, arm.resolution, nd, 2.5, &all_rows, &all_ok);
+  fold_resolution_rows(arm.wave_vac_A.data(), n, arm.resolution.data(), nd, 2.5, &some_rows,
+                       &some_ok, nullptr, want.data());
+  CHECK(some_ok == all_ok);
+  int n_zero_checked = 0;
+  for (int i = 0; i < n; ++i)
+    for (int k = 0; k < nd; ++k) {
+      const float r = some_rows[static_cast<size_t>(i) * nd + k];
+      if (want[i]) {
+        REQUIRE(r == all_rows[static_cast<size_t>(i) * nd + k]);
+      } else {
+        REQUIRE(r == 0.0f);
+        n_zero_checked += all_rows[static_cast<size_t>(i) * nd + k] != 0.0f;
+      }
+    }
+  CHECK(n_zero_checked > 1000);  // unwanted rows that a full fold does fill
+
+  // prepare_spectrum: the model's full grid spans the used pixels plus nd/2 on each side, not the
+  // whole arm: an arm whose first 40 and last 100 pixels have ivar 0 (as LAMOST's z arm beyond
+  // its data) gets a grid of the 160 used pixels + nd - 1, starting nd/2 pixels before the first.
+  const auto& lib = test::thin_library();
+  FitConfig cfg;
+  ArmModelCache cache(lib);
+  const FitContext ctx{lib, cache, cfg, "desi"};
+  const int m = 300;
+  Spectrum s;
+  ArmData a;
+  a.name = "B";
+  a.ndiag = 11;
+  a.resolution.assign(static_cast<size_t>(11) * m, 1.0f / 11);
+  for (int j = 0; j < m; ++j) {
+    a.wave_vac_A.push_back(4200.0 + 0.8 * j);
+    a.flux.push_back(1.0f);
+    a.ivar.push_back(j < 40 || j >= m - 100 ? 0.0f : 100.0f);
+    a.mask.push_back(0);
+  }
+  s.arms.push_back(a);
+  const auto p = prepare_spectrum(s, ctx);
+  REQUIRE(p.ready);
+  REQUIRE(p.packed.full_lnlam.size() == 1);
+  const auto& full = p.packed.full_lnlam[0];
+  CHECK(full.size() == static_cast<size_t>(160 + 10));
+  CHECK(full[0] == Approx(std::log(4200.0 + 0.8 * 35)).epsilon(1e-14));
+  CHECK(p.packed.full_idx.front() == 5);
+  CHECK(p.packed.full_idx.back() == 5 + 159);
+  CHECK(p.packed.rmat[0].size() == full.size() * 11);
+}
+
 TEST_CASE("folded rows of real DESI matrices equal the direct Gaussian of their moments",
           "[resolution]") {
   // Oracle: the row's moments, then 8 centroid steps of the sampled Gaussian with one exp() per
