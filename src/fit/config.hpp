@@ -27,12 +27,7 @@ struct FitConfig {
   int min_arm_pixels = 20;  // an arm with fewer usable pixels is dropped
   double clip_sigma = 5.0;  // one re-fit after clipping |resid|/sigma above this; 0 = off
   double wave_min_A = 0.0, wave_max_A = 0.0;  // optional fit range (vacuum), 0 = none
-  // Telluric bands no template models: O2 B (6865-6930), H2O (7165-7330) and O2 A (7590-7710).
-  // The A band lies beyond MILES (7410 A) and matters for joined libraries only: on the 85
-  // DESI-layout stars with preset desi, VRAD robust sigma against the truth 7.25 -> 6.34 km/s
-  // with it masked (docs/templates.md); the wider water bands of the z arm stay in (6.58).
-  std::vector<std::pair<double, double>> mask_bands_A = {
-      {6865.0, 6930.0}, {7165.0, 7330.0}, {7590.0, 7710.0}};
+  std::vector<std::pair<double, double>> mask_bands_A = {{6865.0, 6930.0}, {7165.0, 7330.0}};
   double chisq_improvement_min = 50.0;  // RVS_WARN bit 0 threshold (rvspecfit uses 50)
   double rv_err_max_kms = 100.0;        // RVS_WARN bit 2 threshold
   // RVS_WARN MODEL_MISMATCH: the fractional rms of the residuals beyond the noise,

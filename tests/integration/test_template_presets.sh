@@ -72,7 +72,7 @@ if ok.sum() < 84:  # measured 85 of 85; MILES alone: 84
     err.append(f"SUCCESS {ok.sum()} of {len(c)} (MILES alone: 84)")
 # The LAMOST pipeline velocities come from the blue-green range; LAMOST's red half reads
 # +12 to +19 km/s against it (docs/rv-zero-point.md, docs/templates.md), which the z arm now
-# weighs in: measured median +4.2, robust sigma 6.3 km/s (MILES only: +1.5 / 3.3). Bounds with
+# weighs in: measured median +4.4, robust sigma 7.3 km/s (MILES only: +1.5 / 3.3). Bounds with
 # room for rounding and thread order, tight enough to catch a broken red range (whole-arm
 # shifts of 15+ km/s).
 if abs(med) > 7 or rsig > 9:
