@@ -13,7 +13,11 @@ sigma (1.4826 * median |pull|) of the pulls
 
 is 1 (f = 0 if the statistical errors alone already give a pull width <= 1), and prints it with a
 bootstrap interval over the pairs, and the pull widths with the statistical errors alone and with
-the catalog's *_ERR (statistical + the configured floor). The floors shipped in
+the catalog's *_ERR (statistical + the configured floor). Leave-one-pair-out cross-validation: for
+each pair the floor is solved on the other pairs and the held-out pair's pull computed with it;
+`pull(LOPO)` is the robust sigma of those held-out pulls (what a floor fitted to these pairs gives
+on a pair it was not fitted to) and `floor(LOPO)` the mean and standard deviation of the
+per-fold floors. The floors shipped in
 src/fit/config.cpp come from this script's output on the shared data (docs/quality.md).
 Needs numpy and h5py.
 """
@@ -81,7 +85,7 @@ def main():
     print(f"{len(pairs)} repeat pairs")
     failed = []
     print(f"{'column':7s} {'robust sd diff':>15s} {'pull(stat)':>11s} {'pull(_ERR)':>11s} "
-          f"{'floor':>9s} {'bootstrap 16-84%':>20s}")
+          f"{'floor':>9s} {'bootstrap 16-84%':>20s} {'pull(LOPO)':>11s} {'floor(LOPO)':>20s}")
     for col in COLUMNS:
         diff = rows[col][i] - rows[col][j]
         var_stat = rows[col + "_ERR_STAT"][i] ** 2 + rows[col + "_ERR_STAT"][j] ** 2
@@ -91,8 +95,17 @@ def main():
                 for k in (rng.integers(0, len(diff), len(diff)) for _ in range(args.bootstrap))]
         lo, hi = np.percentile(boot, [16, 84])
         pull = robust_sigma(diff / np.sqrt(var_tot))
+        keep = np.ones(len(diff), bool)
+        f_lopo, held = [], []
+        for k in range(len(diff)):
+            keep[k] = False
+            fk = solve_floor(diff[keep], var_stat[keep])
+            keep[k] = True
+            f_lopo.append(fk)
+            held.append(diff[k] / np.sqrt(var_stat[k] + 2 * fk * fk))
         print(f"{col:7s} {robust_sigma(diff):15.4g} {robust_sigma(diff / np.sqrt(var_stat)):11.2f} "
-              f"{pull:11.2f} {f:9.4g} {lo:9.4g} - {hi:<9.4g}")
+              f"{pull:11.2f} {f:9.4g} {lo:9.4g} - {hi:<9.4g} {robust_sigma(np.array(held)):11.2f} "
+              f"{np.mean(f_lopo):9.4g} +- {np.std(f_lopo):<8.3g}")
         if args.check and not args.check[0] <= pull <= args.check[1]:
             failed.append(f"{col} pull width {pull:.2f}")
     if failed:

@@ -326,6 +326,28 @@ TemplateLibrary build_library(const TemplateSet& set, const BuildConfig& cfg) {
         lib.label_max[l] = std::max(lib.label_max[l], lab(r, l));
       }
     lib.loo_rms = loo;
+    // The emulator's error per template pixel: each star's leave-one-out residual
+    // Y - (Z - loo_err) B (its coefficients predicted without it, plus the truncation), robust
+    // sigma over the stars at each pixel, then the rms over +-300 km/s (the fit uses it at the
+    // observed wavelength, before the velocity is known).
+    {
+      const MatrixXd E = Y - (Z - best.loo_err) * B;
+      std::vector<double> sig(T), col(N);
+      for (long t = 0; t < T; ++t) {
+        for (long r = 0; r < N; ++r) col[r] = std::fabs(E(r, t));
+        std::nth_element(col.begin(), col.begin() + N / 2, col.end());
+        sig[t] = 1.4826 * col[N / 2];
+      }
+      const long h = std::max<long>(1, std::lround(300.0 / kern::kSpeedOfLight_kms / lib.dlnlam));
+      lib.model_sigma.assign(T, 0.0f);
+      double s2 = 0;
+      long lo_t = 0, hi_t = -1;
+      for (long t = 0; t < T; ++t) {
+        while (hi_t < std::min(T - 1, t + h)) ++hi_t, s2 += sig[hi_t] * sig[hi_t];
+        while (lo_t < t - h) s2 -= sig[lo_t] * sig[lo_t], ++lo_t;
+        lib.model_sigma[t] = static_cast<float>(std::sqrt(std::max(0.0, s2 / (hi_t - lo_t + 1))));
+      }
+    }
     lib.attrs["build.gp_length_scale"] = fmt::format("{}", fmt::join(len, ","));
     lib.attrs["build.gp_nugget"] = fmt::format("{}", nugget);
     lib.ccf_labels.clear();

@@ -32,6 +32,13 @@ kern::EmulatorView TemplateLibrary::view() const {
 
 double TemplateLibrary::wave_vac_A(int t) const { return std::exp(lnlam0 + t * dlnlam); }
 
+double TemplateLibrary::model_sigma_at(double lam_A) const {
+  if (model_sigma.empty() || !(lam_A > 0)) return 0.0;
+  const double u = (std::log(lam_A) - lnlam0) / dlnlam;
+  const long t = std::clamp<long>(std::lround(u), 0, static_cast<long>(model_sigma.size()) - 1);
+  return model_sigma[t];
+}
+
 double TemplateLibrary::template_fwhm_A(double lam_A) const {
   if (!lsf_fwhm_A.empty() && n_tpix > 0) {
     const double u = (std::log(lam_A) - lnlam0) / dlnlam;
@@ -80,6 +87,7 @@ std::string TemplateLibrary::compute_checksum() const {
   fnv_vec(h, shift);
   fnv_vec(h, scale);
   if (!lsf_fwhm_A.empty()) fnv_vec(h, lsf_fwhm_A);  // absent: the checksum of older libraries
+  if (!model_sigma.empty()) fnv_vec(h, model_sigma);  // likewise
   for (const auto& c : classes) {  // absent classes leave the checksum of older libraries
     fnv(h, c.subtype.data(), c.subtype.size());
     fnv_vec(h, c.basis);
@@ -113,6 +121,7 @@ void TemplateLibrary::save(const std::string& path) const {
     f.write("wave_vac_A", wave, shp(n_tpix));
     f.write("basis", basis, shp(n_tpix, n_comp));
     if (!lsf_fwhm_A.empty()) f.write("lsf_fwhm_A", lsf_fwhm_A, shp(n_tpix));
+    if (!model_sigma.empty()) f.write("validation/model_sigma", model_sigma, shp(n_tpix));
     const size_t N = n_train, L = n_label;
     f.write("emulator/train_x", train_x, shp(N, L));
     f.write("emulator/train_labels", train_labels, shp(N, L));
@@ -170,6 +179,7 @@ TemplateLibrary TemplateLibrary::load(const std::string& path) {
   lib.n_poly = kern::n_poly_terms(lib.n_label);
   lib.basis = f.read_float("basis");
   if (f.exists("lsf_fwhm_A")) lib.lsf_fwhm_A = f.read_float("lsf_fwhm_A");
+  if (f.exists("validation/model_sigma")) lib.model_sigma = f.read_float("validation/model_sigma");
   lib.train_x = f.read_double("emulator/train_x");
   lib.train_labels = f.read_double("emulator/train_labels");
   lib.alpha = f.read_double("emulator/alpha");
@@ -206,6 +216,7 @@ TemplateLibrary TemplateLibrary::load(const std::string& path) {
   const size_t N = lib.n_train, L = lib.n_label, K1 = lib.n_comp;
   if (lib.basis.size() != static_cast<size_t>(lib.n_tpix) * K1 || lib.alpha.size() != N * K1 ||
       (!lib.lsf_fwhm_A.empty() && lib.lsf_fwhm_A.size() != static_cast<size_t>(lib.n_tpix)) ||
+      (!lib.model_sigma.empty() && lib.model_sigma.size() != static_cast<size_t>(lib.n_tpix)) ||
       lib.train_x.size() != N * L || lib.poly_coef.size() != static_cast<size_t>(lib.n_poly) * K1 ||
       lib.length_scale.size() != L || K1 > static_cast<size_t>(kern::kMaxComp) ||
       L > static_cast<size_t>(kern::kMaxLabels))
@@ -213,6 +224,9 @@ TemplateLibrary TemplateLibrary::load(const std::string& path) {
   for (float v : lib.lsf_fwhm_A)
     if (!(v >= 0.0f) || !std::isfinite(v))
       throw IoError(path + ": lsf_fwhm_A must be finite and >= 0 at every pixel");
+  for (float v : lib.model_sigma)
+    if (!(v >= 0.0f) || !std::isfinite(v))
+      throw IoError(path + ": validation/model_sigma must be finite and >= 0 at every pixel");
   if (lib.compute_checksum() != lib.checksum)
     throw IoError(path + ": template library checksum mismatch (file corrupt or edited)");
   return lib;

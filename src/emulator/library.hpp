@@ -47,6 +47,11 @@ struct TemplateLibrary {
   std::vector<double> label_min, label_max;        // [L] physical box of the training labels
   std::vector<double> ccf_labels;      // [n_ccf][L] physical labels of the coarse CCF templates
   std::vector<double> loo_rms;         // [N] leave-one-out rms of normalised flux per training star
+  // Optional [n_tpix]: the emulator's own error at each template pixel, in normalised flux: the
+  // robust sigma over the training stars of their leave-one-out residuals (prediction without
+  // the star minus its spectrum, so template noise is included), smoothed over +-300 km/s.
+  // Empty in libraries built before it existed (no model variance in the fit).
+  std::vector<float> model_sigma;
   std::vector<ClassTemplate> classes;  // optional: classification templates (empty: none)
   std::map<std::string, std::string> attrs;  // build parameters, validation, provenance
   std::string checksum;
@@ -57,6 +62,8 @@ struct TemplateLibrary {
   double wave_vac_A(int t) const;
   // FWHM [A] of the templates' line spread at vacuum wavelength lam [A] (0 if unknown).
   double template_fwhm_A(double lam_A) const;
+  // model_sigma at vacuum wavelength lam [A] (nearest pixel, clamped to the grid); 0 if absent.
+  double model_sigma_at(double lam_A) const;
 
   // Model on the template grid at physical labels: flux[n_tpix] (normalised), using `basis_in`
   // (default: this library's own basis, i.e. the template resolution).

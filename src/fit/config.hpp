@@ -28,6 +28,13 @@ struct FitConfig {
   double clip_sigma = 5.0;  // one re-fit after clipping |resid|/sigma above this; 0 = off
   double wave_min_A = 0.0, wave_max_A = 0.0;  // optional fit range (vacuum), 0 = none
   std::vector<std::pair<double, double>> mask_bands_A = {{6865.0, 6930.0}, {7165.0, 7330.0}};
+  // The emulator's own error in the likelihood: each pixel's variance 1/ivar gets
+  // (model_variance_scale x sigma_m(lambda) x F)^2, sigma_m the library's per-pixel
+  // leave-one-out error in normalised flux (TemplateLibrary::model_sigma; libraries without it:
+  // no term) and F the flux's running median over +-15 used pixels of the arm (the model's
+  // scale, before the model is known). Issue 25; docs/quality.md gives the pulls.
+  bool model_variance = true;
+  double model_variance_scale = 1.0;
   double chisq_improvement_min = 50.0;  // RVS_WARN bit 0 threshold (rvspecfit uses 50)
   double rv_err_max_kms = 100.0;        // RVS_WARN bit 2 threshold
   // RVS_WARN MODEL_MISMATCH: the fractional rms of the residuals beyond the noise,

@@ -203,13 +203,30 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     }
     const double lo = std::log(arm.wave_vac_A[idx.front()]);
     const double hi = std::log(arm.wave_vac_A[idx.back()]);
-    for (size_t j : idx) {
+    // The emulator's own variance (FitConfig::model_variance): (scale sigma_m F)^2 added to 1/ivar,
+    // F the running median of the flux over +-15 used pixels.
+    std::vector<float> ivar_fit(idx.size());
+    for (size_t k = 0; k < idx.size(); ++k) ivar_fit[k] = arm.ivar[idx[k]];
+    if (cfg.model_variance && !lib.model_sigma.empty() && cfg.model_variance_scale > 0) {
+      constexpr size_t kHalf = 15;
+      float win[2 * kHalf + 1];
+      for (size_t k = 0; k < idx.size(); ++k) {
+        const size_t a = k >= kHalf ? k - kHalf : 0, b = std::min(idx.size(), k + kHalf + 1);
+        for (size_t q = a; q < b; ++q) win[q - a] = arm.flux[idx[q]];
+        std::nth_element(win, win + (b - a) / 2, win + (b - a));
+        const double F = std::fabs(win[(b - a) / 2]);
+        const double sm = cfg.model_variance_scale * lib.model_sigma_at(arm.wave_vac_A[idx[k]]) * F;
+        ivar_fit[k] = static_cast<float>(1.0 / (1.0 / arm.ivar[idx[k]] + sm * sm));
+      }
+    }
+    for (size_t k = 0; k < idx.size(); ++k) {
+      const size_t j = idx[k];
       const double ll = std::log(arm.wave_vac_A[j]);
       all.lnlam.push_back(ll);
       all.xleg.push_back(hi > lo ? 2.0 * (ll - lo) / (hi - lo) - 1.0 : 0.0);
       all.wave.push_back(arm.wave_vac_A[j]);
       all.flux.push_back(arm.flux[j]);
-      all.ivar.push_back(arm.ivar[j]);
+      all.ivar.push_back(ivar_fit[k]);
       all.arm.push_back(all.n_arms);
       // The pixel's index in the model's full grid (below), which starts ndiag/2 pixels before
       // the first used pixel.
@@ -364,6 +381,11 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
     const double f = error_floor(cfg, ctx.format, column);
     *total = std::sqrt(stat * stat + f * f);
   };
+  const int dof = row.NPIX_TOT - np - all.n_arms * (cfg.cont_deg + 1);
+  row.RCHISQ = dof > 0 ? row.CHISQ_TOT / dof : NAN;
+  // Statistical errors grow by sqrt(chi^2/dof) where it exceeds 1 (residuals the noise and the
+  // model variance do not explain), never shrink (issue 25).
+  const double chi_scale = row.RCHISQ > 1.0 ? std::sqrt(row.RCHISQ) : 1.0;
   const bool vsini_fitted = p.packed.fit_vsini;  // set by prepare_spectrum (fit.fit_vsini, R)
   for (const FitParam& q : fit_params(lib, cfg)) {
     if (q.name == "VSINI" && !vsini_fitted) continue;  // NaN: not resolved or not asked
@@ -373,7 +395,7 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
     const double e_theta = std::isnan(var) ? NAN : std::sqrt(std::max(0.0, var));
     const double value = q.log10 ? std::pow(10.0, th) : th;
     row.*q.value = value;
-    const double stat = q.log10 ? std::log(10.0) * value * e_theta : e_theta;
+    const double stat = chi_scale * (q.log10 ? std::log(10.0) * value * e_theta : e_theta);
     if (q.err_stat) {
       row.*q.err_stat = stat;
       add_floor(stat, q.name.c_str(), &(row.*q.err));
@@ -410,8 +432,6 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
   if (res.n_clipped > 0) row.FIT_INFO |= info::kClipped;
 
   // ---- Statistical errors, floors, fit quality ---------------------------------------------
-  const int dof = row.NPIX_TOT - np - all.n_arms * (cfg.cont_deg + 1);
-  row.RCHISQ = dof > 0 ? row.CHISQ_TOT / dof : NAN;
   row.MISMATCH = std::sqrt(std::max(row.RCHISQ - 1.0, 0.0)) / row.SN;
   // Flag only an excess that noise cannot make: chi^2/dof above 1 by more than 5 of its standard
   // deviations sqrt(2/dof) (at S/N 5 noise alone would otherwise reach MISMATCH 0.04).
@@ -424,7 +444,7 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
   for (int s = 0; s < all.n_seg; ++s) {
     const double v = res.v_seg[s];
     double e = NAN;
-    add_floor(res.v_seg_err[s], "VRAD_ARM", &e);
+    add_floor(chi_scale * res.v_seg_err[s], "VRAD_ARM", &e);
     // The catalog columns of the segment's arm name (B, R, Z; others have none).
     static const struct {
       const char* name;

@@ -90,8 +90,9 @@ inline double median_of(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// The default fit configuration on a library, without telluric bands and systematic error floors
-// (injected spectra have neither): the errors are the statistical ones.
+// The default fit configuration on a library, without telluric bands, systematic error floors
+// and the emulator's model variance (injected spectra are the emulator's own model plus noise:
+// they have none of the three): the errors are the statistical ones, whose pulls must be ~1.
 struct InjectionSetup {
   explicit InjectionSetup(const TemplateLibrary& lib)
       : cache(lib), ctx{lib, cache, cfg(), "lamost-dr10"} {}
@@ -100,6 +101,7 @@ struct InjectionSetup {
       FitConfig f;
       f.mask_bands_A.clear();
       f.error_floor.clear();
+      f.model_variance = false;
       return f;
     }();
     return c;
