@@ -2,7 +2,8 @@
 // Gaussian with a per-pixel width sigma_pix[t] (template pixels), normalised to unit sum at
 // every output pixel so that a flat spectrum stays flat. Used with the quadrature difference
 // sigma_diff^2 = sigma_inst^2 - sigma_template^2 (never deconvolve: where it is <= 0 the
-// template is left as it is). Source: DESIGN.md "Resolution"; Gray (2005) for the rotation kernel.
+// template is left as it is). Source: docs/design.md "Forward model" (Resolution); Gray (2005) for
+// the rotation kernel.
 #pragma once
 #include <cmath>
 

@@ -1,7 +1,7 @@
-// The `velox fit` job apart from communication (DESIGN.md "MPI driver", docs/running.md): each
-// rank's logging, threads and GPU; and rank 0's bookkeeping (RootJob). The MPI message loop
-// (mpi/driver.hpp) moves inputs and results between ranks and calls into this; nothing here
-// knows about MPI, so a single process uses it the same way.
+// The `velox fit` job apart from communication (docs/design.md "The fit stream and the job's
+// scale-out", docs/running.md): each rank's logging, threads and GPU; and rank 0's bookkeeping
+// (RootJob). The MPI message loop (mpi/driver.hpp) moves inputs and results between ranks and calls
+// into this; nothing here knows about MPI, so a single process uses it the same way.
 #pragma once
 #include <chrono>
 #include <cstdint>

@@ -1,7 +1,7 @@
-// What a `velox fit` job is asked to do, decided before any fitting (DESIGN.md "MPI driver",
-// docs/running.md): the option check, the input list with its per-input catalog names, the
-// merge-only mode (--merge without inputs) and the chunk size. The same on every rank; the MPI
-// message loop (mpi/driver.hpp) and the root's bookkeeping (app/job.hpp) build on it.
+// What a `velox fit` job is asked to do, decided before any fitting (docs/design.md "The fit stream
+// and the job's scale-out", docs/running.md): the option check, the input list with its per-input
+// catalog names, the merge-only mode (--merge without inputs) and the chunk size. The same on every
+// rank; the MPI message loop (mpi/driver.hpp) and the root's bookkeeping (app/job.hpp) build on it.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -1,8 +1,8 @@
 // Build a TemplateLibrary (PCA basis + GP coefficient model) from a labelled template set.
-// Steps (DESIGN.md "Template emulator"): air->vacuum (reader), restrict the wavelength range,
-// resample to uniform ln(lambda), normalise the continuum, PCA, GP on the PCA coefficients with
-// hyper-parameters chosen by analytic leave-one-out error (Rasmussen & Williams 2006, eq. 5.12),
-// outlier rejection by LOO error, validation numbers stored in the file.
+// Steps (docs/design.md "Forward model", docs/templates.md): air->vacuum (reader), restrict the
+// wavelength range, resample to uniform ln(lambda), normalise the continuum, PCA, GP on the PCA
+// coefficients with hyper-parameters chosen by analytic leave-one-out error (Rasmussen & Williams
+// 2006, eq. 5.12), outlier rejection by LOO error, validation numbers stored in the file.
 #pragma once
 #include <string>
 #include <vector>
