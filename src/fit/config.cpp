@@ -106,6 +106,21 @@ FitConfig load_fit_config(const std::string& path) {
         c.error_floor[format][key] = value;
       }
   }
+  if (f["arm_zero_point_kms"]) {
+    std::map<std::string, std::map<std::string, double>> zp;
+    get(f, "arm_zero_point_kms", zp, path);
+    for (const auto& [format, m] : zp)
+      for (const auto& [arm, value] : m) {
+        check_format("arm_zero_point_kms", format);
+        if (arm != "B" && arm != "R" && arm != "Z")
+          throw ConfigError(path + ": fit.arm_zero_point_kms." + format + "." + arm +
+                            ": unknown arm (B, R, Z)");
+        if (!(std::fabs(value) < 1000))
+          throw ConfigError(path + ": fit.arm_zero_point_kms." + format + "." + arm +
+                            " must be finite, |value| < 1000 km/s");
+        c.arm_zero_point_kms[format][arm] = value;
+      }
+  }
   if (f["mask_bands_A"]) {
     std::vector<std::vector<double>> bands;
     get(f, "mask_bands_A", bands, path);
@@ -185,6 +200,7 @@ std::string dump_fit_config(const FitConfig& c) {
   e << YAML::Key << "arm_split_A" << YAML::Value << c.arm_split_A;
   e << YAML::Key << "arm_rv_pvalue_min" << YAML::Value << c.arm_rv_pvalue_min;
   e << YAML::Key << "error_floor" << YAML::Value << c.error_floor;
+  e << YAML::Key << "arm_zero_point_kms" << YAML::Value << c.arm_zero_point_kms;
   e << YAML::EndMap << YAML::EndMap;
   return e.c_str();
 }

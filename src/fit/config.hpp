@@ -56,6 +56,15 @@ struct FitConfig {
   double vrad_moments_step = 1.0;
   std::map<std::string, double> arm_split_A = {
       {"lamost-dr8", 5800.0}, {"lamost-dr10", 5800.0}, {"sdss", 6000.0}};
+  // Per-arm velocity zero points [km/s] per input format and segment (B, R, Z): the velocity an
+  // arm reads against the blue (reference) arm across a survey format, from its wavelength
+  // calibration. The arm's wavelengths are divided by (1 + zp/c) before the fit, so VRAD and
+  // VRAD_<arm> are on the reference arm's scale. Formats or arms not listed: 0. LAMOST: the
+  // median VRAD_R - VRAD_B of the shared stars fitted without it (DR8 109 stars: +9.5 km/s, 5-fold
+  // spread 8.8-10.8; DR10 25 stars: +18.7, 13.7-20.2), validated by 5-fold cross-validation
+  // (docs/rv-zero-point.md).
+  std::map<std::string, std::map<std::string, double>> arm_zero_point_kms = {
+      {"lamost-dr8", {{"R", 9.5}}}, {"lamost-dr10", {{"R", 18.7}}}};
   // RVS_WARN ARM_RV_DISAGREE when the per-arm velocities' chi^2 about their weighted mean (errors
   // with the VRAD_ARM floor) has a p-value below this.
   double arm_rv_pvalue_min = 1e-3;

@@ -219,10 +219,25 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
         ivar_fit[k] = static_cast<float>(1.0 / (1.0 / arm.ivar[idx[k]] + sm * sm));
       }
     }
+    // Per-arm velocity zero point (FitConfig::arm_zero_point_kms): ln lambda - ln(1 + zp/c) for
+    // the segment's pixels (one-arm formats: the halves at arm_split_A).
+    double zp_b = 0.0, zp_r = 0.0;
+    const auto zp_fmt = cfg.arm_zero_point_kms.find(ctx.format);
+    const auto split_fmt = cfg.arm_split_A.find(ctx.format);
+    const bool split_arm = split_fmt != cfg.arm_split_A.end() && arms.size() == 1;
+    if (zp_fmt != cfg.arm_zero_point_kms.end()) {
+      auto zp = [&](const std::string& name) {
+        const auto z = zp_fmt->second.find(name);
+        return z == zp_fmt->second.end() ? 0.0 : z->second;
+      };
+      zp_b = std::log1p((split_arm ? zp("B") : zp(std::string(arm.name))) / kSpeedOfLight_kms);
+      zp_r = split_arm ? std::log1p(zp("R") / kSpeedOfLight_kms) : zp_b;
+    }
+    const double split_A = split_arm ? split_fmt->second : INFINITY;
     for (size_t k = 0; k < idx.size(); ++k) {
       const size_t j = idx[k];
       const double ll = std::log(arm.wave_vac_A[j]);
-      all.lnlam.push_back(ll);
+      all.lnlam.push_back(ll - (arm.wave_vac_A[j] < split_A ? zp_b : zp_r));
       all.xleg.push_back(hi > lo ? 2.0 * (ll - lo) / (hi - lo) - 1.0 : 0.0);
       all.wave.push_back(arm.wave_vac_A[j]);
       all.flux.push_back(arm.flux[j]);
@@ -251,9 +266,10 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       std::vector<float> grid_rows(static_cast<size_t>(n_grid) * arm.ndiag, 0.0f);
       for (long jj = 0; jj < n_grid; ++jj) {
         const long j = jj + j_lo;
-        full[jj] = j < 0     ? std::log(arm.wave_vac_A[0]) + j * d0
-                   : j >= nl ? std::log(arm.wave_vac_A[n - 1]) + (j - nl + 1) * d1
-                             : std::log(arm.wave_vac_A[j]);
+        full[jj] = (j < 0     ? std::log(arm.wave_vac_A[0]) + j * d0
+                    : j >= nl ? std::log(arm.wave_vac_A[n - 1]) + (j - nl + 1) * d1
+                              : std::log(arm.wave_vac_A[j])) -
+                   zp_b;  // a matrix arm is never split: one zero point
         if (j >= 0 && j < nl)
           std::copy_n(rows.begin() + j * arm.ndiag, arm.ndiag, grid_rows.begin() + jj * arm.ndiag);
       }

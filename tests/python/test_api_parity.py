@@ -59,7 +59,8 @@ class LamostParity(unittest.TestCase):
         # fitted); return_models gives it as float64 on the caller's grid: equal after rounding.
         import h5py
         _, models = velox.fit(self.wave, self.flux, self.ivar, mask=self.mask,
-                              library=library(), resolution=1800.0, return_models=True)
+                              library=library(), resolution=1800.0, return_models=True,
+                              format="lamost-dr10")
         self.assertEqual([m.shape for m in models], [f.shape for f in self.flux])
         with h5py.File("cli.h5", "r") as f:
             saved, saved_wave = f["models/ALL"][:], f["models/ALL_wave"][:]

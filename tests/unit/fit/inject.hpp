@@ -90,9 +90,10 @@ inline double median_of(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// The default fit configuration on a library, without telluric bands, systematic error floors
-// and the emulator's model variance (injected spectra are the emulator's own model plus noise:
-// they have none of the three): the errors are the statistical ones, whose pulls must be ~1.
+// The default fit configuration on a library, without telluric bands, systematic error floors,
+// per-arm velocity zero points and the emulator's model variance (injected spectra are the
+// emulator's own model plus noise: they have none of these): the errors are the statistical
+// ones, whose pulls must be ~1.
 struct InjectionSetup {
   explicit InjectionSetup(const TemplateLibrary& lib)
       : cache(lib), ctx{lib, cache, cfg(), "lamost-dr10"} {}
@@ -102,6 +103,7 @@ struct InjectionSetup {
       f.mask_bands_A.clear();
       f.error_floor.clear();
       f.model_variance = false;
+      f.arm_zero_point_kms.clear();
       return f;
     }();
     return c;

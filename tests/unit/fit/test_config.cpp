@@ -51,7 +51,15 @@ TEST_CASE("every key the fit configuration writes is a key it reads", "[config]"
   c.cont_deg = 5;
   c.default_R["sdss"] = 2200;
   c.mask_bands_A = {{7590, 7700}};
+  c.arm_zero_point_kms["sdss"]["R"] = -3.5;
+  c.model_variance = false;
   const FitConfig back = load_fit_config(write_yaml("dump", dump_fit_config(c)));
+  CHECK(back.arm_zero_point_kms.at("sdss").at("R") == -3.5);
+  CHECK(back.arm_zero_point_kms.at("lamost-dr8").at("R") == 9.5);  // a default kept
+  CHECK_FALSE(back.model_variance);
+  CHECK_THROWS_WITH(
+      load_fit_config(write_yaml("zp", "fit:\n  arm_zero_point_kms:\n    sdss: {Q: 1}\n")),
+      Contains("unknown arm"));
   CHECK(back.cont_deg == 5);
   CHECK(back.default_R.at("sdss") == 2200);
   CHECK(back.mask_bands_A == c.mask_bands_A);

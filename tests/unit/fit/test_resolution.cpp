@@ -242,3 +242,36 @@ TEST_CASE("folded rows of real DESI matrices equal the direct Gaussian of their 
   REQUIRE(n_gauss > 1000);  // the test must exercise the Gaussian branch on real rows
   CHECK(worst < 1e-6);
 }
+
+TEST_CASE("a per-arm velocity zero point moves that half's wavelengths and VRAD_R, not VRAD_B",
+          "[fit][realdata]") {
+  // A real LAMOST DR8 star (one arm, split at 5800 A): with fit.arm_zero_point_kms R = 30 km/s
+  // the red half's ln lambda drop by ln(1 + 30/c) and the blue half's stay; fitted, VRAD_R moves
+  // by about -30 km/s (the labels move a little, so within 3 km/s) and VRAD_B by much less.
+  const auto& lib = test::thin_library();
+  auto sf = read_spectra(test::data("spectra/lamost_dr8/fits/spec-55859-F5902_sp03-232.fits.gz"));
+  REQUIRE(!sf.spectra.empty());
+  const std::string fmt = format_name(sf.format);
+  FitConfig off, on;
+  off.arm_zero_point_kms.clear();
+  on.arm_zero_point_kms = {{fmt, {{"R", 30.0}}}};
+  ArmModelCache c_off(lib), c_on(lib);
+  const FitContext x_off{lib, c_off, off, fmt}, x_on{lib, c_on, on, fmt};
+  const auto p_off = prepare_spectrum(sf.spectra[0], x_off);
+  const auto p_on = prepare_spectrum(sf.spectra[0], x_on);
+  REQUIRE(p_off.packed.lnlam.size() == p_on.packed.lnlam.size());
+  const double split = off.arm_split_A.at(fmt), d = std::log1p(30.0 / kern::kSpeedOfLight_kms);
+  int n_red = 0;
+  for (size_t i = 0; i < p_on.packed.lnlam.size(); ++i) {
+    const bool red = p_on.packed.wave[i] >= split;
+    n_red += red;
+    REQUIRE(p_off.packed.lnlam[i] - p_on.packed.lnlam[i] == Approx(red ? d : 0.0).margin(1e-12));
+    REQUIRE(p_on.packed.xleg[i] == p_off.packed.xleg[i]);  // the continuum's x does not move
+  }
+  CHECK(n_red > 500);
+  const auto r_off = fit_spectrum(sf.spectra[0], x_off);
+  const auto r_on = fit_spectrum(sf.spectra[0], x_on);
+  REQUIRE(r_off.SUCCESS);
+  CHECK(r_on.VRAD_R - r_off.VRAD_R == Approx(-30.0).margin(3.0));
+  CHECK(std::fabs(r_on.VRAD_B - r_off.VRAD_B) < 5.0);
+}
