@@ -39,8 +39,9 @@ struct FitConfig {
   double rv_err_max_kms = 100.0;        // RVS_WARN bit 2 threshold
   // RVS_WARN MODEL_MISMATCH: the fractional rms of the residuals beyond the noise,
   // sqrt(max(chi^2/dof - 1, 0)) / SN, above this (and chi^2/dof significantly above 1). The 134
-  // real LAMOST stars have a median of 0.008 and a maximum of 0.020, the BOSS G star 0.019; the
-  // SDSS white dwarf fitted with MILES has 0.06 (docs/quality.md).
+  // real LAMOST stars have a median of 0 and a maximum of 0.020 with the model variance (0.008 and
+  // 0.020 without), the BOSS G star 0.019; the SDSS white dwarf fitted with MILES has 0.06
+  // (docs/quality.md).
   double mismatch_max = 0.04;
   // Template classification against the library's redrock classes (templates build --classes):
   // RVS_WARN NOT_STAR when a WD, CV or QSO beats every normal star by more than class_dchi2_min.
