@@ -11,10 +11,10 @@
 
 #include "app/fit_run.hpp"
 #include "common/error.hpp"
-#include "fit/rvs_warn.hpp"
 #include "io/fits.hpp"
 #include "io/h5.hpp"
 #include "io/redrock_z.hpp"
+#include "io/rvs_warn.hpp"
 
 namespace velox {
 

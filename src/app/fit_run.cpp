@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <deque>
 #include <chrono>
 #include <ctime>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -18,8 +18,8 @@
 #include "backend/gpu.hpp"
 #include "common/error.hpp"
 #include "common/version.hpp"
-#include "fit/rvs_warn.hpp"
 #include "io/readers.hpp"
+#include "io/rvs_warn.hpp"
 
 namespace velox {
 

@@ -1,7 +1,5 @@
 #include "emulator/validate.hpp"
 
-#include "fit/rvs_warn.hpp"
-
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -16,6 +14,7 @@
 
 #include "common/error.hpp"
 #include "fit/fitter.hpp"
+#include "io/rvs_warn.hpp"
 #include "kernels/physics.hpp"
 #include "model/arm_model.hpp"
 

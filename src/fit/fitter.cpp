@@ -9,7 +9,7 @@
 #include "backend/backend.hpp"
 #include "fit/params.hpp"
 #include "fit/resolution.hpp"
-#include "fit/rvs_warn.hpp"
+#include "io/rvs_warn.hpp"
 #include "kernels/fit_pipeline.hpp"
 
 namespace velox {

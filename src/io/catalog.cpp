@@ -18,8 +18,8 @@
 #include <variant>
 
 #include "common/error.hpp"
-#include "fit/rvs_warn.hpp"
 #include "io/h5.hpp"
+#include "io/rvs_warn.hpp"
 
 namespace velox {
 namespace {

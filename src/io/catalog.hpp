@@ -51,9 +51,9 @@ struct CatalogRow {
   double CHISQ_C_B = NAN, CHISQ_C_R = NAN, CHISQ_C_Z = NAN;  // continuum-only chi^2 per arm
   int32_t NPIX_B = 0, NPIX_R = 0, NPIX_Z = 0;                // pixels used per arm (0 = excluded)
   double SN_B = NAN, SN_R = NAN, SN_Z = NAN;                 // median S/N per pixel per arm
-  int64_t RVS_WARN = 0;  // quality bitmask, bits in fit/rvs_warn.hpp
+  int64_t RVS_WARN = 0;  // quality bitmask, bits in io/rvs_warn.hpp
   bool SUCCESS = false;  // a star, fitted, trustworthy at the reported errors (no reject bit)
-  int64_t FIT_INFO = 0;  // informational bits (fit/rvs_warn.hpp, velox::info), not warnings
+  int64_t FIT_INFO = 0;  // informational bits (io/rvs_warn.hpp, velox::info), not warnings
   // Template classification (redrock classes, docs/quality.md): "" when not classified.
   std::string SPECTYPE, SUBTYPE;
   double CLASS_DCHI2 = NAN;  // chi^2 of the best other kind minus the best class's

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "fit/rvs_warn.hpp"
 #include "io/catalog.hpp"
 #include "io/h5.hpp"
+#include "io/rvs_warn.hpp"
 
 namespace velox {
 namespace {

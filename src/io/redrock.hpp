@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "emulator/library.hpp"
+#include "io/class_template.hpp"
 
 namespace velox {
 

@@ -10,7 +10,7 @@ from collections import Counter
 
 import h5py
 
-BAD_INPUT = 1 << 8  # fit/rvs_warn.hpp
+BAD_INPUT = 1 << 8  # io/rvs_warn.hpp
 
 
 def main(path, n_targets, n_bad):

@@ -6,8 +6,8 @@
 
 #include "emulator/build.hpp"
 #include "fit/fitter.hpp"
-#include "fit/rvs_warn.hpp"
 #include "inject.hpp"
+#include "io/rvs_warn.hpp"
 
 using namespace velox;
 

@@ -6,9 +6,9 @@
 #include <random>
 
 #include "fit/fitter.hpp"
-#include "fit/rvs_warn.hpp"
 #include "inject.hpp"
 #include "io/readers.hpp"
+#include "io/rvs_warn.hpp"
 #include "kernels/fit_eval.hpp"
 #include "kernels/team.hpp"
 #include "test_util.hpp"
