@@ -32,19 +32,23 @@ kern::EmulatorView TemplateLibrary::view() const {
 
 double TemplateLibrary::wave_vac_A(int t) const { return std::exp(lnlam0 + t * dlnlam); }
 
+namespace {
+// The value of a per-template-pixel array v[n_tpix] at the pixel nearest vacuum wavelength lam
+// (clamped to the grid).
+template <class T>
+double at_nearest_pixel(const std::vector<T>& v, double lnlam0, double dlnlam, double lam_A) {
+  const double u = (std::log(lam_A) - lnlam0) / dlnlam;
+  return v[std::clamp<long>(std::lround(u), 0, static_cast<long>(v.size()) - 1)];
+}
+}  // namespace
+
 double TemplateLibrary::model_sigma_at(double lam_A) const {
   if (model_sigma.empty() || !(lam_A > 0)) return 0.0;
-  const double u = (std::log(lam_A) - lnlam0) / dlnlam;
-  const long t = std::clamp<long>(std::lround(u), 0, static_cast<long>(model_sigma.size()) - 1);
-  return model_sigma[t];
+  return at_nearest_pixel(model_sigma, lnlam0, dlnlam, lam_A);
 }
 
 double TemplateLibrary::template_fwhm_A(double lam_A) const {
-  if (!lsf_fwhm_A.empty() && n_tpix > 0) {
-    const double u = (std::log(lam_A) - lnlam0) / dlnlam;
-    const long t = std::clamp<long>(std::lround(u), 0, static_cast<long>(lsf_fwhm_A.size()) - 1);
-    return lsf_fwhm_A[t];
-  }
+  if (!lsf_fwhm_A.empty() && n_tpix > 0) return at_nearest_pixel(lsf_fwhm_A, lnlam0, dlnlam, lam_A);
   if (std::isfinite(fwhm_A) && fwhm_A > 0) return fwhm_A;
   if (std::isfinite(resolution_R) && resolution_R > 0) return lam_A / resolution_R;
   return 0.0;
