@@ -208,13 +208,27 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     std::vector<float> ivar_fit(idx.size());
     for (size_t k = 0; k < idx.size(); ++k) ivar_fit[k] = arm.ivar[idx[k]];
     if (cfg.model_variance && !lib.model_sigma.empty() && cfg.model_variance_scale > 0) {
+      // The window [a, b) slides one pixel at a time: kept sorted by removing the pixel that
+      // leaves and inserting the one that enters (a per-pixel nth_element made preparation 7x
+      // slower on LAMOST).
       constexpr size_t kHalf = 15;
       float win[2 * kHalf + 1];
+      size_t a = 0, b = 0, m = 0;  // window [a, b) of used pixels, m = b - a values in win
       for (size_t k = 0; k < idx.size(); ++k) {
-        const size_t a = k >= kHalf ? k - kHalf : 0, b = std::min(idx.size(), k + kHalf + 1);
-        for (size_t q = a; q < b; ++q) win[q - a] = arm.flux[idx[q]];
-        std::nth_element(win, win + (b - a) / 2, win + (b - a));
-        const double F = std::fabs(win[(b - a) / 2]);
+        const size_t a1 = k >= kHalf ? k - kHalf : 0, b1 = std::min(idx.size(), k + kHalf + 1);
+        for (; a < a1; ++a) {
+          float* p = std::lower_bound(win, win + m, arm.flux[idx[a]]);
+          std::copy(p + 1, win + m, p);
+          --m;
+        }
+        for (; b < b1; ++b) {
+          const float v = arm.flux[idx[b]];
+          float* p = std::upper_bound(win, win + m, v);
+          std::copy_backward(p, win + m, win + m + 1);
+          *p = v;
+          ++m;
+        }
+        const double F = std::fabs(win[m / 2]);
         const double sm = cfg.model_variance_scale * lib.model_sigma_at(arm.wave_vac_A[idx[k]]) * F;
         ivar_fit[k] = static_cast<float>(1.0 / (1.0 / arm.ivar[idx[k]] + sm * sm));
       }
