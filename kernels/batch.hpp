@@ -29,6 +29,10 @@ struct BatchSpectrum {
   int seg_start[kMaxSeg + 1] = {};
   int seg_arm[kMaxSeg] = {};
   int fit_vsini = 0;  // FitData::fit_vsini
+  // Pass 2 of a joint fit over epochs (fit_velocity_held): nonzero = fit VRAD alone with the
+  // labels and VSINI held at held_theta[1..], starting from held_theta[0] km/s.
+  int held = 0;
+  double held_theta[kMaxParams] = {};
 };
 
 struct BatchView {

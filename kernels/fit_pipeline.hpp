@@ -67,7 +67,7 @@ struct PipelineResult {
   int status;
   double v_ccf;
   LMState best;
-  double chi2_c;  // continuum-only chi^2 (NaN if singular)
+  double chi2_c;                // continuum-only chi^2 (NaN if singular)
   double chi2_c_arm[kMaxArms];  // its per-arm parts (NaN for absent arms or if singular)
   double chi2_arm[kMaxArms];
   int npix_arm[kMaxArms];
@@ -82,49 +82,62 @@ struct PipelineResult {
   int n_lm_iter;              // LM runs: starts, VSINI, re-fit) of this fit: `velox bench` counters
 };
 
+// Gauss-Newton on v alone over the pixels of d with the labels held at th (th[0], the start, is
+// replaced by the result): continuum profiled out, each step halved until chi^2 does not rise,
+// at most `max_iter` steps, stopping once a step is below 2% of its error. *v and *err (1 / sqrt
+// of the profiled Hessian, km/s) are NaN when the first evaluation fails; *chi2 is the final
+// chi^2. Expects emulator_coeffs_into(th + 1) done. T, dT: pixel scratch as for lm_fit.
+template <class Team>
+VX_HD VX_NOINLINE void velocity_newton(const Team& team, const EmulatorView& em, const GridView& g,
+                                       const FitData& d, const PipelineConfig& cfg, int max_iter,
+                                       double* th, EvalWork* w, double* T, double* dT, double* v,
+                                       double* err, double* chi2_out) {
+  const int np = kMaxParams;  // every theta entry (VSINI too) is copied; only v is stepped
+  *v = NAN, *err = NAN, *chi2_out = NAN;
+  if (!(evaluate<true>(team, &em, g, d, cfg.cont_deg, th, true, w, T, dT) && w->hess[0] > 0))
+    return;
+  double chi2 = w->chi2, grad = w->grad[0], h = w->hess[0];
+  for (int it = 0; it < max_iter; ++it) {
+    double step = grad / h;
+    bool moved = false;
+    for (int half = 0; half < 4 && !moved; ++half, step *= 0.5) {
+      double tr[kMaxParams];
+      for (int q = 0; q < np; ++q) tr[q] = th[q];
+      tr[0] = fmin(fmax(th[0] + step, cfg.lm.lo[0]), cfg.lm.hi[0]);
+      if (evaluate<true>(team, &em, g, d, cfg.cont_deg, tr, true, w, T, dT) && w->chi2 <= chi2 &&
+          w->hess[0] > 0) {
+        moved = true;
+        th[0] = tr[0];
+        chi2 = w->chi2;
+        grad = w->grad[0];
+        h = w->hess[0];
+      }
+    }
+    if (!moved || fabs(step) < 0.02 / sqrt(h)) break;  // converged to 2% of its error
+  }
+  *v = th[0];
+  *err = 1.0 / sqrt(h);
+  *chi2_out = chi2;
+}
+
 // Velocity of every segment of d (an arm, or a blue/red half) with the labels held at theta:
-// Gauss-Newton on v alone over the segment's pixels, its continuum profiled out, each step
-// halved until chi^2 does not rise. The error is the profiled Hessian's at the final point, so
-// segments are independent measurements of VRAD (RV systematics between arms show up as their
-// disagreement). T, dT: pixel scratch as for lm_fit.
+// velocity_newton over the segment's pixels. The error is the profiled Hessian's at the final
+// point, so segments are independent measurements of VRAD (RV systematics between arms show up
+// as their disagreement).
 template <class Team>
 VX_HD VX_NOINLINE void segment_velocities(const Team& team, const EmulatorView& em,
                                           const GridView& g, const FitData& d,
                                           const PipelineConfig& cfg, const double* theta,
                                           EvalWork* w, double* T, double* dT, PipelineResult* out) {
-  const int np = kMaxParams;  // every theta entry (VSINI too) is copied; only v is stepped
   if (d.n_seg > 0 && cfg.seg_max_iter > 0) emulator_coeffs_into(team, em, theta + 1, w);
   for (int s = 0; s < kMaxSeg; ++s) {
-    double v = NAN, err = NAN;
+    double v = NAN, err = NAN, chi2 = NAN;
     if (s < d.n_seg && cfg.seg_max_iter > 0) {
       const FitData sd = segment_view(d, s);
-      double* Ts = T + d.seg_start[s];
-      double* dTs = dT + d.seg_start[s];  // one Jacobian column (v) per pixel
       double th[kMaxParams];
-      for (int q = 0; q < np; ++q) th[q] = theta[q];
-      if (evaluate<true>(team, &em, g, sd, cfg.cont_deg, th, true, w, Ts, dTs) && w->hess[0] > 0) {
-        double chi2 = w->chi2, grad = w->grad[0], h = w->hess[0];
-        for (int it = 0; it < cfg.seg_max_iter; ++it) {
-          double step = grad / h;
-          bool moved = false;
-          for (int half = 0; half < 4 && !moved; ++half, step *= 0.5) {
-            double tr[kMaxParams];
-            for (int q = 0; q < np; ++q) tr[q] = th[q];
-            tr[0] = fmin(fmax(th[0] + step, cfg.lm.lo[0]), cfg.lm.hi[0]);
-            if (evaluate<true>(team, &em, g, sd, cfg.cont_deg, tr, true, w, Ts, dTs) &&
-                w->chi2 <= chi2 && w->hess[0] > 0) {
-              moved = true;
-              th[0] = tr[0];
-              chi2 = w->chi2;
-              grad = w->grad[0];
-              h = w->hess[0];
-            }
-          }
-          if (!moved || fabs(step) < 0.02 / sqrt(h)) break;  // converged to 2% of its error
-        }
-        v = th[0];
-        err = 1.0 / sqrt(h);
-      }
+      for (int q = 0; q < kMaxParams; ++q) th[q] = theta[q];
+      velocity_newton(team, em, g, sd, cfg, cfg.seg_max_iter, th, w, T + d.seg_start[s],
+                      dT + d.seg_start[s], &v, &err, &chi2);
     }
     team.single([&] {
       out->v_seg[s] = v;
@@ -214,11 +227,10 @@ VX_HD VX_NOINLINE void vsini_upper_limit(const Team& team, const EmulatorView& e
 // Velocities outside the fit's box are left out. NaN when err is not finite and positive or no
 // point evaluates. Accumulated online with a running chi^2 minimum (no per-point storage).
 template <class Team>
-VX_HD VX_NOINLINE void velocity_moments(const Team& team, const EmulatorView& em,
-                                        const GridView& g, const FitData& d,
-                                        const PipelineConfig& cfg, const double* theta,
-                                        double err, EvalWork* w, double* T, double* dT,
-                                        PipelineResult* out) {
+VX_HD VX_NOINLINE void velocity_moments(const Team& team, const EmulatorView& em, const GridView& g,
+                                        const FitData& d, const PipelineConfig& cfg,
+                                        const double* theta, double err, EvalWork* w, double* T,
+                                        double* dT, PipelineResult* out) {
   const int K = cfg.vpost_half;
   double m = INFINITY, s0 = 0.0, s2 = 0.0, s3 = 0.0, s4 = 0.0;  // lane 0's (team.single)
   if (K > 0 && err > 0 && err < INFINITY) {
@@ -251,6 +263,41 @@ VX_HD VX_NOINLINE void velocity_moments(const Team& team, const EmulatorView& em
       out->v_skew = var > 1e-20 ? s3 / s0 / (var * sqrt(var)) : 0.0;
       out->v_kurt = var > 1e-20 ? s4 / s0 / (var * var) : 0.0;
     }
+  });
+  team.sync();
+}
+
+// The statistics of the solution sh->best (fit_one, fit_velocity_held): out->best, the per-arm
+// chi^2 and used pixels (ivar > 0 after clipping), and the continuum-only chi^2 (total and per
+// arm; NaN if singular). Leaves w describing the continuum-only fit.
+template <class Team>
+VX_HD VX_INLINE void solution_statistics(const Team& team, const EmulatorView& em,
+                                         const GridView& g, const FitData& d,
+                                         const PipelineConfig& cfg, const PipelineScratch& sc,
+                                         PipelineShared* sh, PipelineResult* out) {
+  EvalWork* w = &sh->w;
+  evaluate(team, &em, g, d, cfg.cont_deg, sh->best.theta, false, w, sc.T, sc.dT);
+  team.single([&] {
+    out->best = sh->best;
+    for (int a = 0; a < kMaxArms; ++a) {
+      out->chi2_arm[a] = a < d.n_arms ? w->chi2_arm[a] : NAN;
+      out->npix_arm[a] = 0;
+    }
+  });
+  team.sync();
+  for (int a = 0; a < d.n_arms; ++a) {
+    team.reduce_sum(d.arm_start[a + 1] - d.arm_start[a], 1, w->red, [&](int ii, auto acc) {
+      if (sc.ivar[d.arm_start[a] + ii] > 0) acc[0] += 1.0;
+    });
+    team.single([&] { out->npix_arm[a] = (int)w->red[0]; });
+    team.sync();
+  }
+  double theta0[kMaxParams] = {0, 0, 0, 0, 0};
+  evaluate(team, (const EmulatorView*)nullptr, g, d, cfg.cont_deg, theta0, false, w, sc.T, sc.dT);
+  team.single([&] {
+    out->chi2_c = w->ok ? w->chi2 : NAN;
+    for (int a = 0; a < kMaxArms; ++a)
+      out->chi2_c_arm[a] = w->ok && a < d.n_arms ? w->chi2_arm[a] : NAN;
   });
   team.sync();
 }
@@ -443,29 +490,7 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
     }
   }
   // ---- Statistics at the solution -----------------------------------------------------------
-  evaluate(team, &em, g, d, cfg.cont_deg, sh->best.theta, false, w, sc.T, sc.dT);
-  team.single([&] {
-    out->best = sh->best;
-    for (int a = 0; a < kMaxArms; ++a) {
-      out->chi2_arm[a] = a < d.n_arms ? w->chi2_arm[a] : NAN;
-      out->npix_arm[a] = 0;
-    }
-  });
-  team.sync();
-  for (int a = 0; a < d.n_arms; ++a) {
-    team.reduce_sum(d.arm_start[a + 1] - d.arm_start[a], 1, w->red, [&](int ii, auto acc) {
-      if (sc.ivar[d.arm_start[a] + ii] > 0) acc[0] += 1.0;
-    });
-    team.single([&] { out->npix_arm[a] = (int)w->red[0]; });
-    team.sync();
-  }
-  double theta0[kMaxParams] = {0, 0, 0, 0, 0};
-  evaluate(team, (const EmulatorView*)nullptr, g, d, cfg.cont_deg, theta0, false, w, sc.T, sc.dT);
-  team.single([&] {
-    out->chi2_c = w->ok ? w->chi2 : NAN;
-    for (int a = 0; a < kMaxArms; ++a) out->chi2_c_arm[a] = w->ok && a < d.n_arms ? w->chi2_arm[a] : NAN;
-  });
-  team.sync();
+  solution_statistics(team, em, g, d, cfg, sc, sh, out);
   if (fit_vs) vsini_upper_limit(team, em, g, d, cfg, sh, sc, out);
   segment_velocities(team, em, g, d, cfg, sh->best.theta, w, sc.T, sc.dT, out);
   {
@@ -473,6 +498,85 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
     velocity_moments(team, em, g, d, cfg, sh->best.theta, var_v > 0 ? sqrt(var_v) : NAN, w, sc.T,
                      sc.dT, out);
   }
+  team.single([&] {
+    int n = 0;
+    for (int a = 0; a < d.n_arms; ++a) n += out->npix_arm[a];
+    out->npix = n;
+    for (int k = 0; k < 3; ++k) out->n_eval[k] = w->n_eval[k];
+    out->status = kPipeOk;
+  });
+  team.sync();
+}
+
+// Pass 2 of a star's joint fit over its epochs (docs/epochs.md): one epoch's velocity with the
+// labels (and VSINI) held at the star's joint values theta[1..]: velocity_newton from theta[0]
+// (the epoch's own VRAD), one re-fit after clipping |resid|/sigma > clip_sigma, then the
+// statistics fit_one reports (per-arm chi^2 and pixels, continuum-only chi^2, segment
+// velocities). out->best has np = 1: cov[0] is VRAD's variance; the labels carry no error here.
+// VRAD_SKEW/KURT and the VSINI limit are not measured (NaN). `d.ivar` must point to sc.ivar.
+template <class Team>
+VX_HD void fit_velocity_held(const Team& team, const EmulatorView& em, const GridView& g,
+                             const FitData& d, const PipelineConfig& cfg, const double* theta,
+                             const PipelineScratch& sc, PipelineShared* sh, PipelineResult* out) {
+  EvalWork* w = &sh->w;
+  const int vs = vsini_index(em.n_label);
+  team.single([&] {
+    w->emu = sc.emu;
+    w->fit_vsini = cfg.fit_vsini && d.fit_vsini && theta[vs] > 0 ? 1 : 0;
+    w->limb_eps = cfg.limb_eps;
+    w->n_eval[0] = w->n_eval[1] = w->n_eval[2] = 0;
+    out->n_eval[0] = out->n_eval[1] = out->n_eval[2] = out->n_lm_iter = 0;
+    out->v_ccf = NAN;
+    out->vsini_upper = NAN;
+    out->dchi2_vsini0 = NAN;
+    out->v_skew = NAN;
+    out->v_kurt = NAN;
+    out->n_clipped = 0;
+    for (int q = 0; q < kMaxParams; ++q) sh->best.theta[q] = theta[q];
+    if (!w->fit_vsini) sh->best.theta[vs] = 0.0;
+  });
+  team.sync();
+  const int max_iter = 2 * (cfg.seg_max_iter > 0 ? cfg.seg_max_iter : 6);
+  double v = NAN, err = NAN, chi2 = NAN;
+  double th[kMaxParams];
+  for (int q = 0; q < kMaxParams; ++q) th[q] = sh->best.theta[q];
+  emulator_coeffs_into(team, em, th + 1, w);
+  velocity_newton(team, em, g, d, cfg, max_iter, th, w, sc.T, sc.dT, &v, &err, &chi2);
+  if (cfg.clip_sigma > 0 && v == v) {
+    evaluate(team, &em, g, d, cfg.cont_deg, th, false, w, sc.T, sc.dT);
+    model_at_pixels(team, d, cfg.cont_deg, sc.T, w, sc.fn);
+    team.reduce_sum(d.n_pix, 1, w->red, [&](int i, auto acc) {
+      const double z = (d.flux[i] - sc.fn[i]) * sqrt((double)sc.ivar[i]);
+      if (sc.ivar[i] > 0 && fabs(z) > cfg.clip_sigma) {
+        sc.ivar[i] = 0.0f;
+        acc[0] += 1.0;
+      }
+    });
+    const double n_clip = w->red[0];
+    team.single([&] { out->n_clipped = (int)n_clip; });
+    team.sync();
+    if (n_clip > 0) {
+      emulator_coeffs_into(team, em, th + 1, w);
+      velocity_newton(team, em, g, d, cfg, max_iter, th, w, sc.T, sc.dT, &v, &err, &chi2);
+    }
+  }
+  if (!(v == v)) {
+    team.single([&] { out->status = kPipeFitFailed; });
+    team.sync();
+    return;
+  }
+  team.single([&] {
+    for (int q = 0; q < kMaxParams; ++q) sh->best.theta[q] = th[q];
+    sh->best.chi2 = chi2;
+    sh->best.np = 1;
+    sh->best.cov[0] = err * err;
+    sh->best.hess_ok = 1;
+    sh->best.niter = 0;
+    sh->best.status = kLMConverged;
+  });
+  team.sync();
+  solution_statistics(team, em, g, d, cfg, sc, sh, out);
+  segment_velocities(team, em, g, d, cfg, th, w, sc.T, sc.dT, out);
   team.single([&] {
     int n = 0;
     for (int a = 0; a < d.n_arms; ++a) n += out->npix_arm[a];

@@ -127,6 +127,15 @@ void add_fit_options(CLI::App* c, FitOptions& o) {
                 "stars (SPECTYPE STAR or |Z| < 0.005; with --objtypes, either selects), and "
                 "fill RR_Z, RR_SPECTYPE");
   c->add_flag("--save-models", o.save_models, "Store best-fit models in /models/<arm>");
+  c->add_flag("--epochs", o.epochs,
+              "Fit every exposure; the spectra of one star (--group-by) share one set of labels "
+              "with one VRAD per epoch (/epochs), and the catalog gets N_EPOCHS, "
+              "VRAD_CHISQ_CONST, VRAD_LOGP_CONST, VRAD_MAXDIFF_SIG and FIT_INFO RV_VARIABLE "
+              "(docs/epochs.md)");
+  c->add_option("--group-by", o.group_by,
+                "--epochs: the key that joins spectra into stars: TARGETID, or a header key the "
+                "reader keeps (OBJNAME for LAMOST reobservations in separate files)")
+      ->capture_default_str();
   c->add_option("--output-format", o.output_format,
                 "h5, or fits: also an rvspecfit-layout table NAME.fits beside the catalog "
                 "NAME.h5")

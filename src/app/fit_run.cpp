@@ -128,6 +128,8 @@ FitEngine::FitEngine(const FitOptions& opt, int threads, std::shared_ptr<const T
   if (opt.resolution_matrix >= 0) cfg_.resolution_matrix = opt.resolution_matrix != 0;
   cpu_batch_ = static_cast<size_t>(std::max(0, opt.cpu_batch));
   read_block_ = static_cast<size_t>(std::max(0, opt.read_block_fibres));
+  epochs_ = opt.epochs;
+  group_by_ = opt.group_by;
   const kern::PipelineConfig pc = pipeline_config(cfg_, *lib_);
   cpu_ = std::make_unique<CpuBackend>(*lib_, pc, *pool_);
   // Backend choice (docs/gpu.md): gpu demands a device, auto takes one when present.

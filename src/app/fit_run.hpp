@@ -68,6 +68,12 @@ struct FitOptions {
   bool save_models = false;           // --save-models
   std::string redrock;  // --redrock auto|FILE: skip redrock non-stars; RR_Z, RR_SPECTYPE
   std::string output_format = "h5";  // --output-format h5|fits (fits: + rvspecfit layout)
+  // --epochs (docs/epochs.md): every exposure read (read_exposures), the spectra of one input
+  // that share the --group-by key fitted as one star (app/epochs.hpp); the catalog holds the
+  // stars and /epochs their epochs. group_by: TARGETID or a header/FIBERMAP key the reader keeps
+  // (OBJNAME for LAMOST, whose files the job then groups, job_plan.hpp).
+  bool epochs = false;
+  std::string group_by = "TARGETID";
 };
 
 // Inputs from `inputs`, `input_list`, `input_dir`/`glob` (sorted by name) and the healpix
@@ -184,6 +190,8 @@ class FitEngine {
   size_t gpu_chunk_ = 0;          // spectra a chunk gathers when the GPU is in use
   size_t cpu_batch_ = 0;          // FitOptions::cpu_batch
   size_t read_block_ = 0;         // FitOptions::read_block_fibres
+  bool epochs_ = false;           // FitOptions::epochs
+  std::string group_by_;          // FitOptions::group_by
   std::set<std::string> routing_logged_;
   std::mutex outputs_mu_;  // FitOutputs::on_file from the reader threads
   double seconds_fit_ = 0.0;

@@ -13,9 +13,11 @@
 #include <chrono>
 #include <filesystem>
 
+#include "app/epochs.hpp"
 #include "app/fit_run.hpp"
 #include "app/job_outputs.hpp"
 #include "app/stream_pipeline.hpp"
+#include "common/error.hpp"
 #include "io/readers.hpp"
 
 namespace velox {
@@ -51,7 +53,22 @@ void FitEngine::read_input(InputFile& in) {
   in.res.path = in.path;
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    in.file = read_spectra(in.path, fmt_, in.first, in.count);
+    if (!epochs_) {
+      in.file = read_spectra(in.path, fmt_, in.first, in.count);
+    } else {
+      // An input group (job_plan.hpp) is read member after member into one file of spectra.
+      const auto members = input_members(in.path);
+      in.file = read_exposures(members.front(), fmt_);
+      for (size_t m = 1; m < members.size(); ++m) {
+        SpectrumFile more = read_exposures(members[m], fmt_);
+        if (more.format != in.file.format)
+          throw IoError(members[m] + ": format " + format_name(more.format) + " differs from " +
+                        format_name(in.file.format) + " of " + members.front() +
+                        " in the same --group-by star");
+        for (auto& s : more.spectra) in.file.spectra.push_back(std::move(s));
+      }
+      in.file.path = in.path;
+    }
     if (in.file.spectra.empty()) spdlog::warn("{}: no spectra in file", in.path);
     in.format = format_name(in.file.format);
     in.res.side_hdus = in.file.format == SpectrumFormat::DesiCoadd;  // FIBERMAP, SCORES
@@ -73,7 +90,7 @@ void FitEngine::read_input(InputFile& in) {
 }
 
 size_t FitEngine::read_block_fibres(const std::string& path) const {
-  if (read_block_ == 0) return 0;
+  if (read_block_ == 0 || epochs_) return 0;  // a star's exposures stay in one block
   std::error_code ec;
   const uintmax_t bytes = std::filesystem::file_size(path, ec);
   // About 0.5 MB per DESI fibre (three arms of ~2800 pixels: flux, ivar, mask, 11-diagonal
@@ -94,6 +111,17 @@ void FitEngine::report_input(InputFile& in, std::vector<CatalogRow>&& fitted,
     std::vector<SpectrumFile> one;
     one.push_back(std::move(in.file));
     outputs_->collect(one, {in.selected}, std::move(fitted), diags, in.res.rows);
+    if (epochs_) {
+      // The rows collect() kept, in spectrum order: selected ones (and the rest with
+      // --include-unselected).
+      std::vector<size_t> spectrum_of_row;
+      const auto& sp = one.front().spectra;
+      for (size_t i = 0; i < sp.size(); ++i)
+        if (in.selected[i] || outputs_->selection().include_unselected)
+          spectrum_of_row.push_back(i);
+      in.res.rows =
+          fit_epochs(one.front(), spectrum_of_row, std::move(in.res.rows), *in.ctx, group_by_);
+    }
   } else {
     outputs_->add_failure_row();
   }

@@ -132,13 +132,16 @@ void InputCatalogWriter::write(const FileResult& r) const {
   if (dir_.empty() || !r.ok) return;
   Provenance p = prov_;
   p["input_path"] = r.path;
-  const SideTables side = side_tables({{r.path, r.rows.data(), r.rows.size(), r.side_hdus}}, fits_);
+  // --epochs: the side tables follow the stars (/catalog); their epochs go to /epochs.
+  std::vector<CatalogRow> stars, epochs;
+  split_epoch_rows(r.rows, &stars, &epochs);
+  const SideTables side = side_tables({{r.path, stars.data(), stars.size(), r.side_hdus}}, fits_);
   const std::string cat = per_input_catalog(dir_, r.path, tree_);
   std::error_code ec;
   fs::create_directories(fs::path(cat).parent_path(), ec);  // the healpix tree (--desi-root)
   if (ec) throw IoError(cat + ": cannot create its folder: " + ec.message());
   // The FITS table first: the HDF5 catalog's existence marks the input finished (resume).
-  if (fits_) write_rvtab_fits(per_input_rvtab(dir_, r.path, tree_), r.rows, p, side);
+  if (fits_) write_rvtab_fits(per_input_rvtab(dir_, r.path, tree_), stars, p, side);
   write_catalog(cat, r.rows, p, [&](h5::File& f) { write_side_h5(f, side); });
 }
 
@@ -304,12 +307,13 @@ int RootJob::finish(const std::string& interrupted_by) {
     prov_["n_inputs_unfinished"] = std::to_string(n_unfinished);
   }
   // The merged rows (moved out of kept_, input order) and each input's span of them.
-  std::vector<CatalogRow> merged;
+  // --epochs: the epoch rows (EPOCH >= 0) follow all stars, outside the spans.
+  std::vector<CatalogRow> merged, epochs;
   std::vector<size_t> start;
   for (auto& rows : kept_) {
     start.push_back(merged.size());
-    merged.insert(merged.end(), std::make_move_iterator(rows.begin()),
-                  std::make_move_iterator(rows.end()));
+    split_epoch_rows(rows, &merged, &epochs);
+    rows.clear();
   }
   start.push_back(merged.size());
   std::vector<std::string> input_paths;
@@ -336,7 +340,12 @@ int RootJob::finish(const std::string& interrupted_by) {
       side = side_tables(per_input, fits);
     }
     if (fits) write_rvtab_fits(FitOutputs::fits_path(out), merged, prov_, *side);
-    write_catalog(out, merged, prov_, [&](h5::File& f) {
+    std::vector<CatalogRow> all;
+    if (!epochs.empty()) {
+      all = merged;
+      all.insert(all.end(), epochs.begin(), epochs.end());
+    }
+    write_catalog(out, epochs.empty() ? merged : all, prov_, [&](h5::File& f) {
       write_input_list(f, input_paths);
       write_side_h5(f, *side);
       if (models) engine_->outputs().write_h5(f);

@@ -40,16 +40,38 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+std::vector<std::string> input_members(const std::string& input) {
+  std::vector<std::string> out;
+  size_t a = 0;
+  for (;;) {
+    const size_t b = input.find('\n', a);
+    out.push_back(input.substr(a, b == std::string::npos ? std::string::npos : b - a));
+    if (b == std::string::npos) break;
+    a = b + 1;
+  }
+  return out;
+}
+
+std::string join_members(const std::vector<std::string>& members) {
+  std::string out;
+  for (size_t i = 0; i < members.size(); ++i) out += (i ? "\n" : "") + members[i];
+  return out;
+}
+
 std::string input_stem(const std::string& path) {
-  const std::string name = fs::path(path).filename().string();
-  return strip_suffix(strip_suffix(name, {".gz", ".fz", ".bz2"}), {".fits", ".fit", ".fts"});
+  const auto members = input_members(path);
+  const std::string name = fs::path(members.front()).filename().string();
+  std::string stem =
+      strip_suffix(strip_suffix(name, {".gz", ".fz", ".bz2"}), {".fits", ".fit", ".fts"});
+  if (members.size() > 1) stem += "+" + std::to_string(members.size() - 1);
+  return stem;
 }
 
 namespace {
 
 fs::path output_folder(const std::string& dir, const std::string& input, bool tree) {
   if (!tree) return fs::path(dir);
-  const fs::path pixdir = fs::path(input).parent_path();
+  const fs::path pixdir = fs::path(input_members(input).front()).parent_path();
   return fs::path(dir) / pixdir.parent_path().filename() / pixdir.filename();
 }
 

@@ -10,7 +10,14 @@
 
 namespace velox {
 
+// An input group (--epochs with a --group-by header key, job_plan.hpp): the files of one star, in
+// one input whose path joins them with newlines (no file name the job accepts holds one). A
+// plain input is a group of one.
+std::vector<std::string> input_members(const std::string& input);
+std::string join_members(const std::vector<std::string>& members);
+
 // "spec-1-2.fits.gz" -> "spec-1-2": the file name without .gz/.fz/.bz2 and then .fits/.fit/.fts.
+// An input group: the first member's stem + "+<number of other members>".
 std::string input_stem(const std::string& path);
 // True when `s` ends with `suffix` (file-name suffixes).
 bool ends_with(const std::string& s, const std::string& suffix);

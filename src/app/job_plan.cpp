@@ -12,6 +12,7 @@
 #include "app/job_outputs.hpp"
 #include "app/output_checks.hpp"
 #include "common/error.hpp"
+#include "io/fits.hpp"
 
 namespace velox {
 
@@ -31,6 +32,13 @@ void validate_job_options(FitOptions& opt) {
   if (!any_input && opt.merge.empty())
     throw ConfigError("no input files (give FILES, --input-list or --input-dir/--glob)");
   if (any_input && opt.templates.empty()) throw ConfigError("--templates is required to fit");
+  if (!opt.epochs && opt.group_by != "TARGETID")
+    throw ConfigError("--group-by " + opt.group_by + " needs --epochs");
+  if (opt.epochs && opt.group_by.empty()) throw ConfigError("--group-by: empty key");
+  if (opt.epochs && opt.save_models)
+    throw ConfigError(
+        "--epochs with --save-models: not supported (the models are per spectrum, "
+        "the catalog per star)");
   if (!opt.config.empty()) (void)load_fit_config(opt.config);
   FitOutputs check(opt);  // select: section, --objtypes, --targetid-file, --output-format
   opt.output = catalog_path_for("--output", opt.output, opt.output_format);
@@ -48,22 +56,64 @@ size_t chunk_min_spectra(int threads) {
   return threads <= 1 ? 1 : 4 * static_cast<size_t>(threads);
 }
 
+namespace {
+
+// --epochs --group-by KEY (a header key, not TARGETID): the inputs whose primary header has the
+// same non-empty KEY become one input group (job_outputs.hpp input_members), in the order of
+// their first member, so that a star's files are fitted by one rank in one piece. Reads one
+// header per file; an unreadable file or one without KEY stays alone (the reader reports it).
+std::vector<std::string> group_inputs(const std::vector<std::string>& paths,
+                                      const std::string& key) {
+  std::vector<std::vector<std::string>> groups;
+  std::map<std::string, size_t> index;
+  size_t n_joined = 0;
+  for (const auto& p : paths) {
+    if (p.find('\n') != std::string::npos)
+      throw ConfigError("input file name with a newline: " + p);
+    std::string value;
+    try {
+      value = fits::File::open_read(p).key_string(key, "");
+    } catch (const std::exception&) {
+      value.clear();
+    }
+    if (value.empty()) {
+      groups.push_back({p});
+      continue;
+    }
+    const auto [it, fresh] = index.emplace(value, groups.size());
+    if (fresh) groups.emplace_back();
+    groups[it->second].push_back(p);
+    n_joined += fresh ? 0 : 1;
+  }
+  std::vector<std::string> out;
+  for (const auto& g : groups) out.push_back(join_members(g));
+  spdlog::info("fit --epochs: {} input files in {} stars by header key {}", paths.size(),
+               out.size(), key);
+  return out;
+}
+
+}  // namespace
+
 std::vector<JobInput> plan_inputs(const FitOptions& opt) {
-  const auto paths = collect_inputs(opt);
+  auto paths = collect_inputs(opt);
   if (paths.empty())
     throw ConfigError("no input files (give FILES, --input-list or --input-dir/--glob)");
+  if (opt.epochs && !opt.group_by.empty() && opt.group_by != "TARGETID")
+    paths = group_inputs(paths, opt.group_by);
   std::vector<JobInput> inputs;
   std::map<std::string, std::string> by_catalog;
   for (const auto& p : paths) {
     JobInput in{p, 0, ""};
-    std::error_code ec;
-    if (fs::is_directory(p, ec))
-      throw ConfigError(
-          fmt::format("{}: is a directory: use --input-dir {} (with --glob) to fit "
-                      "the files in it",
-                      p, p));
-    in.bytes = fs::file_size(p, ec);
-    if (ec) in.bytes = 0;  // unreadable: the reader reports it as a failed input
+    for (const auto& m : input_members(p)) {
+      std::error_code ec;
+      if (fs::is_directory(m, ec))
+        throw ConfigError(
+            fmt::format("{}: is a directory: use --input-dir {} (with --glob) to fit "
+                        "the files in it",
+                        m, m));
+      const uintmax_t bytes = fs::file_size(m, ec);
+      if (!ec) in.bytes += bytes;  // unreadable: the reader reports it as a failed input
+    }
     if (!opt.output_dir.empty()) {
       in.catalog = per_input_catalog(opt.output_dir, p, !opt.desi_root.empty());
       auto [it, fresh] = by_catalog.emplace(in.catalog, p);
@@ -83,6 +133,7 @@ int merge_existing(const FitOptions& opt) {
   std::vector<CatalogRow> rows;
   std::vector<std::string> inputs;  // each catalog's input, for /provenance/inputs
   std::vector<size_t> start;        // each catalog's first row in `rows`
+  std::vector<CatalogRow> epochs;   // --epochs: every catalog's /epochs rows
   Provenance prov;
   for (const auto& f : files) {
     Provenance p;
@@ -97,8 +148,7 @@ int merge_existing(const FitOptions& opt) {
           f, files.front(), diff));
     inputs.push_back(p.count("input_path") ? p["input_path"] : f);
     start.push_back(rows.size());
-    rows.insert(rows.end(), std::make_move_iterator(part.begin()),
-                std::make_move_iterator(part.end()));
+    split_epoch_rows(part, &rows, &epochs);  // --epochs: the epochs follow all stars
   }
   start.push_back(rows.size());
   for (const char* k : {"input_path", "mpi_rank"}) prov.erase(k);
@@ -111,12 +161,14 @@ int merge_existing(const FitOptions& opt) {
     per_input.push_back({inputs[i], rows.data() + start[i], start[i + 1] - start[i]});
   const SideTables side = side_tables(per_input, fits);
   if (fits) write_rvtab_fits(FitOutputs::fits_path(opt.merge), rows, prov, side);
+  const size_t n_stars = rows.size();
+  rows.insert(rows.end(), epochs.begin(), epochs.end());
   write_catalog(opt.merge, rows, prov, [&](h5::File& h) {
     write_input_list(h, inputs);
     write_side_h5(h, side);
   });
-  spdlog::info("merge: {} rows from {} catalogs in {} -> {}", rows.size(), files.size(),
-               opt.output_dir, opt.merge);
+  spdlog::info("merge: {} rows from {} catalogs in {} -> {}", n_stars, files.size(), opt.output_dir,
+               opt.merge);
   return kExitOk;
 }
 

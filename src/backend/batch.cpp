@@ -66,6 +66,8 @@ HostBatch::HostBatch(const std::vector<const PreparedSpectrum*>& specs, const Te
     for (int a = 0; a <= kern::kMaxArms; ++a) bs.arm_start[a] = pk.arm_start[a];
     bs.n_seg = pk.n_seg;
     bs.fit_vsini = pk.fit_vsini;
+    bs.held = specs[s]->held ? 1 : 0;
+    for (int q = 0; q < kern::kMaxParams; ++q) bs.held_theta[q] = specs[s]->held_theta[q];
     if (pk.fit_vsini && pc.fit_vsini) sizes_.slot_grid = grid.n_tpix;
     for (int k = 0; k <= kern::kMaxSeg; ++k) bs.seg_start[k] = pk.seg_start[k];
     for (int k = 0; k < kern::kMaxSeg; ++k) bs.seg_arm[k] = pk.seg_arm[k];

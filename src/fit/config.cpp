@@ -73,6 +73,7 @@ FitConfig load_fit_config(const std::string& path) {
   get(f, "wave_max_A", c.wave_max_A, path);
   get(f, "chisq_improvement_min", c.chisq_improvement_min, path);
   get(f, "rv_err_max_kms", c.rv_err_max_kms, path);
+  get(f, "rv_variable_logp", c.rv_variable_logp, path);
   get(f, "model_variance", c.model_variance, path);
   get(f, "model_variance_scale", c.model_variance_scale, path);
   get(f, "fit_vsini", c.fit_vsini, path);
@@ -180,6 +181,7 @@ std::string dump_fit_config(const FitConfig& c) {
   e << YAML::EndSeq;
   e << YAML::Key << "chisq_improvement_min" << YAML::Value << c.chisq_improvement_min;
   e << YAML::Key << "rv_err_max_kms" << YAML::Value << c.rv_err_max_kms;
+  e << YAML::Key << "rv_variable_logp" << YAML::Value << c.rv_variable_logp;
   e << YAML::Key << "model_variance" << YAML::Value << c.model_variance;
   e << YAML::Key << "model_variance_scale" << YAML::Value << c.model_variance_scale;
   e << YAML::Key << "fit_vsini" << YAML::Value << c.fit_vsini;

@@ -37,6 +37,9 @@ struct FitConfig {
   double model_variance_scale = 1.0;
   double chisq_improvement_min = 50.0;  // RVS_WARN bit 0 threshold (rvspecfit uses 50)
   double rv_err_max_kms = 100.0;        // RVS_WARN bit 2 threshold
+  // --epochs: FIT_INFO RV_VARIABLE when VRAD_LOGP_CONST is below this (p < 1e-4: one false
+  // alarm in 10^4 constant stars at honest errors; docs/epochs.md gives the measured rates).
+  double rv_variable_logp = -4.0;
   // RVS_WARN MODEL_MISMATCH: the fractional rms of the residuals beyond the noise,
   // sqrt(max(chi^2/dof - 1, 0)) / SN, above this (and chi^2/dof significantly above 1). The 134
   // real LAMOST stars have a median of 0 and a maximum of 0.020 with the model variance (0.008 and

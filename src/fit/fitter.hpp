@@ -93,6 +93,10 @@ struct PreparedSpectrum {
   Packed packed;       // usable pixels and the arm models
   std::vector<std::string> notes;  // human-readable reasons (excluded arms, failures)
   ClassSpectrum cls;        // rebinned for the template classification (empty: not classified)
+  // Pass 2 of a star's joint fit over its epochs (fit/epochs.hpp): the backend fits VRAD alone
+  // with the labels held at held_theta (kern::fit_velocity_held; [0]: the starting VRAD, km/s).
+  bool held = false;
+  double held_theta[kern::kMaxParams] = {};
 };
 
 // Masking (mask, ivar, non-finite, template coverage, bands), per-arm resolution, packing.

@@ -102,10 +102,22 @@ const CatalogColumn kColumns[] = {
                  "Reference catalog ID (DESI FIBERMAP, e.g. Gaia source_id); -1 if absent"),
     VELOX_COLUMN(REF_CAT, "", "Reference catalog (DESI FIBERMAP: G2 Gaia, T2 Tycho-2, ...)"),
     VELOX_COLUMN(FIBER, "", "DESI fibre number (FIBERMAP); -1 if absent"),
-    VELOX_COLUMN(EXPID, "", "DESI exposure ID (FIBERMAP of spectra files); -1 if absent"),
+    VELOX_COLUMN(EXPID, "",
+                 "Exposure ID (DESI FIBERMAP of spectra files; SDSS frame EXPOSURE with --epochs); "
+                 "-1 if absent"),
     VELOX_COLUMN(RR_Z, "", "Redrock redshift of the target (--redrock); NaN without one"),
     VELOX_COLUMN(RR_SPECTYPE, "", "Redrock SPECTYPE of the target (--redrock); empty without one"),
     VELOX_COLUMN(HEALPIX, "", "HEALPix of the input (NSIDE 64, nested; HPXPIXEL); -1 if absent"),
+    VELOX_COLUMN(EPOCH, "",
+                 "--epochs: index of the epoch within its star (/epochs rows); -1 in /catalog"),
+    VELOX_COLUMN(N_EPOCHS, "",
+                 "--epochs: epochs in the star's velocity statistics; 0 without --epochs"),
+    VELOX_COLUMN(MJD, "d", "--epochs: MJD of the epoch (exposure start); NaN for stars"),
+    VELOX_COLUMN(VRAD_CHISQ_CONST, "",
+                 "--epochs: chi^2 of a constant VRAD over the epochs (N_EPOCHS - 1 dof)"),
+    VELOX_COLUMN(VRAD_LOGP_CONST, "",
+                 "--epochs: log10 p-value of VRAD_CHISQ_CONST for a constant VRAD"),
+    VELOX_COLUMN(VRAD_MAXDIFF_SIG, "", "--epochs: largest pairwise |VRAD difference| / its error"),
 };
 #undef VELOX_COLUMN
 
@@ -138,18 +150,49 @@ struct Layout {
   size_t record_size = 0;
 };
 
-const Layout& layout() {
-  static const Layout l = [] {
-    Layout out;
-    for (const auto& c : kColumns) {
-      size_t n = column_bytes(c.field);
-      out.members.push_back({c.name, out.record_size, column_kind(c.field), n});
-      out.record_size += n;
-    }
-    return out;
-  }();
-  return l;
+// A table of some of the catalog's columns: /catalog has them all, /epochs (--epochs) the
+// per-epoch ones (kEpochColumns).
+struct Table {
+  std::vector<CatalogColumn> cols;
+  Layout layout;
+};
+
+Table make_table(std::vector<CatalogColumn> cols) {
+  Table t;
+  t.cols = std::move(cols);
+  for (const auto& c : t.cols) {
+    size_t n = column_bytes(c.field);
+    t.layout.members.push_back({c.name, t.layout.record_size, column_kind(c.field), n});
+    t.layout.record_size += n;
+  }
+  return t;
 }
+
+const Table& catalog_table() {
+  static const Table t = make_table({std::begin(kColumns), std::end(kColumns)});
+  return t;
+}
+
+// The columns of an epoch (docs/epochs.md): identity, the epoch's VRAD (labels held at the
+// star's) and its fit's quality.
+constexpr const char* kEpochColumns[] = {
+    "TARGETID", "EPOCH",      "N_EPOCHS", "EXPID",         "MJD",      "SOURCE_FILE", "ROW_IN_FILE",
+    "FIBER",    "VRAD",       "VRAD_ERR", "VRAD_ERR_STAT", "VRAD_CCF", "VRAD_B",      "VRAD_B_ERR",
+    "VRAD_R",   "VRAD_R_ERR", "VRAD_Z",   "VRAD_Z_ERR",    "SN",       "CHISQ_TOT",   "NPIX_TOT",
+    "RCHISQ",   "RVS_WARN",   "FIT_INFO", "SUCCESS"};
+
+const Table& epoch_table() {
+  static const Table t = [] {
+    std::vector<CatalogColumn> cols;
+    for (const char* name : kEpochColumns)
+      for (const auto& c : kColumns)
+        if (std::strcmp(c.name, name) == 0) cols.push_back(c);
+    return make_table(std::move(cols));
+  }();
+  return t;
+}
+
+const Layout& layout() { return catalog_table().layout; }
 
 // Copy s into a null-padded field of `n` bytes, keeping at most n-1 bytes and never cutting a
 // UTF-8 multi-byte character in half.
@@ -163,8 +206,10 @@ void put_fixed_string(const std::string& s, unsigned char* dst, size_t n) {
 
 }  // namespace
 
-std::vector<unsigned char> pack_catalog_rows(const std::vector<CatalogRow>& rows) {
-  const Layout& l = layout();
+namespace {
+
+std::vector<unsigned char> pack_rows(const std::vector<CatalogRow>& rows, const Table& t) {
+  const Layout& l = t.layout;
   std::vector<unsigned char> buf(rows.size() * l.record_size);
   for (size_t r = 0; r < rows.size(); ++r) {
     unsigned char* rec = buf.data() + r * l.record_size;
@@ -177,16 +222,22 @@ std::vector<unsigned char> pack_catalog_rows(const std::vector<CatalogRow>& rows
                             [&](auto CatalogRow::*p) {
                               std::memcpy(dst, &(rows[r].*p), sizeof(rows[r].*p));
                             }},
-                 kColumns[c].field);
+                 t.cols[c].field);
     }
   }
   return buf;
 }
 
+}  // namespace
+
+std::vector<unsigned char> pack_catalog_rows(const std::vector<CatalogRow>& rows) {
+  return pack_rows(rows, catalog_table());
+}
+
 namespace {
 
-std::vector<CatalogRow> unpack(const std::vector<unsigned char>& buf) {
-  const Layout& l = layout();
+std::vector<CatalogRow> unpack(const std::vector<unsigned char>& buf, const Table& t) {
+  const Layout& l = t.layout;
   std::vector<CatalogRow> rows(buf.size() / l.record_size);
   for (size_t r = 0; r < rows.size(); ++r) {
     const unsigned char* rec = buf.data() + r * l.record_size;
@@ -200,7 +251,7 @@ std::vector<CatalogRow> unpack(const std::vector<unsigned char>& buf) {
                             [&](auto CatalogRow::*p) {
                               std::memcpy(&(rows[r].*p), src, sizeof(rows[r].*p));
                             }},
-                 kColumns[c].field);
+                 t.cols[c].field);
     }
   }
   return rows;
@@ -238,9 +289,9 @@ std::string yaml_quote(const std::string& s) {
 
 // The lines astropy.table.meta.get_yaml_from_table would write for this table (astropy 5.x,
 // io/misc/hdf5.py write_table_hdf5 with serialize_meta=True).
-std::vector<std::string> astropy_header(const Provenance& provenance) {
+std::vector<std::string> astropy_header(const Table& t, const Provenance& provenance) {
   std::vector<std::string> lines{"datatype:"};
-  for (const auto& c : kColumns) {
+  for (const auto& c : t.cols) {
     std::string unit = *c.unit ? fmt::format(", unit: {}", yaml_quote(c.unit)) : "";
     lines.push_back(fmt::format("- {{name: {}{}, datatype: {}, description: {}}}", c.name, unit,
                                 astropy_datatype(c.field), yaml_quote(c.desc)));
@@ -254,29 +305,60 @@ std::vector<std::string> astropy_header(const Provenance& provenance) {
 }
 
 constexpr const char* kDataset = "/catalog";
+constexpr const char* kEpochDataset = "/epochs";
 constexpr const char* kKindAttr = "velox_kind";
 
 }  // namespace
+
+namespace {
+
+// One table of rows into `dataset`: the compound data, each column's unit and description, the
+// bit names and astropy's header.
+void write_rows(h5::File& f, const char* dataset, const Table& t,
+                const std::vector<CatalogRow>& rows, const Provenance& provenance) {
+  f.write_table(dataset, t.layout.members, t.layout.record_size, pack_rows(rows, t));
+  for (const auto& c : t.cols) {
+    f.set_attr(dataset, std::string(c.name) + "_UNIT", std::string(c.unit));
+    f.set_attr(dataset, std::string(c.name) + "_DESC", std::string(c.desc));
+  }
+  auto bit_list = [](const char* const* names, int n) {
+    std::string bits;
+    for (int b = 0; b < n; ++b) bits += fmt::format("{}{}:{}", b ? "," : "", b, names[b]);
+    return bits;
+  };
+  f.set_attr(dataset, "RVS_WARN_BITS", bit_list(warn::kBitNames, warn::kNumBits));
+  f.set_attr(dataset, "FIT_INFO_BITS", bit_list(info::kBitNames, info::kNumBits));
+  f.write_strings(std::string(dataset) + kMetaSuffix, astropy_header(t, provenance));
+}
+
+}  // namespace
+
+void split_epoch_rows(const std::vector<CatalogRow>& rows, std::vector<CatalogRow>* stars,
+                      std::vector<CatalogRow>* epochs) {
+  for (const auto& r : rows) {
+    if (r.EPOCH >= 0) {
+      if (epochs) epochs->push_back(r);
+    } else if (stars) {
+      stars->push_back(r);
+    }
+  }
+}
 
 void write_catalog(const std::string& path, const std::vector<CatalogRow>& rows,
                    const Provenance& provenance, const std::function<void(h5::File&)>& extra) {
   h5::AtomicOutput out(path);
   {
     h5::File f = h5::File::create(out.temp_path());
-    const Layout& l = layout();
-    f.write_table(kDataset, l.members, l.record_size, pack_catalog_rows(rows));
-    for (const auto& c : kColumns) {
-      f.set_attr(kDataset, std::string(c.name) + "_UNIT", std::string(c.unit));
-      f.set_attr(kDataset, std::string(c.name) + "_DESC", std::string(c.desc));
+    const bool any_epoch =
+        std::any_of(rows.begin(), rows.end(), [](const CatalogRow& r) { return r.EPOCH >= 0; });
+    if (any_epoch) {
+      std::vector<CatalogRow> stars, epochs;
+      split_epoch_rows(rows, &stars, &epochs);
+      write_rows(f, kDataset, catalog_table(), stars, provenance);
+      write_rows(f, kEpochDataset, epoch_table(), epochs, provenance);
+    } else {
+      write_rows(f, kDataset, catalog_table(), rows, provenance);
     }
-    auto bit_list = [](const char* const* names, int n) {
-      std::string bits;
-      for (int b = 0; b < n; ++b) bits += fmt::format("{}{}:{}", b ? "," : "", b, names[b]);
-      return bits;
-    };
-    f.set_attr(kDataset, "RVS_WARN_BITS", bit_list(warn::kBitNames, warn::kNumBits));
-    f.set_attr(kDataset, "FIT_INFO_BITS", bit_list(info::kBitNames, info::kNumBits));
-    f.write_strings(std::string(kDataset) + kMetaSuffix, astropy_header(provenance));
     for (const auto& [k, v] : provenance) f.set_attr("/", k, v);
     f.set_attr("/", kKindAttr, std::string("catalog"));
     if (extra) extra(f);
@@ -298,7 +380,7 @@ std::vector<CatalogRow> read_catalog(const std::string& path, Provenance* proven
   const Layout& l = layout();
   // A catalog written before a column existed (e.g. CLASS_Z) reads with that column's default.
   std::vector<std::string> missing;
-  auto rows = unpack(f.read_table(kDataset, l.members, l.record_size, &missing));
+  auto rows = unpack(f.read_table(kDataset, l.members, l.record_size, &missing), catalog_table());
   if (!missing.empty()) {
     const CatalogRow dflt;
     for (const auto& c : catalog_columns()) {
@@ -311,6 +393,12 @@ std::vector<CatalogRow> read_catalog(const std::string& path, Provenance* proven
     }
     spdlog::debug("{}: written before column(s) {}: their defaults", path,
                   fmt::join(missing, ", "));
+  }
+  if (f.exists(kEpochDataset)) {  // --epochs: the epoch rows follow the stars
+    const Layout& le = epoch_table().layout;
+    auto epochs =
+        unpack(f.read_table(kEpochDataset, le.members, le.record_size, nullptr), epoch_table());
+    rows.insert(rows.end(), epochs.begin(), epochs.end());
   }
   if (provenance) {
     provenance->clear();

@@ -69,6 +69,14 @@ struct CatalogRow {
   double RR_Z = NAN;
   std::string RR_SPECTYPE;
   int64_t HEALPIX = -1;
+  // --epochs (docs/epochs.md): rows with EPOCH >= 0 are one epoch of a star (the /epochs table),
+  // EPOCH -1 the star (/catalog). VRAD of a star is then the weighted mean over its epochs.
+  int32_t EPOCH = -1;
+  int32_t N_EPOCHS = 0;           // epochs in the star's velocity statistics (0: no --epochs)
+  double MJD = NAN;               // epoch rows: MJD of the exposure (start), days
+  double VRAD_CHISQ_CONST = NAN;  // chi^2 of a constant VRAD, N_EPOCHS - 1 degrees of freedom
+  double VRAD_LOGP_CONST = NAN;   // log10 of its p-value
+  double VRAD_MAXDIFF_SIG = NAN;  // largest |v_i - v_j| / sqrt(e_i^2 + e_j^2) over epoch pairs
 };
 
 // One catalog column: its name (= the CatalogRow field name), the field, unit and description.
@@ -94,7 +102,13 @@ std::vector<unsigned char> pack_catalog_rows(const std::vector<CatalogRow>& rows
 // Provenance stored as file attributes of the catalog (all strings).
 using Provenance = std::map<std::string, std::string>;
 
-// Write rows to `path` atomically (write `path`.tmp, then rename). Creates /catalog with
+// --epochs: the star rows (EPOCH < 0, /catalog) and the epoch rows (EPOCH >= 0, /epochs) of
+// `rows`, each in order; either output may be null.
+void split_epoch_rows(const std::vector<CatalogRow>& rows, std::vector<CatalogRow>* stars,
+                      std::vector<CatalogRow>* epochs);
+
+// Write rows to `path` atomically (write `path`.tmp, then rename). Creates /catalog (and, when
+// some row has EPOCH >= 0, /epochs with the epoch columns: docs/epochs.md) with
 // `unit` and `description` metadata for every column (see catalog.cpp) and the provenance as
 // root attributes. Throws IoError naming the file on failure; never leaves a partial `path`.
 // `extra`, if given, writes more datasets (/fibermap, /models) into the file before it is
@@ -107,7 +121,8 @@ void write_catalog(const std::string& path, const std::vector<CatalogRow>& rows,
 // thousands). Throws IoError.
 void write_input_list(h5::File& f, const std::vector<std::string>& inputs);
 
-// Read /catalog back (for `velox info`, merges and tests). Throws IoError.
+// Read /catalog back, then the rows of /epochs if present (for `velox info`, merges, resume and
+// tests). Throws IoError.
 std::vector<CatalogRow> read_catalog(const std::string& path, Provenance* provenance = nullptr);
 
 }  // namespace velox

@@ -38,11 +38,29 @@ std::string indent(const std::string& text, const std::string& pad) {
 
 std::string describe_catalog(const std::string& path) {
   Provenance prov;
-  auto rows = read_catalog(path, &prov);
+  std::vector<CatalogRow> rows, epochs;
+  split_epoch_rows(read_catalog(path, &prov), &rows, &epochs);
   size_t n_ok =
       std::count_if(rows.begin(), rows.end(), [](const CatalogRow& r) { return r.SUCCESS; });
   std::string out =
       fmt::format("{}: velox catalog\n  rows: {}\n  SUCCESS: {}\n", path, rows.size(), n_ok);
+  if (!epochs.empty()) {
+    // --epochs: the stars' epoch counts and velocity constancy (docs/epochs.md).
+    std::vector<double> logp;
+    size_t multi = 0, variable = 0;
+    for (const auto& r : rows) {
+      if (r.N_EPOCHS >= 2) ++multi;
+      if (r.FIT_INFO & info::kRvVariable) ++variable;
+      if (std::isfinite(r.VRAD_LOGP_CONST)) logp.push_back(r.VRAD_LOGP_CONST);
+    }
+    std::sort(logp.begin(), logp.end());
+    out += fmt::format("  epochs: {} rows (/epochs), {} stars with 2 or more, {} RV_VARIABLE\n",
+                       epochs.size(), multi, variable);
+    if (!logp.empty())
+      out +=
+          fmt::format("    VRAD_LOGP_CONST {:.3g} [{:.3g}, {:.3g}] (N={})\n", quantile(logp, 0.5),
+                      quantile(logp, 0.16), quantile(logp, 0.84), logp.size());
+  }
 
   struct Stat {
     const char* name;

@@ -127,7 +127,22 @@ size_t count_desi_fibres(const std::string& path, SpectrumFormat fmt) {
   return n;
 }
 
+namespace {
+SpectrumFile read_any(const std::string& path, SpectrumFormat fmt, size_t first, size_t count,
+                      bool exposures);
+}  // namespace
+
 SpectrumFile read_spectra(const std::string& path, SpectrumFormat fmt, size_t first, size_t count) {
+  return read_any(path, fmt, first, count, false);
+}
+
+SpectrumFile read_exposures(const std::string& path, SpectrumFormat fmt) {
+  return read_any(path, fmt, 0, SIZE_MAX, true);
+}
+
+namespace {
+SpectrumFile read_any(const std::string& path, SpectrumFormat fmt, size_t first, size_t count,
+                      bool exposures) {
   auto f = fits::File::open_read(path);
   SpectrumFile out;
   out.path = path;
@@ -141,7 +156,10 @@ SpectrumFile read_spectra(const std::string& path, SpectrumFormat fmt, size_t fi
       detail::read_lamost_dr10(f, out);
       break;
     case SpectrumFormat::SdssSpec:
-      detail::read_sdss_spec(f, out);
+      if (exposures)
+        detail::read_sdss_exposures(f, out);
+      else
+        detail::read_sdss_spec(f, out);
       break;
     case SpectrumFormat::DesiCoadd:
       detail::read_desi_coadd(f, out, first, count);
@@ -156,6 +174,7 @@ SpectrumFile read_spectra(const std::string& path, SpectrumFormat fmt, size_t fi
   }
   return out;
 }
+}  // namespace
 
 // ---------------------------------------------------------------- shared helpers
 

@@ -30,6 +30,12 @@ SpectrumFile read_spectra(const std::string& path, SpectrumFormat fmt = Spectrum
 // coadd in blocks bounds the memory a rank needs (docs/running.md "Memory").
 SpectrumFile read_spectra(const std::string& path, SpectrumFormat fmt, size_t first,
                           size_t count);
+// --epochs: the spectra of every exposure instead of the coadd where a file holds both. SDSS/BOSS
+// spec files: one spectrum per exposure from the per-exposure frame HDUs (B1-EEEEEEEE-...,
+// R1-...: loglam, flux, ivar, mask), arms B and R, meta EXPID (header EXPOSURE) and MJD (TAI-BEG
+// / 86400), row_in_file = the exposure's index; a file without frames gives its coadd. Other
+// formats: as read_spectra (a DESI spectra file already holds one row per exposure).
+SpectrumFile read_exposures(const std::string& path, SpectrumFormat fmt = SpectrumFormat::Auto);
 // The number of fibres of a DESI coadd (rows of its largest *_FLUX image, as read_spectra
 // counts them) from the headers alone; 0 for any other format. Throws IoError as read_spectra.
 size_t count_desi_fibres(const std::string& path, SpectrumFormat fmt = SpectrumFormat::Auto);

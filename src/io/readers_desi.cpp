@@ -94,11 +94,17 @@ void read_desi_coadd(fits::File& f, SpectrumFile& out, size_t first, size_t coun
   std::map<std::string, std::vector<std::string>> meta_cols;
   // What target selection (fit/select.cpp) and the catalog's FIBERMAP columns need; the whole
   // FIBERMAP row goes to /fibermap separately (app/fit_outputs.cpp).
-  for (const char* col :
-       {"OBJTYPE", "COADD_FIBERSTATUS", "FIBERSTATUS", "DESI_TARGET", "BGS_TARGET", "MWS_TARGET",
-        "SCND_TARGET", "SV1_DESI_TARGET", "SV1_BGS_TARGET", "SV1_MWS_TARGET", "SV1_SCND_TARGET",
-        "SV3_DESI_TARGET", "SV3_BGS_TARGET", "SV3_MWS_TARGET", "SV3_SCND_TARGET", "TARGET_RA",
-        "TARGET_DEC", "REF_ID", "REF_CAT", "FIBER", "EXPID"}) {
+  for (const char* col : {"OBJTYPE",         "COADD_FIBERSTATUS",
+                          "FIBERSTATUS",     "DESI_TARGET",
+                          "BGS_TARGET",      "MWS_TARGET",
+                          "SCND_TARGET",     "SV1_DESI_TARGET",
+                          "SV1_BGS_TARGET",  "SV1_MWS_TARGET",
+                          "SV1_SCND_TARGET", "SV3_DESI_TARGET",
+                          "SV3_BGS_TARGET",  "SV3_MWS_TARGET",
+                          "SV3_SCND_TARGET", "TARGET_RA",
+                          "TARGET_DEC",      "REF_ID",
+                          "REF_CAT",         "FIBER",
+                          "EXPID",           "MJD"}) {
     if (f.has_column(col) && f.column_repeat(col) == 1) meta_cols[col] = f.read_column_text(col);
   }
 

@@ -15,6 +15,7 @@ namespace velox::detail {
 void read_lamost_dr8(fits::File& f, SpectrumFile& out);
 void read_lamost_dr10(fits::File& f, SpectrumFile& out);
 void read_sdss_spec(fits::File& f, SpectrumFile& out);
+void read_sdss_exposures(fits::File& f, SpectrumFile& out);  // io/readers.hpp read_exposures
 // Fibres [first, first + count) (clamped); Spectrum::row_in_file stays the row in the file.
 void read_desi_coadd(fits::File& f, SpectrumFile& out, size_t first = 0,
                      size_t count = SIZE_MAX);

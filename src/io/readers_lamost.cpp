@@ -20,7 +20,7 @@ Spectrum lamost_spectrum(fits::File& f) {
     s.problem = "primary header has no integer OBSID";
   }
   s.targetid = obsid;
-  header_meta(f, {"Z", "Z_ERR", "CLASS", "SUBCLASS", "OBJNAME", "RA", "DEC", "SNRG", "SNRR"},
+  header_meta(f, {"Z", "Z_ERR", "CLASS", "SUBCLASS", "OBJNAME", "RA", "DEC", "SNRG", "SNRR", "MJD"},
               s.meta);
   return s;
 }

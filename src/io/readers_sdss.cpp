@@ -2,7 +2,12 @@
 // (BOSS) or SPECOBJ (SDSS-I/II) with the pipeline's redshift and SPECOBJID.
 // Data model:
 // https://data.sdss.org/datamodel/files/BOSS_SPECTRO_REDUX/RUN2D/spectra/PLATE4/spec.html
+#include <fmt/format.h>
+
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
+#include <map>
 
 #include "common/error.hpp"
 #include "io/readers_detail.hpp"
@@ -27,7 +32,10 @@ bool pack_plate_mjd_fiber(int64_t plate, int64_t mjd, int64_t fiber, int64_t& id
 
 }  // namespace
 
-void read_sdss_spec(fits::File& f, SpectrumFile& out) {
+namespace {
+
+// The identity of the spec file's object (SPALL/SPECOBJ, header PLATEID/MJD/FIBERID).
+Spectrum sdss_identity(fits::File& f) {
   Spectrum s;
   f.move_to(0);
   int64_t plate = f.key_long("PLATEID", -1), mjd = f.key_long("MJD", -1),
@@ -64,6 +72,74 @@ void read_sdss_spec(fits::File& f, SpectrumFile& out) {
   s.meta["MJD"] = std::to_string(mjd);
   s.meta["FIBERID"] = std::to_string(fiber);
   s.row_in_file = 0;
+  return s;
+}
+
+// The SPPIXMASK bits of a per-exposure frame that make a pixel bad (idlutils sdss_maskbits.par):
+// 0-9 the fibre's trace, flat, arc and sky fibre; 18 FULLREJECT, 22 NOSKY, 23 BRIGHTSKY,
+// 24 NODATA, 25 COMBINEREJ (the coadd rejected it: a cosmic ray or an artefact of this exposure),
+// 27 BADSKYCHI. Not: 16 NEARBADPIXEL, 17 LOWFLAT, 19 PARTIALREJ (set on half of a B frame's
+// pixels: some of the extraction profile was rejected), 20 SCATTEREDLIGHT, 21 CROSSTALK,
+// 26 BADFLUXFACTOR; ivar carries their noise.
+constexpr int32_t kFrameBadBits =
+    0x3FF | (1 << 18) | (1 << 22) | (1 << 23) | (1 << 24) | (1 << 25) | (1 << 27);
+
+// One arm of a per-exposure frame HDU (columns loglam, flux, ivar, mask).
+ArmData frame_arm(fits::File& f, const std::string& name) {
+  for (const char* col : {"loglam", "flux", "ivar"}) {
+    if (!f.has_column(col)) f.fail(std::string("column ") + col + ": not found");
+  }
+  ArmData arm;
+  arm.name = name;
+  for (double l : f.read_column_double("loglam")) arm.wave_vac_A.push_back(std::pow(10.0, l));
+  arm.flux = f.read_column_float("flux");
+  arm.ivar = f.read_column_float("ivar");
+  arm.mask = f.has_column("mask") ? f.read_column_int32("mask")
+                                  : std::vector<int32_t>(arm.wave_vac_A.size(), 0);
+  for (auto& m : arm.mask) m &= kFrameBadBits;
+  arm.resolution_R = kSdssR;
+  return arm;
+}
+
+}  // namespace
+
+void read_sdss_exposures(fits::File& f, SpectrumFile& out) {
+  const Spectrum id = sdss_identity(f);
+  // Frame HDUs are named <camera>-<exposure>-<flat>-<arc>, camera b1/b2/r1/r2 (BOSS) in the
+  // spec file's order; one spectrum per exposure, its B and R frames as arms.
+  const auto names = f.hdu_names();
+  std::map<std::string, size_t> by_exposure;
+  for (size_t h = 1; h < names.size(); ++h) {
+    const std::string& n = names[h];
+    if (n.size() < 12 || (n[0] != 'B' && n[0] != 'R' && n[0] != 'b' && n[0] != 'r') ||
+        n[2] != '-' || !std::isdigit(static_cast<unsigned char>(n[1])))
+      continue;
+    const std::string expo = n.substr(3, 8);
+    auto it = by_exposure.find(expo);
+    if (it == by_exposure.end()) {
+      it = by_exposure.emplace(expo, out.spectra.size()).first;
+      Spectrum s = id;
+      s.row_in_file = static_cast<int64_t>(out.spectra.size());
+      out.spectra.push_back(std::move(s));
+    }
+    Spectrum& s = out.spectra[it->second];
+    f.move_to(static_cast<int>(h));
+    const std::string arm = n[0] == 'B' || n[0] == 'b' ? "B" : "R";
+    for (const auto& a : s.arms)
+      if (a.name == arm) {
+        s.problem +=
+            (s.problem.empty() ? "" : "; ") + ("two " + arm + " frames for exposure " + expo);
+      }
+    s.arms.push_back(frame_arm(f, arm));
+    s.meta["EXPID"] = std::to_string(f.key_long("EXPOSURE", std::atol(expo.c_str())));
+    const double tai = f.key_double("TAI-BEG", NAN);
+    if (std::isfinite(tai)) s.meta["MJD"] = fmt::format("{:.6f}", tai / 86400.0);
+  }
+  if (out.spectra.empty()) read_sdss_spec(f, out);  // no frames: the coadd
+}
+
+void read_sdss_spec(fits::File& f, SpectrumFile& out) {
+  Spectrum s = sdss_identity(f);
 
   f.move_to("COADD");
   for (const char* col : {"loglam", "flux", "ivar"}) {

@@ -59,12 +59,14 @@ enum : int64_t {
   kVsiniUpperLimit = 1LL << 4,   // rotation not detected: VSINI_UPPER holds the upper limit
   kVsiniUnresolved = 1LL << 5,   // the arms' resolving power (with the templates') is below
                                  //   fit.vsini_min_R: VSINI not fitted, NaN
+  kRvVariable = 1LL << 6,        // --epochs: VRAD_LOGP_CONST < fit.rv_variable_logp (a velocity
+                                 //   that varies between epochs: binary, pulsator)
 };
 
 // The bits' names, in bit order: the /catalog attribute FIT_INFO_BITS ("0:ARM_EXCLUDED,...").
-inline constexpr const char* kBitNames[] = {"ARM_EXCLUDED",      "CLIPPED",
-                                            "ARM_SPLIT",         "NO_CLASSIFICATION",
-                                            "VSINI_UPPER_LIMIT", "VSINI_UNRESOLVED"};
+inline constexpr const char* kBitNames[] = {
+    "ARM_EXCLUDED",      "CLIPPED",          "ARM_SPLIT",  "NO_CLASSIFICATION",
+    "VSINI_UPPER_LIMIT", "VSINI_UNRESOLVED", "RV_VARIABLE"};
 inline constexpr int kNumBits = sizeof(kBitNames) / sizeof(kBitNames[0]);
 
 }  // namespace velox::info

@@ -16,7 +16,8 @@ EXPECTED = ["TARGETID", "SOURCE_FILE", "ROW_IN_FILE", "VRAD", "VRAD_ERR", "VRAD_
             "MISMATCH", "CHISQ_B", "CHISQ_R", "CHISQ_Z", "CHISQ_C_B", "CHISQ_C_R", "CHISQ_C_Z", "NPIX_B", "NPIX_R", "NPIX_Z", "SN_B",
             "SN_R", "SN_Z", "RVS_WARN", "SUCCESS", "FIT_INFO", "SPECTYPE", "SUBTYPE", "CLASS_DCHI2", "CLASS_Z",
             "TARGET_RA", "TARGET_DEC", "REF_ID", "REF_CAT", "FIBER",
-            "EXPID", "RR_Z", "RR_SPECTYPE", "HEALPIX"]
+            "EXPID", "RR_Z", "RR_SPECTYPE", "HEALPIX", "EPOCH", "N_EPOCHS", "MJD",
+            "VRAD_CHISQ_CONST", "VRAD_LOGP_CONST", "VRAD_MAXDIFF_SIG"]
 
 
 def main(path):

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Check that velox catalogs hold bitwise-identical /catalog rows (used by the MPI tests).
+"""Check that velox catalogs hold bitwise-identical /catalog (and /epochs) rows (MPI tests).
 
 Usage: compare_catalogs.py A.h5 B.h5 [C.h5 ...] -- exits non-zero naming the first difference.
 Rows are compared as raw bytes (NaN payloads included); provenance attributes are not compared.
@@ -10,15 +10,23 @@ import h5py
 import numpy as np
 
 
-def rows(path):
+def rows(path, name):
     with h5py.File(path, "r") as f:
-        return f["catalog"][:]
+        return f[name][:] if name in f else None
 
 
 def main(paths):
-    ref = rows(paths[0])
+    for name in ("catalog", "epochs"):
+        compare(paths, name)
+
+
+def compare(paths, name):
+    ref = rows(paths[0], name)
     for p in paths[1:]:
-        other = rows(p)
+        other = rows(p, name)
+        if ref is None or other is None:
+            assert ref is None and other is None, f"{p}: /{name} in only one of the catalogs"
+            continue
         assert other.dtype == ref.dtype, f"{p}: dtype {other.dtype} != {ref.dtype}"
         assert len(other) == len(ref), f"{p}: {len(other)} rows != {len(ref)} in {paths[0]}"
         a = ref.view(np.uint8).reshape(len(ref), -1)
@@ -26,7 +34,8 @@ def main(paths):
         diff = np.flatnonzero((a != b).any(axis=1))
         assert diff.size == 0, (f"{p}: {diff.size} rows differ from {paths[0]}, first row "
                                 f"{diff[0]}: {ref[diff[0]]} vs {other[diff[0]]}")
-    print(f"compare_catalogs: {len(paths)} catalogs, {len(ref)} rows, bitwise identical")
+    if ref is not None:
+        print(f"compare_catalogs: {len(paths)} catalogs, /{name} {len(ref)} rows, bitwise identical")
 
 
 if __name__ == "__main__":

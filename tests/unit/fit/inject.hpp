@@ -9,6 +9,7 @@
 
 #include "emulator/library.hpp"
 #include "fit/fitter.hpp"
+#include "io/readers.hpp"
 #include "io/spectrum.hpp"
 #include "kernels/convolve.hpp"
 #include "kernels/physics.hpp"
@@ -124,5 +125,40 @@ struct Recovery {
   }
   std::vector<const std::vector<double>*> pulls() const { return {&pv, &pt, &pg, &pf}; }
 };
+
+// A synthetic template set of n stars (uniform TEFF 4000-7000 K, LOGG 1-5, [Fe/H] -2..0.5):
+// absorption lines whose depths and widths depend smoothly on the labels, on a 0.5 A vacuum grid
+// 4000-7000 A, FWHM 2.5 A.
+inline TemplateSet synthetic_set(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> ut(4000, 7000), ug(1.0, 5.0), uf(-2.0, 0.5);
+  std::uniform_real_distribution<double> ul(4100, 6900);
+  std::vector<double> centre(120);
+  for (auto& c : centre) c = ul(rng);
+  TemplateSet set;
+  set.fwhm_A = 2.5;
+  set.kind = "synthetic";
+  for (int s = 0; s < n; ++s) {
+    TemplateSpectrum t;
+    t.name = "syn" + std::to_string(s);
+    t.teff_K = ut(rng);
+    t.logg = ug(rng);
+    t.feh = uf(rng);
+    for (double w = 4000; w <= 7000; w += 0.5) {
+      double f = 1.0 - 0.1 * (t.teff_K - 5500) / 1500 * (w - 5500) / 1500;
+      for (size_t k = 0; k < centre.size(); ++k) {
+        const double depth = 0.5 * std::pow(10.0, 0.4 * t.feh) *
+                             (k % 2 ? 5000.0 / t.teff_K : t.teff_K / 7000.0) *
+                             (k % 3 ? 1.0 : 0.6 + 0.1 * t.logg);
+        const double sig = 1.06 * (1.0 + (k % 5 == 0 ? 0.1 * (5 - t.logg) : 0.0));
+        f -= std::min(depth, 0.9) * std::exp(-0.5 * std::pow((w - centre[k]) / sig, 2));
+      }
+      t.wave_vac_A.push_back(w);
+      t.flux.push_back(f);
+    }
+    set.spectra.push_back(std::move(t));
+  }
+  return set;
+}
 
 }  // namespace velox::test

@@ -45,7 +45,10 @@ void fit_spectrum(const kern::BatchView& b, int s, int slot, double* model) {
   kern::PipelineShared* sh = b.shared + slot;
   kern::PipelineResult* res = b.results + s;
   const IsaTeam team;
-  kern::fit_one(team, b.em, b.grid, d, tmpl, b.n_ccf, b.ccf_labels, b.cfg, sc, sh, res);
+  if (b.spec[s].held)
+    kern::fit_velocity_held(team, b.em, b.grid, d, b.cfg, b.spec[s].held_theta, sc, sh, res);
+  else
+    kern::fit_one(team, b.em, b.grid, d, tmpl, b.n_ccf, b.ccf_labels, b.cfg, sc, sh, res);
   if (!model || res->status != kern::kPipeOk) return;
   // fit_one's last evaluation is the continuum-only one: evaluate the stellar model again at the
   // solution.
