@@ -10,6 +10,12 @@ spec-*.fits (COADD: loglam, flux, ivar, and_mask) or a DESI coadd/spectra file (
 {B,R,Z}_{WAVELENGTH,FLUX,IVAR,MASK}); the format is recognised from the content, as velox does.
 TARGETID defaults to the first target of INPUT in the catalog.
 
+A catalog of `velox fit --epochs` (dataset /epochs, no models) gives instead the star's epochs:
+VRAD of every epoch against its MJD with the errors, the star's weighted mean and its error, and
+N_EPOCHS, VRAD_CHISQ_CONST, VRAD_LOGP_CONST, VRAD_MAXDIFF_SIG and RV_VARIABLE in the title; the
+epochs are also printed as a table (docs/epochs.md). INPUT then only picks the star (any of its
+files).
+
 The figure has one column per arm: data with the model on top (x: vacuum wavelength in
 Angstrom; y: flux in the file's unit), residuals in sigma below. Pixels the fit did not use
 (masked, ivar <= 0, non-finite, outside the templates) are grey, masked ones also ticked in
@@ -107,6 +113,52 @@ def pm(row, col, fmt):
     return f"{v:{fmt}} ± {e:{fmt}}"
 
 
+def plot_epochs(f, a, source):
+    """The epochs of one star of a --epochs catalog: VRAD against MJD."""
+    cat, ep = f["catalog"][:], f["epochs"][:]
+    info_names = bit_names(f["catalog"], "FIT_INFO_BITS")
+    if a.targetid is None:
+        mine = ep[np.array([s.decode() == source for s in ep["SOURCE_FILE"]])]
+        if len(mine) == 0:
+            sys.exit(f"{a.catalog}: no epoch from {source}")
+        a.targetid = int(mine["TARGETID"][0])
+    star = cat[cat["TARGETID"] == a.targetid]
+    e = ep[ep["TARGETID"] == a.targetid]
+    if len(star) == 0 or len(e) == 0:
+        sys.exit(f"{a.catalog}: TARGETID {a.targetid} has no star row or no epochs")
+    row = star[0]
+    ok = e["SUCCESS"].astype(bool)
+    t = e["MJD"] - np.nanmin(e["MJD"]) if np.isfinite(e["MJD"]).any() else e["EPOCH"]
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    ax.errorbar(t[ok], e["VRAD"][ok], e["VRAD_ERR"][ok], fmt="o", color="k", label="epochs")
+    if (~ok).any():
+        ax.errorbar(t[~ok], e["VRAD"][~ok], e["VRAD_ERR"][~ok], fmt="x", color="0.6",
+                    label="not SUCCESS")
+    ax.axhline(row["VRAD"], color="tab:blue", lw=1, label="weighted mean")
+    ax.axhspan(row["VRAD"] - row["VRAD_ERR"], row["VRAD"] + row["VRAD_ERR"], color="tab:blue",
+               alpha=0.2)
+    ax.set_xlabel("MJD - %.3f [d]" % np.nanmin(e["MJD"]) if np.isfinite(e["MJD"]).any()
+                  else "epoch")
+    ax.set_ylabel("VRAD [km/s]")
+    ax.legend(fontsize=8)
+    flags = decode_warn(row["FIT_INFO"], info_names)
+    title = (f"TARGETID {a.targetid}: N_EPOCHS {row['N_EPOCHS']}, VRAD {pm(row, 'VRAD', '.2f')} "
+             f"km/s, TEFF {pm(row, 'TEFF', '.0f')} K\nchi2(const) {row['VRAD_CHISQ_CONST']:.2f}, "
+             f"log10 p {row['VRAD_LOGP_CONST']:.2f}, max pair {row['VRAD_MAXDIFF_SIG']:.2f} sigma;"
+             f" FIT_INFO {flags}")
+    ax.set_title(title, fontsize=8)
+    fig.tight_layout()
+    out = a.out or f"epochs-{a.targetid}.png"
+    fig.savefig(out, dpi=90)
+    print(title.replace("\n", "; "))
+    print("EPOCH  EXPID       MJD          VRAD     VRAD_ERR  SN     RVS_WARN  SOURCE_FILE")
+    for x in e:
+        print(f"{x['EPOCH']:5d}  {x['EXPID']:10d}  {x['MJD']:11.5f}  {x['VRAD']:8.2f}  "
+              f"{x['VRAD_ERR']:8.2f}  {x['SN']:5.1f}  {x['RVS_WARN']:8d}  "
+              f"{x['SOURCE_FILE'].decode()}")
+    print(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("catalog")
@@ -116,6 +168,8 @@ def main():
     a = ap.parse_args()
     source = os.path.basename(a.input)
     with h5py.File(a.catalog, "r") as f:
+        if "epochs" in f:
+            return plot_epochs(f, a, source)
         if "models" not in f:
             sys.exit(f"{a.catalog}: no /models (run velox fit with --save-models)")
         cat = f["catalog"][:]

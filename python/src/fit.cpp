@@ -199,7 +199,9 @@ void register_fit(pyb::module_& m) {
       .def_readwrite("targetids", &FitOptions::targetids)
       .def_readwrite("targetid_file", &FitOptions::targetid_file)
       .def_readwrite("min_sn", &FitOptions::min_sn)
-      .def_readwrite("include_unselected", &FitOptions::include_unselected);
+      .def_readwrite("include_unselected", &FitOptions::include_unselected)
+      .def_readwrite("epochs", &FitOptions::epochs)
+      .def_readwrite("group_by", &FitOptions::group_by);
   m.def("fit_files", &fit_files, pyb::arg("library"), pyb::arg("paths"), pyb::arg("options"));
 }
 

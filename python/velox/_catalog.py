@@ -59,13 +59,19 @@ def as_output(rows, table, meta=None):
     return to_table(rows, meta) if table else rows
 
 
-def read_catalog(path, *, table=False):
+def read_catalog(path, *, table=False, epochs=False):
     """Read a velox catalog (``velox fit`` output, HDF5) into a structured array.
 
-    path: the catalog file. Returns the rows (structured array, dtype ``velox.CATALOG_DTYPE``;
-    units in ``dtype.metadata["units"]``), or an astropy Table with units, descriptions and the
-    file's provenance attributes as ``meta`` when ``table=True``.
+    path: the catalog file. Returns the rows of /catalog (structured array, dtype
+    ``velox.CATALOG_DTYPE``; units in ``dtype.metadata["units"]``), or an astropy Table with
+    units, descriptions and the file's provenance attributes as ``meta`` when ``table=True``.
+    epochs=True: ``(stars, epochs)``, the /epochs rows of a ``--epochs`` catalog as the second
+    (same dtype; empty without --epochs).
     Raises OSError when the file cannot be read or is not a velox catalog.
     """
     records, provenance = _core.read_catalog(str(path))
-    return as_output(records_to_rows(records), table, provenance)
+    rows = records_to_rows(records)
+    stars = as_output(rows[rows["EPOCH"] < 0], table, provenance)
+    if not epochs:
+        return stars
+    return stars, as_output(rows[rows["EPOCH"] >= 0], table, provenance)

@@ -164,7 +164,7 @@ def fit_spectra(spectra, *, library, device="auto", threads=0, config=None,
 
 def fit_files(paths, *, library, device="auto", threads=0, config=None, format="auto",
               objtypes=None, targetids=None, targetid_file=None, min_sn=None,
-              include_unselected=False, resolution_matrix=None, table=False):
+              include_unselected=False, resolution_matrix=None, table=False, _epochs=None):
     """Fit spectrum files as ``velox fit FILES`` does, returning the rows instead of a catalog.
 
     paths: a path or a list of paths (LAMOST, SDSS/BOSS, DESI; format "auto" detects each).
@@ -188,13 +188,37 @@ def fit_files(paths, *, library, device="auto", threads=0, config=None, format="
     opt.targetid_file = os.fspath(targetid_file) if targetid_file else ""
     opt.min_sn = math.nan if min_sn is None else float(min_sn)
     opt.include_unselected = bool(include_unselected)
+    if _epochs is not None:
+        opt.epochs = True
+        opt.group_by = str(_epochs)
     check_engine_args(device, threads)
     with config_file(config, "fit") as cfg:
         opt.config = cfg
         records, failures = _core.fit_files(lib._core, [os.fspath(p) for p in paths], opt)
     for reason in failures:
-        warnings.warn(reason, stacklevel=2)
+        warnings.warn(reason, stacklevel=2 if _epochs is None else 3)
+    if _epochs is not None:
+        rows = records_to_rows(records)
+        return (as_output(rows[rows["EPOCH"] < 0], table),
+                as_output(rows[rows["EPOCH"] >= 0], table))
     return as_output(records_to_rows(records), table)
+
+
+def fit_epochs(paths, *, library, group_by="TARGETID", **kwargs):
+    """Fit every exposure of each star with shared labels, as ``velox fit --epochs`` does
+    (docs/epochs.md), returning ``(stars, epochs)`` instead of a catalog.
+
+    paths: DESI spectra files (one row per exposure), SDSS/BOSS spec files (their per-exposure
+    frames) or LAMOST files; group_by: ``"TARGETID"``, or a header key such as ``"OBJNAME"``
+    that joins files into stars. ``stars`` has one row per star (VRAD the weighted mean over its
+    epochs, N_EPOCHS, VRAD_CHISQ_CONST, VRAD_LOGP_CONST, VRAD_MAXDIFF_SIG, FIT_INFO bit 6
+    RV_VARIABLE); ``epochs`` one row per exposure (EPOCH, EXPID, MJD, VRAD with the labels held
+    at the star's; TARGETID the star's). Both have every catalog column (the file's /epochs keeps
+    a subset). Other keyword arguments as in ``velox.fit_files``; the same errors.
+    """
+    if not group_by:
+        raise ValueError("group_by: empty key")
+    return fit_files(paths, library=library, _epochs=group_by, **kwargs)
 
 
 def model(library, teff, logg, feh, vrad, wave, resolution=None, *, alphafe=None, vacuum=True):

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "app/fit_identity.hpp"
+#include "app/job_plan.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/gpu.hpp"
 #include "common/error.hpp"
@@ -248,7 +249,8 @@ Provenance FitEngine::provenance(const FitOptions& opt) const {
 }
 
 FitRunResult run_fit(const FitOptions& opt, std::shared_ptr<const TemplateLibrary> lib) {
-  const auto files = collect_inputs(opt);
+  auto files = collect_inputs(opt);
+  if (groups_files(opt)) files = group_inputs(files, opt.group_by);
   if (files.empty()) throw ConfigError("no input files (give FILES, --input-list or --input-dir)");
   FitEngine engine(opt, opt.threads, std::move(lib));
   FitRunResult res;
@@ -264,8 +266,10 @@ FitRunResult run_fit(const FitOptions& opt, std::shared_ptr<const TemplateLibrar
         res.files_failed += !r.ok;
         if (!r.ok) res.file_errors.push_back(r.error);
         // Spectra actually fitted (not unreadable files, not unselected fibres).
+        // --epochs: the epochs, not their stars.
         for (const auto& row : r.rows)
-          res.n_spectra += (row.RVS_WARN & (warn::kBadInput | warn::kNotFitted)) == 0;
+          res.n_spectra += (row.RVS_WARN & (warn::kBadInput | warn::kNotFitted)) == 0 &&
+                           (row.EPOCH >= 0 || row.N_EPOCHS == 0);
         for (auto& row : r.rows) res.rows.push_back(std::move(row));
       },
       static_cast<size_t>(std::max(64, 4 * engine.threads())));

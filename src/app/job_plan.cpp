@@ -56,12 +56,6 @@ size_t chunk_min_spectra(int threads) {
   return threads <= 1 ? 1 : 4 * static_cast<size_t>(threads);
 }
 
-namespace {
-
-// --epochs --group-by KEY (a header key, not TARGETID): the inputs whose primary header has the
-// same non-empty KEY become one input group (job_outputs.hpp input_members), in the order of
-// their first member, so that a star's files are fitted by one rank in one piece. Reads one
-// header per file; an unreadable file or one without KEY stays alone (the reader reports it).
 std::vector<std::string> group_inputs(const std::vector<std::string>& paths,
                                       const std::string& key) {
   std::vector<std::vector<std::string>> groups;
@@ -92,14 +86,11 @@ std::vector<std::string> group_inputs(const std::vector<std::string>& paths,
   return out;
 }
 
-}  // namespace
-
 std::vector<JobInput> plan_inputs(const FitOptions& opt) {
   auto paths = collect_inputs(opt);
   if (paths.empty())
     throw ConfigError("no input files (give FILES, --input-list or --input-dir/--glob)");
-  if (opt.epochs && !opt.group_by.empty() && opt.group_by != "TARGETID")
-    paths = group_inputs(paths, opt.group_by);
+  if (groups_files(opt)) paths = group_inputs(paths, opt.group_by);
   std::vector<JobInput> inputs;
   std::map<std::string, std::string> by_catalog;
   for (const auto& p : paths) {

@@ -28,6 +28,17 @@ bool wants_merged(const FitOptions& opt);
 // usually larger): 1 for one thread, else 4 per thread. The CPU stream takes no batches.
 size_t chunk_min_spectra(int threads);
 
+// --epochs --group-by KEY naming a header key (not TARGETID): the job joins files into stars.
+inline bool groups_files(const FitOptions& o) {
+  return o.epochs && !o.group_by.empty() && o.group_by != "TARGETID";
+}
+// The inputs whose primary header has the same non-empty KEY become one input group
+// (job_outputs.hpp input_members), in the order of their first member, so that a star's files
+// are fitted by one rank in one piece. Reads one header per file; an unreadable file or one
+// without KEY stays alone (the reader reports it). Throws ConfigError for a path with a newline.
+std::vector<std::string> group_inputs(const std::vector<std::string>& paths,
+                                      const std::string& key);
+
 // One input of the job, in the order collect_inputs() gives.
 struct JobInput {
   std::string path;

@@ -4,7 +4,10 @@
 #  - the 109 LAMOST DR8 files (+ a corrupt one) joined by the header key OBJNAME: the repeat
 #    stars become one star each, whose files one rank fits (mpirun -np 2 equals -np 1 bitwise,
 #    /epochs included; every star's epochs in one per-input catalog), a rerun skips every group,
-#    and --merge of the per-input catalogs equals the job's merged catalog.
+#    and --merge of the per-input catalogs equals the job's merged catalog;
+#  - the same LAMOST repeats written as a DESI spectra file (tests/python/make_desi_spectra.py:
+#    one FIBERMAP row per exposure, grouped by TARGETID) give the same epochs, within what the
+#    re-gridding changes, when fitted with the LAMOST DR8 floors and zero point.
 source "$(dirname "$0")/mpi_env.sh"
 W="$VELOX_BUILD_DIR/test-tmp/epochs"
 rm -rf "$W"
@@ -36,6 +39,10 @@ assert 5000 < s["TEFF"] < 6500 and np.isfinite(s["VRAD_LOGP_CONST"]), s
 print("SDSS epochs:", np.round(e["VRAD"], 1), "+-", np.round(e["VRAD_ERR"], 1),
       "log10 p(const) %.2f" % s["VRAD_LOGP_CONST"])
 PY
+
+# scripts/plot_fit.py shows a --epochs catalog's star: its epochs' table and a PNG.
+$PY "$VELOX_SOURCE_DIR/scripts/plot_fit.py" "$W/sdss.h5" "$SDSS" --out "$W/epochs.png" >"$W/plot.txt"
+[ -s "$W/epochs.png" ] && [ "$(grep -c 'spec-3586-55181-0500.fits' "$W/plot.txt")" = 7 ]
 
 echo "== LAMOST DR8 joined by OBJNAME: -np 1 and -np 2"
 ls "$VELOX_DATA_DIR"/spectra/lamost_dr8/fits/*.fits.gz >"$W/inputs.txt"
@@ -85,5 +92,47 @@ a, b = (h5py.File(p, "r") for p in sys.argv[1:])
 for name in ("catalog", "epochs"):
     ka = np.sort(a[name]["SOURCE_FILE"]); kb = np.sort(b[name]["SOURCE_FILE"])
     assert len(kb) == len(ka) - (name == "catalog") and set(kb) <= set(ka), name  # no corrupt row
+PY
+echo "== the repeats as a DESI spectra file"
+mapfile -t REPEATS < <($PY - "$VELOX_DATA_DIR/spectra/lamost_dr8" <<'PY'
+import csv, collections, sys
+g = collections.defaultdict(list)
+for r in csv.DictReader(open(sys.argv[1] + "/header_index.csv")):
+    g[r["objname"]].append(r["file"])
+for v in g.values():
+    if len(v) > 1:
+        for f in sorted(v):
+            print(sys.argv[1] + "/fits/" + f)
+PY
+)
+$PY "$VELOX_SOURCE_DIR/tests/python/make_desi_spectra.py" \
+  "$VELOX_DATA_DIR/spectra/desi_lamost/coadd-lamost-dr8.fits" "$W/spectra-repeats.fits" "${REPEATS[@]}"
+cat >"$W/desi-as-lamost.yaml" <<'YAML'
+fit:
+  arm_zero_point_kms:
+    desi: {R: 9.5, Z: 9.5}
+  error_floor:
+    desi: {VRAD: 5.0, TEFF: 16, LOGG: 0.075, FEH: 0.04}
+YAML
+"$VELOX" fit --templates "$TEMPLATES" --threads 2 --epochs --output "$W/lamost-repeats.h5" \
+  --group-by OBJNAME "${REPEATS[@]}"
+"$VELOX" fit --templates "$TEMPLATES" --threads 2 --epochs --output "$W/desi-repeats.h5" \
+  --config "$W/desi-as-lamost.yaml" "$W/spectra-repeats.fits"
+$PY - "$W/lamost-repeats.h5" "$W/desi-repeats.h5" <<'PY'
+import sys, h5py, numpy as np
+a, b = (h5py.File(p, "r") for p in sys.argv[1:])
+ca, cb, ea, eb = a["catalog"][:], b["catalog"][:], a["epochs"][:], b["epochs"][:]
+assert list(ca["N_EPOCHS"]) == list(cb["N_EPOCHS"]) and len(ea) == len(eb) == 13
+# One row per exposure: EXPID (the LAMOST OBSID) and MJD from the spectra file's FIBERMAP.
+assert len(set(eb["EXPID"])) == 13 and np.all(eb["EXPID"] > 0) and np.all(eb["MJD"] > 5e4)
+assert np.all(ea["MJD"] == eb["MJD"]), (ea["MJD"], eb["MJD"])
+# Linear re-gridding onto 0.8 A pixels and the resolution matrices move an epoch's VRAD by
+# 0.2-1.4 km/s: 2 km/s is 0.4 of the 5 km/s epoch errors. The constancy p-values then agree to
+# 0.1 dex, and the errors to 0.1 km/s.
+dv = eb["VRAD"] - ea["VRAD"]
+assert np.all(np.abs(dv) < 2.0), dv
+assert np.all(np.abs(eb["VRAD_ERR"] - ea["VRAD_ERR"]) < 0.1)
+assert np.all(np.abs(cb["VRAD_LOGP_CONST"] - ca["VRAD_LOGP_CONST"]) < 0.1)
+print("DESI spectra layout - LAMOST files, per-epoch VRAD:", np.round(dv, 2))
 PY
 echo "PASS"
