@@ -298,7 +298,8 @@ void write_rvtab_primary(fits::File& f, const Provenance& prov) {
 }  // namespace
 
 void write_rvtab_fits(const std::string& path, const std::vector<CatalogRow>& rows,
-                      const Provenance& prov, const SideTables& side) {
+                      const Provenance& prov, const SideTables& side,
+                      const std::vector<CatalogRow>& epochs) {
   // RVTAB: the DESI MWS DR1 data model's columns, names, TFORMs and units, in its order
   // (desimilkyway/desi-mws-dr1-datamodel rvtab_coadd; tests/data/desi_mws_dr1_rvtab_columns.csv
   // is the copy the tests check against), then velox's extras.
@@ -381,6 +382,44 @@ void write_rvtab_fits(const std::string& path, const std::vector<CatalogRow>& ro
                         ? (src->kind == 'i' ? src->i[i] : static_cast<int64_t>(src->f[i]))
                         : -1);
   }
+  // --epochs: the stars' constancy statistics, and the EPOCHS table.
+  RowTable ep;
+  if (!epochs.empty()) {
+    const D stats[] = {{"VRAD_CHISQ_CONST", &CatalogRow::VRAD_CHISQ_CONST, ""},
+                       {"VRAD_LOGP_CONST", &CatalogRow::VRAD_LOGP_CONST, ""},
+                       {"VRAD_MAXDIFF_SIG", &CatalogRow::VRAD_MAXDIFF_SIG, ""}};
+    auto& n = t.column("N_EPOCHS", 'i', "", "J");
+    for (const auto& r : rows) n.i.push_back(r.N_EPOCHS);
+    for (const auto& d : stats) {
+      auto& c = t.column(d.name, 'f', d.unit);
+      for (const auto& r : rows) c.f.push_back(r.*(d.field));
+    }
+    // Columns in this order: TARGETID, EPOCH, EXPID, MJD, VRAD, VRAD_ERR, SN, CHISQ_TOT, RCHISQ,
+    // RVS_WARN, SUCCESS.
+    ep.column("TARGETID", 'i');
+    ep.column("EPOCH", 'i', "", "J");
+    ep.column("EXPID", 'i', "", "J");
+    const D e_doubles[] = {{"MJD", &CatalogRow::MJD, "d"},
+                           {"VRAD", &CatalogRow::VRAD, "km s-1"},
+                           {"VRAD_ERR", &CatalogRow::VRAD_ERR, "km s-1"},
+                           {"SN", &CatalogRow::SN, ""},
+                           {"CHISQ_TOT", &CatalogRow::CHISQ_TOT, ""},
+                           {"RCHISQ", &CatalogRow::RCHISQ, ""}};
+    for (const auto& d : e_doubles) {
+      auto& c = ep.column(d.name, 'f', d.unit, std::string(d.name) == "SN" ? "E" : "");
+      for (const auto& r : epochs) c.f.push_back(r.*(d.field));
+    }
+    ep.column("RVS_WARN", 'i');
+    ep.column("SUCCESS", 'l');
+    for (const auto& r : epochs) {
+      ep.column("TARGETID", 'i').i.push_back(r.TARGETID);
+      ep.column("EPOCH", 'i', "", "J").i.push_back(r.EPOCH);
+      ep.column("EXPID", 'i', "", "J").i.push_back(r.EXPID);
+      ep.column("RVS_WARN", 'i').i.push_back(r.RVS_WARN);
+      ep.column("SUCCESS", 'l').i.push_back(r.SUCCESS);
+    }
+    ep.set_rows(epochs.size());
+  }
   t.set_rows(rows.size());
 
   const std::string tmp = path + ".tmp";
@@ -402,6 +441,10 @@ void write_rvtab_fits(const std::string& path, const std::vector<CatalogRow>& ro
       for (const auto& r : rows) c.i.push_back(r.TARGETID);
       ids.set_rows(rows.size());
       ids.write_fits(f, name);
+      f.write_checksum();
+    }
+    if (!epochs.empty()) {
+      ep.write_fits(f, "EPOCHS");
       f.write_checksum();
     }
   } catch (...) {

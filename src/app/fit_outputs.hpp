@@ -100,9 +100,12 @@ void write_side_h5(h5::File& f, const SideTables& side);  // /fibermap, if it ha
 // The rvspecfit-layout FITS file at `path`, atomically: primary HDU with rvspecfit's provenance
 // keywords from `prov` (RVS_CMD, RVS_CONF, TMPLCON0/TMPLREV0/TMPLSVR0, DEPNAMnn/DEPVERnn),
 // RVTAB (the DESI MWS DR1 model's columns, then velox's), FIBERMAP and SCORES (TARGETID only
-// for inputs without them); CHECKSUM/DATASUM on every HDU. Throws IoError.
+// for inputs without them); CHECKSUM/DATASUM on every HDU. With `epochs` (--epochs, not empty):
+// RVTAB also has N_EPOCHS, VRAD_CHISQ_CONST, VRAD_LOGP_CONST, VRAD_MAXDIFF_SIG, and an HDU
+// EPOCHS follows with one row per epoch (docs/epochs.md). Throws IoError.
 void write_rvtab_fits(const std::string& path, const std::vector<CatalogRow>& rows,
-                      const Provenance& prov, const SideTables& side);
+                      const Provenance& prov, const SideTables& side,
+                      const std::vector<CatalogRow>& epochs = {});
 
 // Fills TARGET_RA, TARGET_DEC, REF_ID, REF_CAT, FIBER, EXPID from spec.meta.
 void fill_fibermap_columns(const Spectrum& spec, CatalogRow& row);

@@ -141,7 +141,7 @@ void InputCatalogWriter::write(const FileResult& r) const {
   fs::create_directories(fs::path(cat).parent_path(), ec);  // the healpix tree (--desi-root)
   if (ec) throw IoError(cat + ": cannot create its folder: " + ec.message());
   // The FITS table first: the HDF5 catalog's existence marks the input finished (resume).
-  if (fits_) write_rvtab_fits(per_input_rvtab(dir_, r.path, tree_), stars, p, side);
+  if (fits_) write_rvtab_fits(per_input_rvtab(dir_, r.path, tree_), stars, p, side, epochs);
   write_catalog(cat, r.rows, p, [&](h5::File& f) { write_side_h5(f, side); });
 }
 
@@ -339,7 +339,7 @@ int RootJob::finish(const std::string& interrupted_by) {
                              side_hdus_[i] != 0});
       side = side_tables(per_input, fits);
     }
-    if (fits) write_rvtab_fits(FitOutputs::fits_path(out), merged, prov_, *side);
+    if (fits) write_rvtab_fits(FitOutputs::fits_path(out), merged, prov_, *side, epochs);
     std::vector<CatalogRow> all;
     if (!epochs.empty()) {
       all = merged;

@@ -151,7 +151,7 @@ int merge_existing(const FitOptions& opt) {
   for (size_t i = 0; i < files.size(); ++i)
     per_input.push_back({inputs[i], rows.data() + start[i], start[i + 1] - start[i]});
   const SideTables side = side_tables(per_input, fits);
-  if (fits) write_rvtab_fits(FitOutputs::fits_path(opt.merge), rows, prov, side);
+  if (fits) write_rvtab_fits(FitOutputs::fits_path(opt.merge), rows, prov, side, epochs);
   const size_t n_stars = rows.size();
   rows.insert(rows.end(), epochs.begin(), epochs.end());
   write_catalog(opt.merge, rows, prov, [&](h5::File& h) {

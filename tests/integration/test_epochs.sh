@@ -15,7 +15,8 @@ mkdir -p "$W"
 SDSS="$VELOX_DATA_DIR/spectra/sdss/spec-3586-55181-0500.fits"
 
 echo "== SDSS: 7 exposures of one star"
-"$VELOX" fit --templates "$TEMPLATES" --threads 2 --epochs --output "$W/sdss.h5" "$SDSS"
+"$VELOX" fit --templates "$TEMPLATES" --threads 2 --epochs --output "$W/sdss.h5" \
+  --output-format fits "$SDSS"
 $PY - "$W/sdss.h5" <<'PY'
 import sys, h5py, numpy as np
 f = h5py.File(sys.argv[1], "r")
@@ -38,6 +39,12 @@ assert np.all(np.abs(e["VRAD"] + 30) < 40), e["VRAD"]
 assert 5000 < s["TEFF"] < 6500 and np.isfinite(s["VRAD_LOGP_CONST"]), s
 print("SDSS epochs:", np.round(e["VRAD"], 1), "+-", np.round(e["VRAD_ERR"], 1),
       "log10 p(const) %.2f" % s["VRAD_LOGP_CONST"])
+# The rvspecfit layout: the star in RVTAB with its statistics, the exposures in EPOCHS.
+from astropy.io import fits
+with fits.open(sys.argv[1][:-3] + ".fits") as h:
+    assert h["RVTAB"].data["N_EPOCHS"][0] == 7 and len(h["EPOCHS"].data) == 7
+    assert np.array_equal(h["EPOCHS"].data["VRAD"], e["VRAD"])
+    assert h["RVTAB"].data["VRAD_LOGP_CONST"][0] == s["VRAD_LOGP_CONST"]
 PY
 
 # scripts/plot_fit.py shows a --epochs catalog's star: its epochs' table and a PNG.
