@@ -153,6 +153,7 @@ CatalogRow star_row(const std::vector<CatalogRow>& epochs, const JointLabels& j,
     CatalogRow r = epochs.empty() ? CatalogRow{} : epochs.front();
     r.EPOCH = -1;
     r.N_EPOCHS = 0;
+    r.MJD = NAN;
     r.SUCCESS = false;
     return r;
   }

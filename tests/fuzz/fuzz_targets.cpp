@@ -108,6 +108,12 @@ void survey_file(SpectrumFormat format, const uint8_t* data, size_t size) {
     (void)detect_format(path.string());
   } catch (const IoError&) {
   }
+  if (format == SpectrumFormat::SdssSpec) {  // --epochs: the per-exposure frames too
+    try {
+      after_read(path.string(), read_exposures(path.string(), format));
+    } catch (const IoError&) {
+    }
+  }
   after_read(path.string(), read_spectra(path.string(), format));
 }
 
