@@ -89,6 +89,13 @@ print("LAMOST DR8 stars with repeats:", len(multi), "log10 p(const):",
 PY
 grep -P "\tfailed\t0\t" "$W/np2/status.tsv" | grep -q corrupt.fits
 
+echo "== the GPU's batched path (--cpu-batch: step 1 in batches) gives the same stars and epochs"
+"$VELOX" fit --templates "$TEMPLATES" --threads 2 --cpu-batch 8 --epochs --group-by OBJNAME \
+  --input-list "$W/inputs.txt" --output "$W/batched.h5" || [ $? = 3 ]
+"$VELOX" fit --templates "$TEMPLATES" --threads 2 --epochs --group-by OBJNAME \
+  --input-list "$W/inputs.txt" --output "$W/stream.h5" || [ $? = 3 ]
+$PY "$VELOX_SOURCE_DIR/tests/python/compare_catalogs.py" "$W/stream.h5" "$W/batched.h5"
+
 echo "== a rerun skips every group; --merge of the per-input catalogs"
 expect_rc 3 run 2 np2
 [ "$(grep -cP '\tskipped\t' "$W/np2/status.tsv")" = "$(ls "$W"/np2/*.velox.h5 | wc -l)" ]
