@@ -65,7 +65,7 @@ p()
 p("## Method")
 p()
 p("`velox templates validate --input ../shared/data/templates/miles --folds %s --seed %s` "
-  "(code: `src/emulator/validate.cpp`). The usable MILES stars (finite labels, inside the build's "
+  "(code: `src/app/validate_library.cpp`). The usable MILES stars (finite labels, inside the build's "
   "Teff range) are shuffled and dealt into %s folds. For each fold the emulator is rebuilt with the "
   "default `templates:` configuration **without** that fold (`BuildConfig::exclude`), and each held-out "
   "star's own MILES spectrum is fitted with `fit_spectrum` and the default `fit:` configuration:" % (folds, seed, folds))

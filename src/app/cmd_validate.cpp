@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "app/validate_library.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "common/error.hpp"
-#include "emulator/validate.hpp"
 
 namespace velox {
 

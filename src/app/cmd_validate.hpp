@@ -1,5 +1,5 @@
 // `velox templates validate`: k-fold cross-validation of the template emulator's label recovery
-// (emulator/validate.hpp). Prints the summary; writes the per-star and summary CSV tables.
+// (app/validate_library.hpp). Prints the summary; writes the per-star and summary CSV tables.
 #pragma once
 #include <cstdint>
 #include <string>

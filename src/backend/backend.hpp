@@ -90,4 +90,10 @@ BatchOutput fit_batch_serial(const std::vector<const PreparedSpectrum*>& specs,
                              const TemplateLibrary& lib, const kern::PipelineConfig& pc,
                              bool want_models);
 
+// One spectrum, start to end: prepare_spectrum -> a one-spectrum batch on the CPU backend's
+// serial path (fit_batch_serial) -> finish_row. Never throws for data problems: they become
+// RVS_WARN bits with SUCCESS=false. `diag` (may be null) gets the fit's diagnostics.
+CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx,
+                        FitDiagnostics* diag = nullptr);
+
 }  // namespace velox

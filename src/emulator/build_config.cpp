@@ -1,8 +1,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/error.hpp"
+#include "common/yaml_get.hpp"
 #include "emulator/build.hpp"
-#include "fit/yaml_get.hpp"
 
 namespace velox {
 

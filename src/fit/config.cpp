@@ -6,7 +6,7 @@
 #include <iterator>
 
 #include "common/error.hpp"
-#include "fit/yaml_get.hpp"
+#include "common/yaml_get.hpp"
 
 namespace velox {
 

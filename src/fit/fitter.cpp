@@ -6,7 +6,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "backend/backend.hpp"
 #include "fit/params.hpp"
 #include "fit/resolution.hpp"
 #include "io/rvs_warn.hpp"
@@ -338,19 +337,6 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     row.FIT_INFO |= info::kNoClassification;
   p.ready = true;
   return p;
-}
-
-CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnostics* diag) {
-  PreparedSpectrum p = prepare_spectrum(spec, ctx);
-  if (diag) diag->messages = p.notes;
-  if (!p.ready) return p.row;
-  // The numerical fit: a one-spectrum batch on the serial team (the CPU backend's path).
-  const BatchOutput out =
-      fit_batch_serial({&p}, ctx.lib, pipeline_config(ctx.cfg, ctx.lib), diag != nullptr);
-  if (diag) diagnostics_of(p, out.ivar[0], out.models[0], diag);
-  finish_row(p, out.results[0], out.ivar[0], ctx);
-  if (diag && out.results[0].status != kern::kPipeOk) diag->messages.push_back(p.notes.back());
-  return p.row;
 }
 
 void diagnostics_of(const PreparedSpectrum& p, const std::vector<float>& ivar,

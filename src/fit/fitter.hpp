@@ -127,9 +127,4 @@ kern::PipelineConfig pipeline_config(const FitConfig& cfg, const TemplateLibrary
 void diagnostics_of(const PreparedSpectrum& p, const std::vector<float>& ivar,
                     const std::vector<double>& model, FitDiagnostics* diag);
 
-// prepare_spectrum -> a one-spectrum batch on the CPU backend's serial path -> finish_row.
-// Never throws for data problems: they become RVS_WARN bits with SUCCESS=false.
-CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx,
-                        FitDiagnostics* diag = nullptr);
-
 }  // namespace velox

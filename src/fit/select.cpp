@@ -2,13 +2,12 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "fit/yaml_get.hpp"
-
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
 
 #include "common/error.hpp"
+#include "common/yaml_get.hpp"
 #include "io/redrock_z.hpp"
 
 namespace velox {

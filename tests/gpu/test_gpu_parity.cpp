@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "backend/gpu.hpp"
 #include "emulator/build.hpp"
 #include "fit/fitter.hpp"

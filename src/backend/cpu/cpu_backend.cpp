@@ -82,6 +82,19 @@ BatchOutput fit_batch_serial(const std::vector<const PreparedSpectrum*>& specs,
   return outputs_of(hb, std::move(models));
 }
 
+CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnostics* diag) {
+  PreparedSpectrum p = prepare_spectrum(spec, ctx);
+  if (diag) diag->messages = p.notes;
+  if (!p.ready) return p.row;
+  // The numerical fit: a one-spectrum batch on the serial team (the CPU backend's path).
+  const BatchOutput out =
+      fit_batch_serial({&p}, ctx.lib, pipeline_config(ctx.cfg, ctx.lib), diag != nullptr);
+  if (diag) diagnostics_of(p, out.ivar[0], out.models[0], diag);
+  finish_row(p, out.results[0], out.ivar[0], ctx);
+  if (diag && out.results[0].status != kern::kPipeOk) diag->messages.push_back(p.notes.back());
+  return p.row;
+}
+
 int default_thread_count() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));

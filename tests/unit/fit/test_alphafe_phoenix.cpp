@@ -14,6 +14,7 @@
 
 #include "app/fit_outputs.hpp"
 #include "app/fit_run.hpp"
+#include "backend/backend.hpp"
 #include "emulator/build.hpp"
 #include "fit/fitter.hpp"
 #include "inject.hpp"

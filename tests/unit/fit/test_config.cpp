@@ -1,13 +1,13 @@
-// Strict configuration (fit/yaml_get.hpp YamlSection): a typo in a key or section is an error
+// Strict configuration (common/yaml_get.hpp YamlSection): a typo in a key or section is an error
 // naming the nearest valid one, and every key the loaders know is accepted.
 #include <catch2/catch.hpp>
 #include <fstream>
 
 #include "common/error.hpp"
+#include "common/yaml_get.hpp"
 #include "emulator/build.hpp"
 #include "fit/config.hpp"
 #include "fit/select.hpp"
-#include "fit/yaml_get.hpp"
 #include "test_util.hpp"
 
 using namespace velox;

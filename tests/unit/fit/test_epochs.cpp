@@ -4,6 +4,7 @@
 #include <random>
 
 #include "app/epochs.hpp"
+#include "backend/backend.hpp"
 #include "emulator/build.hpp"
 #include "fit/epochs.hpp"
 #include "inject.hpp"

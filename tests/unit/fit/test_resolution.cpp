@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "fit/fitter.hpp"
 #include "fit/resolution.hpp"
 #include "io/readers.hpp"

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <random>
 
+#include "backend/backend.hpp"
 #include "emulator/build.hpp"
 #include "fit/fitter.hpp"
 #include "inject.hpp"

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <random>
 
+#include "backend/backend.hpp"
 #include "fit/fitter.hpp"
 #include "inject.hpp"
 #include "io/readers.hpp"

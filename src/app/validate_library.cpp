@@ -1,4 +1,4 @@
-#include "emulator/validate.hpp"
+#include "app/validate_library.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "backend/backend.hpp"
 #include "common/error.hpp"
 #include "fit/fitter.hpp"
 #include "io/rvs_warn.hpp"

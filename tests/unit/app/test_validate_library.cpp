@@ -6,8 +6,8 @@
 #include <cmath>
 #include <set>
 
+#include "app/validate_library.hpp"
 #include "backend/cpu/cpu_backend.hpp"
-#include "emulator/validate.hpp"
 #include "kernels/physics.hpp"
 #include "test_util.hpp"
 
