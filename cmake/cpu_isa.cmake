@@ -1,6 +1,6 @@
 # The CPU kernel once per instruction-set level (docs/performance.md "Instruction sets"):
 # src/backend/cpu/isa/fit_slot.cpp is compiled into one object library per level, each with its
-# own -march and its own namespace velox::cpu_isa::<level>, and joins velox_core; the dispatcher
+# own -march and its own namespace velox::cpu_isa::<level>, and joins velox_backend_cpu; the dispatcher
 # (src/backend/cpu/isa.cpp) picks one at run time with __builtin_cpu_supports. The rest of velox
 # is compiled with the build's default flags (baseline x86-64), so the binary runs on any x86-64
 # CPU. Non-x86 targets, or compilers without the x86-64-v3/v4 levels (GCC < 11, clang < 12),
@@ -24,15 +24,17 @@ endif()
 
 foreach(level ${VELOX_ISA_LEVELS})
   add_library(velox_cpu_${level} OBJECT ${CMAKE_SOURCE_DIR}/src/backend/cpu/isa/fit_slot.cpp)
-  target_include_directories(velox_cpu_${level} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR})
+  target_include_directories(velox_cpu_${level} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}
+                             ${CMAKE_BINARY_DIR}/generated ${HDF5_INCLUDE_DIRS})
+  target_link_libraries(velox_cpu_${level} PRIVATE velox_fit)  # usage requirements only
   target_compile_definitions(velox_cpu_${level} PRIVATE VELOX_ISA_TU=1 VELOX_ISA_LEVEL=${level})
   target_compile_options(velox_cpu_${level} PRIVATE -Wall -Wextra ${VELOX_ISA_FLAGS_${level}})
-  # The Python extension links velox_core, which is then position-independent (python/).
+  # The Python extension links the layers, which are position-independent (python/).
   set_target_properties(velox_cpu_${level} PROPERTIES POSITION_INDEPENDENT_CODE ON)
-  target_sources(velox_core PRIVATE $<TARGET_OBJECTS:velox_cpu_${level}>)
+  target_sources(velox_backend_cpu PRIVATE $<TARGET_OBJECTS:velox_cpu_${level}>)
   string(TOUPPER ${level} LEVEL)
   if(NOT level STREQUAL "baseline")
-    target_compile_definitions(velox_core PRIVATE VELOX_HAVE_ISA_${LEVEL}=1)
+    target_compile_definitions(velox_backend_cpu PRIVATE VELOX_HAVE_ISA_${LEVEL}=1)
   endif()
 endforeach()
 message(STATUS "velox: CPU kernel instruction sets: ${VELOX_ISA_LEVELS}")

@@ -20,20 +20,25 @@ enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
 set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
-# The .cu files join velox_core (the GPU engine needs the host batch packing, and velox_core needs
-# the engine): gpu_engine.cu (buffers, streams, library) and the fit kernel's launch.
+# velox_backend_cuda: the GPU engine (gpu_engine.cu: buffers, streams, library) and the fit
+# kernel's launch, over the CPU backend's host batch packing; velox_app links it.
 file(GLOB VELOX_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.cu)
-target_sources(velox_core PRIVATE ${VELOX_CUDA_SOURCES})
+add_library(velox_backend_cuda STATIC ${VELOX_CUDA_SOURCES})
+target_link_libraries(velox_backend_cuda PUBLIC velox_backend_cpu CUDA::cudart)
+set_target_properties(velox_backend_cuda PROPERTIES POSITION_INDEPENDENT_CODE ON)
+list(APPEND VELOX_LAYER_TARGETS velox_backend_cuda)
 # Calling host code from device code is an error: Eigen's solvers, std:: algorithms etc. would
 # otherwise compile to nothing in device code. -Xptxas=-v writes the resource report.
-target_compile_options(velox_core PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--Werror
+target_compile_options(velox_backend_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--Werror
                        cross-execution-space-call -Xptxas=-v -Xptxas=-warn-spills>)
 # Keep ptxas' resource report for the spill/stack check (test cuda.ptxas_budget).
 set(VELOX_PTXAS_REPORT ${CMAKE_BINARY_DIR}/ptxas-report.txt)
-set_target_properties(velox_core PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}"
+set_target_properties(velox_backend_cuda PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}"
                       CUDA_COMPILER_LAUNCHER
                       "${CMAKE_SOURCE_DIR}/scripts/nvcc-report.sh;${VELOX_PTXAS_REPORT}")
-target_link_libraries(velox_core PUBLIC CUDA::cudart)
-target_compile_definitions(velox_core PUBLIC VELOX_HAVE_CUDA=1)
+target_compile_definitions(velox_backend_cuda PUBLIC VELOX_HAVE_CUDA=1)
+# The stub (backend/gpu_stub.cpp) is compiled out of the CPU backend when the CUDA one exists.
+target_compile_definitions(velox_backend_cpu PRIVATE VELOX_HAVE_CUDA=1)
+target_link_libraries(velox_app PUBLIC velox_backend_cuda)
 set(VELOX_HAVE_CUDA ON)
 message(STATUS "velox: CUDA backend with ${VELOX_NVCC}, architectures ${CMAKE_CUDA_ARCHITECTURES}")

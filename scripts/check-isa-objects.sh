@@ -4,11 +4,11 @@
 #  1. every per-level kernel object defines exactly one external symbol, its entry point
 #     velox::cpu_isa::<level>::fit_spectrum: every kernel template and helper inside is local, so
 #     the linker cannot merge the AVX2/AVX-512 copy of one into the other levels (ODR);
-#  2. the baseline kernel object and every other object of velox_core contain no VEX/EVEX
+#  2. the baseline kernel object and every other object of the velox layers contain no VEX/EVEX
 #     instruction and no ymm/zmm register: outside the dispatched kernels the binary runs on any
 #     x86-64 CPU;
 #  3. the avx2 and avx512 objects do use VEX/EVEX code (their -march flags took effect).
-# Usage: check-isa-objects.sh LEVEL:OBJECT... -- OBJECT...   (the second list: velox_core's own
+# Usage: check-isa-objects.sh LEVEL:OBJECT... -- OBJECT...   (the second list: the layers' own
 # objects). Exits 77 (skipped) without nm/objdump or off x86-64.
 set -euo pipefail
 command -v nm >/dev/null && command -v objdump >/dev/null || { echo "no nm/objdump: skipped"; exit 77; }
@@ -60,5 +60,5 @@ for obj in "${core[@]}"; do
     echo "FAIL core object $obj has VEX/EVEX code:"; wide_code "$obj" | head -3; fail=1
   fi
 done
-echo "ok   $n_core other objects of velox_core checked for VEX/EVEX code"
+echo "ok   $n_core other objects of the velox layers checked for VEX/EVEX code"
 exit "$fail"

@@ -11,7 +11,7 @@ grep -q 'kern::fit_one(team' src/backend/cpu/isa/fit_slot.cpp ||
 grep -q 'kern::batch_views(' src/backend/cpu/isa/fit_slot.cpp || fail "CPU backend: no batch_views"
 grep -q 'cpu_fit_kernel()' src/backend/cpu/cpu_backend.cpp ||
   fail "CPU backend does not dispatch through cpu_fit_kernel()"
-grep -q 'fit_batch_serial(' src/fit/fitter.cpp || fail "fit_spectrum does not use the CPU backend"
+grep -qF 'fit_batch_serial({&p}' src/backend/cpu/cpu_backend.cpp || fail "fit_spectrum does not use the CPU backend"
 grep -q 'launch_fit_batch(' src/backend/cuda/gpu_engine.cu ||
   fail "the GPU engine does not launch the fit kernel"
 # The CUDA fit kernel (fit_kernel.cu) runs fit_one with the warp team on batch_views.
