@@ -56,16 +56,35 @@ void FitEngine::read_input(InputFile& in) {
     if (!epochs_) {
       in.file = read_spectra(in.path, fmt_, in.first, in.count);
     } else {
-      // An input group (job_plan.hpp) is read member after member into one file of spectra.
+      // An input group (job_plan.hpp) is read member after member into one file of spectra. A
+      // member that cannot be read, or has another format, becomes one BAD_INPUT epoch of the
+      // star carrying its error, and the others are fitted; the group fails when none reads.
       const auto members = input_members(in.path);
-      in.file = read_exposures(members.front(), fmt_);
-      for (size_t m = 1; m < members.size(); ++m) {
-        SpectrumFile more = read_exposures(members[m], fmt_);
-        if (more.format != in.file.format)
-          throw IoError(members[m] + ": format " + format_name(more.format) + " differs from " +
-                        format_name(in.file.format) + " of " + members.front() +
-                        " in the same --group-by star");
-        for (auto& s : more.spectra) in.file.spectra.push_back(std::move(s));
+      std::vector<std::pair<std::string, std::string>> bad;  // (member, why)
+      bool any = false;
+      for (const auto& m : members) {
+        try {
+          SpectrumFile more = read_exposures(m, fmt_);
+          if (any && more.format != in.file.format)
+            throw IoError(m + ": format " + format_name(more.format) + " differs from " +
+                          format_name(in.file.format) + " in the same --group-by star");
+          if (!any) in.file.format = more.format;
+          any = true;
+          for (auto& s : more.spectra) in.file.spectra.push_back(std::move(s));
+        } catch (const std::exception& e) {
+          if (members.size() == 1) throw;
+          spdlog::error("{}", e.what());
+          bad.emplace_back(m, e.what());
+        }
+      }
+      if (!any) throw IoError(bad.front().second);
+      for (const auto& [m, why] : bad) {
+        Spectrum s;
+        s.source_file = std::filesystem::path(m).filename().string();
+        s.problem = why;
+        if (!in.file.spectra.empty() && in.file.spectra.front().meta.count(group_by_))
+          s.meta[group_by_] = in.file.spectra.front().meta.at(group_by_);
+        in.file.spectra.push_back(std::move(s));
       }
       in.file.path = in.path;
     }

@@ -7,7 +7,8 @@
 #    and --merge of the per-input catalogs equals the job's merged catalog;
 #  - the same LAMOST repeats written as a DESI spectra file (tests/python/make_desi_spectra.py:
 #    one FIBERMAP row per exposure, grouped by TARGETID) give the same epochs, within what the
-#    re-gridding changes, when fitted with the LAMOST DR8 floors and zero point.
+#    re-gridding changes, when fitted with the LAMOST DR8 floors and zero point;
+#  - a group with a corrupt member: the member is one BAD_INPUT epoch, the others are fitted.
 source "$(dirname "$0")/mpi_env.sh"
 W="$VELOX_BUILD_DIR/test-tmp/epochs"
 rm -rf "$W"
@@ -107,6 +108,34 @@ for name in ("catalog", "epochs"):
     ka = np.sort(a[name]["SOURCE_FILE"]); kb = np.sort(b[name]["SOURCE_FILE"])
     assert len(kb) == len(ka) - (name == "catalog") and set(kb) <= set(ka), name  # no corrupt row
 PY
+echo "== a star whose group has a corrupt member: its other epochs are fitted"
+$PY - "$VELOX_DATA_DIR/spectra/lamost_dr8" "$W" <<'PY'
+import collections, csv, sys
+from astropy.io import fits
+d, w = sys.argv[1:]
+g = collections.defaultdict(list)
+for r in csv.DictReader(open(d + "/header_index.csv")):
+    g[r["objname"]].append(r["file"])
+files = sorted(next(v for v in g.values() if len(v) == 3))
+with fits.open(d + "/fits/" + files[0]) as h:  # readable header (OBJNAME), truncated data
+    h.writeto(w + "/full.fits", overwrite=True)
+    n = (len(h[0].header.tostring()) + 2879) // 2880 * 2880
+open(w + "/corrupt-member.fits", "wb").write(open(w + "/full.fits", "rb").read()[:n + 5000])
+open(w + "/group.txt", "w").write("\n".join([w + "/corrupt-member.fits"] +
+                                            [d + "/fits/" + f for f in files[1:]]) + "\n")
+PY
+"$VELOX" fit --templates "$TEMPLATES" --threads 2 --epochs --group-by OBJNAME \
+  --input-list "$W/group.txt" --output "$W/group.h5" 2>"$W/group.log"
+grep -q "corrupt-member.fits: .*truncated" "$W/group.log"
+$PY - "$W/group.h5" <<'PY'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+c, e = f["catalog"][:], f["epochs"][:]
+assert len(c) == 1 and c["SUCCESS"][0] and c["N_EPOCHS"][0] == 2, c
+bad = e[e["SOURCE_FILE"] == b"corrupt-member.fits"]
+assert len(e) == 3 and len(bad) == 1 and bad["RVS_WARN"][0] & (1 << 8) and not bad["SUCCESS"][0]
+PY
+
 echo "== the repeats as a DESI spectra file"
 mapfile -t REPEATS < <($PY - "$VELOX_DATA_DIR/spectra/lamost_dr8" <<'PY'
 import csv, collections, sys
