@@ -13,6 +13,7 @@
 
 #include "backend/cpu/flop_count.hpp"
 #include "common/error.hpp"
+#include "common/median.hpp"
 #include "io/readers.hpp"
 
 namespace velox {
@@ -39,11 +40,6 @@ struct BenchResult {
   // One host thread's prepare time per input format (after the runs, for the first device only).
   SecondsPerFormat prepare_1t;
 };
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? NAN : v[v.size() / 2];
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -207,7 +203,7 @@ int cmd_bench(const FitOptions& base, int repeat, size_t replicate, const std::v
     for (CpuIsa isa : isas)
       if (b.backend_rates.count(isa)) ran.push_back(isa);
     const std::vector<double>& rates0 = b.backend_rates[ran.front()];
-    const double fit_med = median_of(rates0);
+    const double fit_med = median_upper(rates0);
     backend_rate[dev] = fit_med;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -216,10 +212,10 @@ int cmd_bench(const FitOptions& base, int repeat, size_t replicate, const std::v
         "velox bench [{}]: {} threads, {} runs (medians): prepare {:.1f} spectra/s; "
         "backend {:.2f} spectra/s on {} spectra (min {:.2f}, max {:.2f}; {:.2f} per "
         "thread); end to end {:.2f} spectra/s on {} spectra from files; peak RSS {:.0f} MB",
-        dev, threads, repeat, median_of(b.prepare_rates), fit_med, b.n_backend,
+        dev, threads, repeat, median_upper(b.prepare_rates), fit_med, b.n_backend,
         *std::min_element(rates0.begin(), rates0.end()),
         *std::max_element(rates0.begin(), rates0.end()),
-        fit_med / std::max(1, base.threads > 0 ? base.threads : 1), median_of(b.e2e_rates),
+        fit_med / std::max(1, base.threads > 0 ? base.threads : 1), median_upper(b.e2e_rates),
         b.n_files, ru.ru_maxrss / 1024.0);
     fmt::print(b.backend_name == "cpu" ? "; CPU kernel isa {}\n" : "\n", isa_name(ran.front()));
     for (size_t k = 1; k < ran.size(); ++k) {
@@ -227,8 +223,8 @@ int cmd_bench(const FitOptions& base, int repeat, size_t replicate, const std::v
       fmt::print(
           "velox bench [{}]: isa {}: backend {:.2f} spectra/s (min {:.2f}, max {:.2f}), "
           "x{:.3f} the {} rate (medians of the alternated runs)\n",
-          dev, isa_name(ran[k]), median_of(r), *std::min_element(r.begin(), r.end()),
-          *std::max_element(r.begin(), r.end()), median_of(r) / fit_med, isa_name(ran.front()));
+          dev, isa_name(ran[k]), median_upper(r), *std::min_element(r.begin(), r.end()),
+          *std::max_element(r.begin(), r.end()), median_upper(r) / fit_med, isa_name(ran.front()));
     }
     if (b.n_ok > 0)
       fmt::print(
@@ -239,7 +235,7 @@ int cmd_bench(const FitOptions& base, int repeat, size_t replicate, const std::v
           b.flops_eval[2] / b.n_ok / 1e6, b.flops_fixed / b.n_ok / 1e6);
     for (CpuIsa isa : ran) {
       if (ran.size() > 1) fmt::print("velox bench [{}]: isa {}: ", dev, isa_name(isa));
-      print_work(dev, b, isa, median_of(b.backend_rates[isa]), n_threads, ran.size() == 1);
+      print_work(dev, b, isa, median_upper(b.backend_rates[isa]), n_threads, ran.size() == 1);
     }
     print_host_feed(reads, b, feed_rate);
   }

@@ -12,8 +12,14 @@ namespace velox {
 namespace {
 
 // The columns of an epoch row that describe the target rather than the fit (pass 1's: the reader,
-// the FIBERMAP, the classification), copied over the pass-2 row.
+// the FIBERMAP, the classification), and its per-arm velocities (step 3 does not measure them
+// again: with the labels held at the star's they move by a small part of their errors), copied
+// over the step-3 row.
 void copy_identity(const CatalogRow& from, CatalogRow& to) {
+  to.VRAD_B = from.VRAD_B, to.VRAD_B_ERR = from.VRAD_B_ERR;
+  to.VRAD_R = from.VRAD_R, to.VRAD_R_ERR = from.VRAD_R_ERR;
+  to.VRAD_Z = from.VRAD_Z, to.VRAD_Z_ERR = from.VRAD_Z_ERR;
+  to.RVS_WARN = (to.RVS_WARN & ~warn::kArmRvDisagree) | (from.RVS_WARN & warn::kArmRvDisagree);
   to.SPECTYPE = from.SPECTYPE;
   to.SUBTYPE = from.SUBTYPE;
   to.CLASS_DCHI2 = from.CLASS_DCHI2;
@@ -69,7 +75,9 @@ std::vector<CatalogRow> fit_epochs(const SpectrumFile& file,
     if (fresh) groups.emplace_back();
     groups[it->second].push_back(k);
   }
-  const kern::PipelineConfig pc = pipeline_config(ctx.cfg, ctx.lib);
+  // Step 3 does not measure the per-arm velocities again (copy_identity).
+  kern::PipelineConfig pc = pipeline_config(ctx.cfg, ctx.lib);
+  pc.seg_max_iter = 0;
   std::vector<CatalogRow> stars, epochs;
   for (const auto& g : groups) {
     std::vector<CatalogRow> pass1;
@@ -95,7 +103,13 @@ std::vector<CatalogRow> fit_epochs(const SpectrumFile& file,
       std::vector<const PreparedSpectrum*> ptrs;
       for (const auto& p : prep) ptrs.push_back(&p);
       if (!ptrs.empty()) {
-        const BatchOutput out = fit_batch_serial(ptrs, ctx.lib, pc, false);
+        // No clipped re-fit when step 1 clipped none of the star's epochs: with the labels near
+        // each epoch's own, no pixel gets beyond fit.clip_sigma that did not before.
+        kern::PipelineConfig pc_star = pc;
+        bool clipped = false;
+        for (size_t e : member) clipped = clipped || (pass1[e].FIT_INFO & info::kClipped) != 0;
+        if (!clipped) pc_star.clip_sigma = 0.0;
+        const BatchOutput out = fit_batch_serial(ptrs, ctx.lib, pc_star, false);
         for (size_t m = 0; m < prep.size(); ++m) {
           finish_row(prep[m], out.results[m], out.ivar[m], ctx);
           CatalogRow& r = prep[m].row;

@@ -263,8 +263,8 @@ FitRunResult run_fit(const FitOptions& opt, std::shared_ptr<const TemplateLibrar
         return true;
       },
       [&](FileResult&& r) {
-        res.files_failed += !r.ok;
-        if (!r.ok) res.file_errors.push_back(r.error);
+        res.files_failed += !r.ok || !r.error.empty();  // a group's unreadable member too
+        if (!r.error.empty()) res.file_errors.push_back(r.error);
         // Spectra actually fitted (not unreadable files, not unselected fibres).
         // --epochs: the epochs, not their stars.
         for (const auto& row : r.rows)
@@ -272,7 +272,7 @@ FitRunResult run_fit(const FitOptions& opt, std::shared_ptr<const TemplateLibrar
                            (row.EPOCH >= 0 || row.N_EPOCHS == 0);
         for (auto& row : r.rows) res.rows.push_back(std::move(row));
       },
-      static_cast<size_t>(std::max(64, 4 * engine.threads())));
+      chunk_min_spectra(engine.threads()));  // as the job (job_plan.hpp)
   res.seconds_fit = engine.seconds_fitting();
   return res;
 }

@@ -78,6 +78,9 @@ void FitEngine::read_input(InputFile& in) {
         }
       }
       if (!any) throw IoError(bad.front().second);
+      // The input is fitted (ok) but not whole: its status is "partial" with the members'
+      // errors, and the job's exit code says a file failed (app/job.cpp).
+      for (const auto& b : bad) in.res.error += (in.res.error.empty() ? "" : "; ") + b.second;
       for (const auto& [m, why] : bad) {
         Spectrum s;
         s.source_file = std::filesystem::path(m).filename().string();

@@ -129,7 +129,8 @@ InputCatalogWriter::InputCatalogWriter(const FitOptions& opt, Provenance base, i
 }
 
 void InputCatalogWriter::write(const FileResult& r) const {
-  if (dir_.empty() || !r.ok) return;
+  // A failed input, or a partial input group (a member unreadable), gets none: a rerun retries it.
+  if (dir_.empty() || !r.ok || !r.error.empty()) return;
   Provenance p = prov_;
   p["input_path"] = r.path;
   // --epochs: the side tables follow the stars (/catalog); their epochs go to /epochs.
@@ -267,7 +268,7 @@ void RootJob::handle(FileResult&& r) {
   if (!r.ok && r.rank != 0) spdlog::error("{} (rank {})", r.error, r.rank);
   status_[r.index] = status_of(r);
   if (status_file_) status_file_->append(status_[r.index]);
-  files_failed_ += !r.ok;
+  files_failed_ += !r.ok || !r.error.empty();  // failed, or an input group with a bad member
   progress_->file_done(r.n_targets, in.bytes);
   if (want_merged_) kept_[r.index] = std::move(r.rows);
   side_hdus_[r.index] = r.side_hdus;

@@ -86,7 +86,10 @@ std::string per_input_rvtab(const std::string& dir, const std::string& input, bo
 }
 
 StatusLine status_of(const FileResult& r) {
-  return {r.path, r.ok ? "ok" : "failed", r.n_targets, r.seconds, r.rank, r.error};
+  // "partial": fitted, but a member of its --group-by input group could not be read (error).
+  return {r.path,      r.ok ? (r.error.empty() ? "ok" : "partial") : "failed",
+          r.n_targets, r.seconds,
+          r.rank,      r.error};
 }
 
 StatusFile::StatusFile(const std::string& dir) : path_((fs::path(dir) / "status.tsv").string()) {

@@ -31,7 +31,7 @@ std::string per_input_rvtab(const std::string& dir, const std::string& input, bo
 // One line of DIR/status.tsv (tab-separated; tabs and newlines in the error become spaces).
 struct StatusLine {
   std::string input;
-  std::string status;  // ok | failed | skipped
+  std::string status;  // ok | partial (an input group with a bad member) | failed | skipped
   size_t targets = 0;
   double seconds = 0.0;
   int rank = -1;       // -1 for skipped inputs

@@ -12,7 +12,7 @@
 #include "app/job_outputs.hpp"
 #include "app/output_checks.hpp"
 #include "common/error.hpp"
-#include "io/fits.hpp"
+#include "io/fits_guard.hpp"
 
 namespace velox {
 
@@ -65,11 +65,7 @@ std::vector<std::string> group_inputs(const std::vector<std::string>& paths,
     if (p.find('\n') != std::string::npos)
       throw ConfigError("input file name with a newline: " + p);
     std::string value;
-    try {
-      value = fits::File::open_read(p).key_string(key, "");
-    } catch (const std::exception&) {
-      value.clear();
-    }
+    value = fits::primary_header_value(p, key);  // the header only, not CFITSIO's whole file
     if (value.empty()) {
       groups.push_back({p});
       continue;

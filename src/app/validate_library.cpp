@@ -14,6 +14,7 @@
 
 #include "backend/backend.hpp"
 #include "common/error.hpp"
+#include "common/median.hpp"
 #include "fit/fitter.hpp"
 #include "io/rvs_warn.hpp"
 #include "kernels/physics.hpp"
@@ -28,13 +29,6 @@ bool fitted(const CatalogRow& r) { return (r.RVS_WARN & warn::kFatal) == 0; }
 }  // namespace
 
 namespace {
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  const size_t m = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + m, v.end());
-  return v[m];
-}
 
 // Uniform double in [0, 1) from the top 53 bits: the same sequence on every platform (the
 // standard distributions are implementation-defined).
@@ -64,7 +58,7 @@ Spectrum validation_observation(const TemplateSpectrum& t, double v_kms, int64_t
     if (std::isfinite(v)) finite.push_back(v);
   // Scale to median 1 so that ivar stays well inside float range whatever the flux units
   // (the fit's multiplicative continuum absorbs any constant factor).
-  const double med = median_of(finite);
+  const double med = median_upper(finite);
   const double scale = std::isfinite(med) && med > 0 ? 1.0 / med : 1.0;
   const float ivar = static_cast<float>(kValidationSnPerPixel * kValidationSnPerPixel);
   for (double v : f) {
@@ -98,9 +92,9 @@ std::vector<ValidationStat> validation_stats(const std::vector<ValidationStar>& 
     ValidationStat st;
     st.quantity = names[q];
     st.n = d.size();
-    st.bias = median_of(d);
+    st.bias = median_upper(d);
     for (auto& x : d) x = std::fabs(x - st.bias);
-    st.robust_sigma = 1.4826 * median_of(d);
+    st.robust_sigma = 1.4826 * median_upper(d);
     out.push_back(st);
   }
   return out;

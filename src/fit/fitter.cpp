@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "common/median.hpp"
 #include "fit/params.hpp"
 #include "fit/resolution.hpp"
 #include "io/rvs_warn.hpp"
@@ -16,13 +17,6 @@ namespace velox {
 namespace {
 
 using kern::kSpeedOfLight_kms;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  const size_t m = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + m, v.end());
-  return v[m];
-}
 
 double arm_resolution(const ArmView& arm, const FitContext& ctx) {
   if (std::isfinite(arm.resolution_R) && arm.resolution_R > 0) return arm.resolution_R;
@@ -328,7 +322,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
   {
     std::vector<double> sn(all.flux.size());
     for (size_t i = 0; i < sn.size(); ++i) sn[i] = all.flux[i] * std::sqrt(all.ivar[i]);
-    row.SN = median(sn);
+    row.SN = median_upper(sn);
   }
   // Rebinned for the classification only when the spectrum will be fitted.
   if (cfg.classify && !lib.classes.empty())
@@ -382,7 +376,7 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
     std::vector<double> s;
     for (int i = all.arm_start[a]; i < all.arm_start[a + 1]; ++i)
       if (ivar[i] > 0) s.push_back(all.flux[i] * std::sqrt(ivar[i]));
-    *sn = median(s);
+    *sn = median_upper(s);
   }
 
   // ---- Results and flags -------------------------------------------------------------------

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "common/error.hpp"
+#include "common/median.hpp"
 #include "common/yaml_get.hpp"
 #include "io/redrock_z.hpp"
 
@@ -23,16 +24,6 @@ bool parse_i64(const std::string& s, int64_t& v) {
   if (*end != '\0') return false;
   v = x;
   return true;
-}
-
-double median_inplace(std::vector<double>& v) {
-  if (v.empty()) return NAN;
-  const size_t m = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + m, v.end());
-  double hi = v[m];
-  if (v.size() % 2) return hi;
-  const double lo = *std::max_element(v.begin(), v.begin() + m);
-  return 0.5 * (lo + hi);
 }
 
 // One `select:` key; the list of these calls is the list of valid keys (YamlSection).

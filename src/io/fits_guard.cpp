@@ -16,6 +16,13 @@ namespace {
 
 constexpr int kCard = 80, kBuffer = 2880 * 64;
 
+// `s` without leading and trailing blanks.
+std::string trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(' ');
+  if (a == std::string::npos) return "";
+  return s.substr(a, s.find_last_not_of(' ') - a + 1);
+}
+
 struct GzCloser {
   void operator()(gzFile g) const { gzclose(g); }
 };
@@ -99,6 +106,39 @@ void check_headers_for_cfitsio(const std::string& path) {
     throw IoError(path + ": corrupt .gz: CFITSIO would take it for " + std::to_string(claimed) +
                   " bytes (from its last 4 bytes), the data inflate to " +
                   std::to_string(inflated));
+}
+
+std::string primary_header_value(const std::string& path, const std::string& key) {
+  std::unique_ptr<gzFile_s, GzCloser> g(gzopen(path.c_str(), "rb"));
+  if (!g) return "";
+  char card[81] = {};
+  // A primary header of at most 1000 blocks of 36 cards: more is not a header a survey writes.
+  for (long n = 0; n < 36000; ++n) {
+    if (gzread(g.get(), card, 80) != 80) return "";
+    const std::string name = trim(std::string(card, 8));
+    if (name == "END") return "";
+    if (name != key || card[8] != '=' || card[9] != ' ') continue;
+    std::string v(card + 10, 70);
+    const size_t a = v.find_first_not_of(' ');
+    if (a == std::string::npos) return "";
+    if (v[a] == '\'') {
+      std::string out;
+      for (size_t k = a + 1; k < v.size(); ++k) {
+        if (v[k] != '\'') {
+          out += v[k];
+        } else if (k + 1 < v.size() && v[k + 1] == '\'') {
+          out += '\'';
+          ++k;
+        } else {
+          break;
+        }
+      }
+      return trim(out);
+    }
+    return trim(
+        v.substr(a, v.find('/', a) == std::string::npos ? std::string::npos : v.find('/', a) - a));
+  }
+  return "";
 }
 
 }  // namespace velox::fits

@@ -20,4 +20,11 @@ namespace velox::fits {
 // and length checks). Everything else is left to CFITSIO, which reports it.
 void check_headers_for_cfitsio(const std::string& path);
 
+// The value of keyword `key` in the primary header of `path` (gzip-compressed or not), read
+// through zlib up to the END card only, without CFITSIO (which inflates a whole .gz file to open
+// it): a quoted string without its quotes and trailing blanks ('' unescaped), else the value
+// text before any comment; "" when the keyword is absent or the file is not readable FITS.
+// Used to group inputs by a header key (`velox fit --epochs --group-by`).
+std::string primary_header_value(const std::string& path, const std::string& key);
+
 }  // namespace velox::fits

@@ -1,8 +1,13 @@
 // The CFITSIO wrapper: write then read back images, keys and table columns of each kind.
+#include <zlib.h>
+
 #include <catch2/catch.hpp>
+#include <fstream>
+#include <iterator>
 
 #include "common/error.hpp"
 #include "io/fits.hpp"
+#include "io/fits_guard.hpp"
 #include "test_util.hpp"
 
 using namespace velox;
@@ -43,4 +48,28 @@ TEST_CASE("fits wrapper round-trips images, keywords and table columns", "[io][f
   CHECK_FALSE(f.has_column("B"));
   CHECK_THROWS_WITH(f.read_column_double("B"), Catch::Contains("HDU TAB: column B"));
   CHECK_THROWS_WITH(f.move_to("NOPE"), Catch::Contains("HDU NOPE"));
+}
+
+TEST_CASE("primary_header_value reads one keyword of a plain or gzipped header", "[io][fits]") {
+  const std::string dir = test::tmp_dir("header_value");
+  {
+    auto f = fits::File::create(dir + "/h.fits");
+    f.write_image({1, 2}, {2});
+    f.write_key("OBJNAME", std::string("it''s 12"));  // FITS escapes a quote by doubling it
+    f.write_key("OBSID", int64_t{123456789012});
+  }
+  // The same bytes gzip-compressed, as LAMOST DR8 delivers its files.
+  std::ifstream in(dir + "/h.fits", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  gzFile gz = gzopen((dir + "/h.fits.gz").c_str(), "wb");
+  gzwrite(gz, bytes.data(), static_cast<unsigned>(bytes.size()));
+  gzclose(gz);
+  for (const char* name : {"/h.fits", "/h.fits.gz"}) {
+    const std::string p = dir + name;
+    CHECK(fits::primary_header_value(p, "OBJNAME") ==
+          fits::File::open_read(p).key_string("OBJNAME"));
+    CHECK(fits::primary_header_value(p, "OBSID") == "123456789012");
+    CHECK(fits::primary_header_value(p, "ABSENT").empty());
+  }
+  CHECK(fits::primary_header_value(dir + "/missing.fits", "OBJNAME").empty());
 }
