@@ -5,8 +5,10 @@
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <string>
 
 #include "common/error.hpp"
 
@@ -42,6 +44,24 @@ bool unquoted_ttype(const char* card) {
   ++v;
   while (v < kCard && card[v] == ' ') ++v;
   return v < kCard && card[v] != '\'' && card[v] != '/';
+}
+
+// CFITSIO (imcomp_get_compressed_image_par) divides by the tile sizes ZTILEn of a tile-compressed
+// image: a ZTILEn card whose value is an integer <= 0 is refused (a SIGFPE, found by fuzzing the
+// DESI reader).
+bool nonpositive_ztile(const char* card) {
+  static const char kKey[] = "ZTILE";
+  for (int i = 0; i < 5; ++i)
+    if (std::toupper(static_cast<unsigned char>(card[i])) != kKey[i]) return false;
+  int v = 5;
+  if (!std::isdigit(static_cast<unsigned char>(card[v]))) return false;
+  while (v < 8 && std::isdigit(static_cast<unsigned char>(card[v]))) ++v;
+  while (v < 8 && card[v] == ' ') ++v;
+  if (v >= kCard || card[v] != '=') return false;
+  const std::string value(card + v + 1, card + kCard);
+  char* end = nullptr;
+  const long long t = std::strtoll(value.c_str(), &end, 10);
+  return end != value.c_str() && t <= 0;
 }
 
 // The last 4 bytes of a file, little-endian: for a gzip file, CFITSIO takes them for the
@@ -81,6 +101,10 @@ void check_headers_for_cfitsio(const std::string& path) {
         throw IoError(path + ": byte " + std::to_string(offset + c) + ": " +
                       std::string(buf.get() + c, 8) +
                       ": value is not a quoted string (malformed FITS header)");
+      else if (nonpositive_ztile(buf.get() + c))
+        throw IoError(path + ": byte " + std::to_string(offset + c) + ": " +
+                      std::string(buf.get() + c, 8) +
+                      ": tile size not positive (malformed compressed image)");
     offset += n;
     if (n % kCard) break;  // a short read: the end of a file that is not whole cards
   }

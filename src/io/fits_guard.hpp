@@ -10,6 +10,7 @@
 //    compressed size, before inflating. zlib checks every member's length and CRC, and
 //    CFITSIO's estimate may not exceed what the data inflate to.
 //  - A zip archive ("PK"): CFITSIO allocates the size its bytes 22-25 claim.
+//  - ZTILEn <= 0 in a tile-compressed image: CFITSIO divides by it (SIGFPE).
 #pragma once
 #include <string>
 

@@ -3,7 +3,9 @@
 # PREFIX/bin/velox runs and fits a real LAMOST spectrum with the build's library; the Python
 # package in PREFIX/lib/pythonX.Y/site-packages/velox imports from there alone (no build tree
 # on the path) and fits the same star with the same VRAD; the user scripts and the docs are in
-# PREFIX/share. CMakePresets.json lists its presets (a malformed file fails cmake --list-presets).
+# PREFIX/share; a CMake project outside velox (tests/downstream/) finds the installed package with
+# find_package(velox), links velox::velox_app and fits the same star with the same VRAD.
+# CMakePresets.json lists its presets (a malformed file fails cmake --list-presets).
 set -euo pipefail
 source "$VELOX_SOURCE_DIR/tests/integration/common.sh"
 itest_setup install
@@ -37,5 +39,19 @@ PYEOF
 else
   echo "install: no Python package built (VELOX_PYTHON off or pybind11 missing): not checked"
 fi
+[[ -f "$P/lib/cmake/velox/veloxConfig.cmake" ]] || fail "no PREFIX/lib/cmake/velox/veloxConfig.cmake"
+cmake -S "$VELOX_SOURCE_DIR/tests/downstream" -B downstream -DCMAKE_PREFIX_PATH="$P" \
+  -DCMAKE_BUILD_TYPE=Release >downstream.log 2>&1 && cmake --build downstream >>downstream.log 2>&1 || {
+  cat downstream.log
+  fail "the downstream project (find_package(velox)) does not build"
+}
+v=$(./downstream/fit_one "$LIB" "$STAR")
+"$PY" - "$v" "$SCRATCH/cat.h5" <<'PYEOF'
+import sys
+import h5py
+v, cli = float(sys.argv[1]), h5py.File(sys.argv[2], "r")["catalog"]["VRAD"][0]
+assert v == cli, (v, cli)
+print(f"install: a downstream project (find_package(velox)) fits VRAD {v:.3f} km/s, as the CLI")
+PYEOF
 cd "$VELOX_SOURCE_DIR" && cmake --list-presets >/dev/null || fail "CMakePresets.json is not valid"
 echo "PASS: install"

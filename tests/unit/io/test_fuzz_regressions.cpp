@@ -183,6 +183,25 @@ TEST_CASE("an unquoted 70-character TTYPE value is refused before CFITSIO overfl
   CHECK_NOTHROW(fits::File::open_read(dir + "/quoted.fits").move_to("COADD"));
 }
 
+TEST_CASE("a tile-compressed image with ZTILEn = 0 is refused before CFITSIO divides by it",
+          "[io][fuzz]") {
+  // Finding (desi): a DESI spectra file whose compressed B_MASK says ZTILE2 = 0 made CFITSIO
+  // 4.2.0 (imcomp_get_compressed_image_par) divide by zero: SIGFPE while listing the HDUs.
+  small_library();
+  const auto dir = test::tmp_dir("fuzz_ztile");
+  const std::string ok = slurp(test::data("spectra/desi_edr/spectra-sv3-dark-26065.fits"));
+  for (const char* v : {"0", "-3"}) {
+    const std::string bytes = patch_card(ok, "ZTILE2", v);
+    spit(dir + "/ztile.fits", bytes);
+    CHECK_THROWS_WITH(read_spectra(dir + "/ztile.fits"),
+                      Contains("ZTILE2") && Contains("tile size not positive"));
+    run("desi", bytes);
+  }
+  // The file as it is still reads (its tiles are positive).
+  spit(dir + "/ok.fits", ok);
+  CHECK(read_spectra(dir + "/ok.fits").spectra.size() == 5);
+}
+
 TEST_CASE("a corrupt gzip trailer is refused before CFITSIO allocates the size it claims",
           "[io][fuzz]") {
   // Finding (lamost-dr8): CFITSIO sizes its buffer for a .gz file by the file's last 4 bytes
