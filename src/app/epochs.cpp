@@ -59,7 +59,8 @@ std::string epoch_group_key(const Spectrum& s, const CatalogRow& row, const std:
 std::vector<CatalogRow> fit_epochs(const SpectrumFile& file,
                                    const std::vector<size_t>& spectrum_of_row,
                                    std::vector<CatalogRow>&& rows, const FitContext& ctx,
-                                   const std::string& group_by) {
+                                   const std::string& group_by,
+                                   std::vector<PreparedSpectrum*>* prepared) {
   // Groups in order of their first row; rows without a key are stars of their own.
   std::vector<std::vector<size_t>> groups;
   std::map<std::string, size_t> index;
@@ -91,7 +92,8 @@ std::vector<CatalogRow> fit_epochs(const SpectrumFile& file,
       for (size_t e = 0; e < g.size(); ++e) {
         const size_t si = spectrum_of_row[g[e]];
         if (si >= file.spectra.size() || !std::isfinite(pass1[e].VRAD)) continue;
-        PreparedSpectrum p = prepare_spectrum(file.spectra[si], ctx);
+        PreparedSpectrum* kept = prepared && si < prepared->size() ? (*prepared)[si] : nullptr;
+        PreparedSpectrum p = kept ? std::move(*kept) : prepare_spectrum(file.spectra[si], ctx);
         if (!p.ready) continue;
         p.held = true;
         for (int q = 0; q < kern::kMaxParams; ++q) p.held_theta[q] = j.theta[q];

@@ -22,9 +22,13 @@ std::string epoch_group_key(const Spectrum& s, const CatalogRow& row, const std:
 // rows[k] is the pass-1 row of file.spectra[spectrum_of_row[k]] (SIZE_MAX: a row without a
 // spectrum, kept as a star of its own). Returns the stars (EPOCH -1, in order of their first
 // epoch) followed by every star's epochs (EPOCH 0..n-1, TARGETID the star's).
+// `prepared` (may be null; else one entry per spectrum of `file`, null where absent): the
+// spectra as prepare_spectrum left them in step 1, taken (moved) for step 3 instead of preparing
+// them again.
 std::vector<CatalogRow> fit_epochs(const SpectrumFile& file,
                                    const std::vector<size_t>& spectrum_of_row,
                                    std::vector<CatalogRow>&& rows, const FitContext& ctx,
-                                   const std::string& group_by);
+                                   const std::string& group_by,
+                                   std::vector<PreparedSpectrum*>* prepared = nullptr);
 
 }  // namespace velox

@@ -46,6 +46,9 @@ struct FitEngine::InputFile : StreamItem {
   std::vector<CatalogRow> rows;
   std::vector<FitDiagnostics> diags;
   std::vector<double> task_seconds;
+  // --epochs, CPU stream: each task's prepared spectrum as prepare_spectrum left it (its row not
+  // yet finished), for step 3 (app/epochs.hpp), so the epoch is not prepared twice.
+  std::vector<PreparedSpectrum> kept;
 };
 
 void FitEngine::read_input(InputFile& in) {
@@ -141,8 +144,13 @@ void FitEngine::report_input(InputFile& in, std::vector<CatalogRow>&& fitted,
       for (size_t i = 0; i < sp.size(); ++i)
         if (in.selected[i] || outputs_->selection().include_unselected)
           spectrum_of_row.push_back(i);
-      in.res.rows =
-          fit_epochs(one.front(), spectrum_of_row, std::move(in.res.rows), *in.ctx, group_by_);
+      // The CPU stream kept each task's prepared spectrum: index them by spectrum.
+      std::vector<PreparedSpectrum*> prepared(sp.size(), nullptr);
+      for (size_t t = 0; t < in.kept.size() && t < in.spectra.size(); ++t)
+        if (in.kept[t].ready) prepared[in.spectra[t]] = &in.kept[t];
+      in.res.rows = fit_epochs(one.front(), spectrum_of_row, std::move(in.res.rows), *in.ctx,
+                               group_by_, in.kept.empty() ? nullptr : &prepared);
+      in.kept.clear();
     }
   } else {
     outputs_->add_failure_row();
@@ -194,6 +202,7 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
       if (in.selected[i]) in.spectra.push_back(i);
     const size_t n = in.spectra.size();
     in.rows.resize(n);
+    if (epochs_ && !gpu_ && cpu_batch_ == 0) in.kept.resize(n);
     in.task_seconds.assign(n, 0.0);
     if (want_diag) in.diags.resize(n);
     return n;
@@ -250,13 +259,19 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
       auto& in = static_cast<InputFile&>(item);
       const auto t0 = std::chrono::steady_clock::now();
       PreparedSpectrum p = prepare_spectrum(in.file.spectra[in.spectra[t]], *in.ctx);
+      CatalogRow prepared_row;
       if (p.ready) {
+        if (epochs_) prepared_row = p.row;
         const BatchOutput out = cpu_->fit_one(p, worker, want_diag);
         if (want_diag) diagnostics_of(p, out.ivar[0], out.models[0], &in.diags[t]);
         finish_row(p, out.results[0], out.ivar[0], *in.ctx);
       }
       if (want_diag) in.diags[t].messages = p.notes;
       in.rows[t] = std::move(p.row);
+      if (epochs_ && p.ready) {
+        p.row = std::move(prepared_row);
+        in.kept[t] = std::move(p);
+      }
       in.task_seconds[t] = seconds_since(t0);
       if (on_fitted) on_fitted(++n_fitted);
     };
