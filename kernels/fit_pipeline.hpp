@@ -267,6 +267,27 @@ VX_HD VX_NOINLINE void velocity_moments(const Team& team, const EmulatorView& em
   team.sync();
 }
 
+// Outlier clipping before the re-fit (fit_one, fit_velocity_held): the model at theta, then
+// every used pixel with |flux - model| sqrt(ivar) > cfg.clip_sigma gets ivar 0 in sc.ivar (sc.fn
+// is reused for the model). Sets out->n_clipped and returns it.
+template <class Team>
+VX_HD VX_INLINE int clip_outliers(const Team& team, const EmulatorView& em, const GridView& g,
+                                  const FitData& d, const PipelineConfig& cfg, const double* theta,
+                                  const PipelineScratch& sc, EvalWork* w, PipelineResult* out) {
+  evaluate(team, &em, g, d, cfg.cont_deg, theta, false, w, sc.T, sc.dT);
+  model_at_pixels(team, d, cfg.cont_deg, sc.T, w, sc.fn);
+  team.reduce_sum(d.n_pix, 1, w->red, [&](int i, auto acc) {
+    const double z = (d.flux[i] - sc.fn[i]) * sqrt((double)sc.ivar[i]);
+    if (sc.ivar[i] > 0 && fabs(z) > cfg.clip_sigma) {
+      sc.ivar[i] = 0.0f;
+      acc[0] += 1.0;
+    }
+  });
+  team.single([&] { out->n_clipped = (int)w->red[0]; });
+  team.sync();
+  return (int)w->red[0];
+}
+
 // The statistics of the solution sh->best (fit_one, fit_velocity_held): out->best, the per-arm
 // chi^2 and used pixels (ivar > 0 after clipping), and the continuum-only chi^2 (total and per
 // arm; NaN if singular). Leaves w describing the continuum-only fit.
@@ -467,18 +488,7 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
     }
   }
   if (cfg.clip_sigma > 0) {
-    evaluate(team, &em, g, d, cfg.cont_deg, sh->best.theta, false, w, sc.T, sc.dT);
-    model_at_pixels(team, d, cfg.cont_deg, sc.T, w, sc.fn);  // fn reused for the model
-    team.reduce_sum(d.n_pix, 1, w->red, [&](int i, auto acc) {
-      const double z = (d.flux[i] - sc.fn[i]) * sqrt((double)sc.ivar[i]);
-      if (sc.ivar[i] > 0 && fabs(z) > cfg.clip_sigma) {
-        sc.ivar[i] = 0.0f;
-        acc[0] += 1.0;
-      }
-    });
-    team.single([&] { out->n_clipped = (int)w->red[0]; });
-    team.sync();
-    if (w->red[0] > 0) {
+    if (clip_outliers(team, em, g, d, cfg, sh->best.theta, sc, w, out) > 0) {
       team.single([&] { sh->cur = sh->best; });
       team.sync();
       lm_fit(team, em, g, d, cfg.cont_deg, cfg.lm, &sh->cur, w, sc.T, sc.dT);
@@ -543,19 +553,7 @@ VX_HD void fit_velocity_held(const Team& team, const EmulatorView& em, const Gri
   emulator_coeffs_into(team, em, th + 1, w);
   velocity_newton(team, em, g, d, cfg, max_iter, th, w, sc.T, sc.dT, &v, &err, &chi2);
   if (cfg.clip_sigma > 0 && v == v) {
-    evaluate(team, &em, g, d, cfg.cont_deg, th, false, w, sc.T, sc.dT);
-    model_at_pixels(team, d, cfg.cont_deg, sc.T, w, sc.fn);
-    team.reduce_sum(d.n_pix, 1, w->red, [&](int i, auto acc) {
-      const double z = (d.flux[i] - sc.fn[i]) * sqrt((double)sc.ivar[i]);
-      if (sc.ivar[i] > 0 && fabs(z) > cfg.clip_sigma) {
-        sc.ivar[i] = 0.0f;
-        acc[0] += 1.0;
-      }
-    });
-    const double n_clip = w->red[0];
-    team.single([&] { out->n_clipped = (int)n_clip; });
-    team.sync();
-    if (n_clip > 0) {
+    if (clip_outliers(team, em, g, d, cfg, th, sc, w, out) > 0) {
       emulator_coeffs_into(team, em, th + 1, w);
       velocity_newton(team, em, g, d, cfg, max_iter, th, w, sc.T, sc.dT, &v, &err, &chi2);
     }
