@@ -1,9 +1,9 @@
 #include "app/epochs.hpp"
 
 #include <cstdlib>
-#include <map>
 
 #include "backend/backend.hpp"
+#include "common/group_by.hpp"
 #include "fit/epochs.hpp"
 #include "io/rvs_warn.hpp"
 
@@ -62,20 +62,12 @@ std::vector<CatalogRow> fit_epochs(const SpectrumFile& file,
                                    const std::string& group_by,
                                    std::vector<PreparedSpectrum*>* prepared) {
   // Groups in order of their first row; rows without a key are stars of their own.
-  std::vector<std::vector<size_t>> groups;
-  std::map<std::string, size_t> index;
+  std::vector<std::string> keys(rows.size());
   for (size_t k = 0; k < rows.size(); ++k) {
     const size_t si = k < spectrum_of_row.size() ? spectrum_of_row[k] : SIZE_MAX;
-    std::string key =
-        si < file.spectra.size() ? epoch_group_key(file.spectra[si], rows[k], group_by) : "";
-    if (key.empty()) {
-      groups.push_back({k});
-      continue;
-    }
-    const auto [it, fresh] = index.emplace(key, groups.size());
-    if (fresh) groups.emplace_back();
-    groups[it->second].push_back(k);
+    if (si < file.spectra.size()) keys[k] = epoch_group_key(file.spectra[si], rows[k], group_by);
   }
+  const std::vector<std::vector<size_t>> groups = group_by_key(keys);
   // Step 3 does not measure the per-arm velocities again (copy_identity).
   kern::PipelineConfig pc = pipeline_config(ctx.cfg, ctx.lib);
   pc.seg_max_iter = 0;

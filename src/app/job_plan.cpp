@@ -12,6 +12,7 @@
 #include "app/job_outputs.hpp"
 #include "app/output_checks.hpp"
 #include "common/error.hpp"
+#include "common/group_by.hpp"
 #include "io/fits_guard.hpp"
 
 namespace velox {
@@ -58,25 +59,18 @@ size_t chunk_min_spectra(int threads) {
 
 std::vector<std::string> group_inputs(const std::vector<std::string>& paths,
                                       const std::string& key) {
-  std::vector<std::vector<std::string>> groups;
-  std::map<std::string, size_t> index;
-  size_t n_joined = 0;
-  for (const auto& p : paths) {
-    if (p.find('\n') != std::string::npos)
-      throw ConfigError("input file name with a newline: " + p);
-    std::string value;
-    value = fits::primary_header_value(p, key);  // the header only, not CFITSIO's whole file
-    if (value.empty()) {
-      groups.push_back({p});
-      continue;
-    }
-    const auto [it, fresh] = index.emplace(value, groups.size());
-    if (fresh) groups.emplace_back();
-    groups[it->second].push_back(p);
-    n_joined += fresh ? 0 : 1;
+  std::vector<std::string> values(paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (paths[i].find('\n') != std::string::npos)
+      throw ConfigError("input file name with a newline: " + paths[i]);
+    values[i] = fits::primary_header_value(paths[i], key);  // the header only, not the whole file
   }
   std::vector<std::string> out;
-  for (const auto& g : groups) out.push_back(join_members(g));
+  for (const auto& g : group_by_key(values)) {
+    std::vector<std::string> members;
+    for (size_t i : g) members.push_back(paths[i]);
+    out.push_back(join_members(members));
+  }
   spdlog::info("fit --epochs: {} input files in {} stars by header key {}", paths.size(),
                out.size(), key);
   return out;

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/median.hpp"
 #include "emulator/library.hpp"
+#include "fit/fitter.hpp"
 #include "fit/params.hpp"
 #include "io/rvs_warn.hpp"
 
@@ -50,13 +52,6 @@ double stat_err_theta(const CatalogRow& r, const FitParam& q) {
   const double v = r.*q.value;
   if (!(e > 0) || !std::isfinite(v)) return NAN;
   return q.log10 ? e / (std::log(10.0) * v) : e;
-}
-
-double floor_of(const FitConfig& cfg, const std::string& format, const std::string& column) {
-  const auto f = cfg.error_floor.find(format);
-  if (f == cfg.error_floor.end()) return 0.0;
-  const auto c = f->second.find(column);
-  return c == f->second.end() ? 0.0 : c->second;
 }
 
 }  // namespace
@@ -135,8 +130,7 @@ JointLabels joint_labels(const std::vector<CatalogRow>& epochs, const TemplateLi
       const double scale = xs.size() > 1 ? std::sqrt(std::max(1.0, chi2 / (xs.size() - 1))) : 1.0;
       err = scale / std::sqrt(sw);
     } else if (!values.empty()) {  // e.g. VSINI upper limits: no error, the median value
-      std::sort(values.begin(), values.end());
-      x = values[values.size() / 2];
+      x = median_upper(values);
     }
     if (q.name == "VSINI" && !std::isfinite(x)) x = 0.0;  // not fitted: no rotation
     if (!std::isfinite(x))
@@ -171,7 +165,7 @@ CatalogRow star_row(const std::vector<CatalogRow>& epochs, const JointLabels& j,
     r.*q.value = value;
     if (q.err_stat) {
       r.*q.err_stat = stat;
-      const double f = floor_of(cfg, format, q.name);
+      const double f = error_floor(cfg, format, q.name);
       r.*q.err = std::sqrt(stat * stat + f * f);
     } else {
       r.*q.err = stat;

@@ -64,14 +64,6 @@ double chi2_sf(double x, int k) {
   return std::erfc(h) + std::sqrt(2.0 * x / M_PI) * std::exp(-x / 2.0);  // k == 3
 }
 
-// The systematic floor of `column` for the input format (0 if none is configured).
-double error_floor(const FitConfig& cfg, const std::string& format, const char* column) {
-  auto f = cfg.error_floor.find(format);
-  if (f == cfg.error_floor.end()) return 0.0;
-  auto c = f->second.find(column);
-  return c == f->second.end() ? 0.0 : c->second;
-}
-
 CatalogRow failure(CatalogRow row, int64_t bits) {
   row.RVS_WARN |= bits;
   row.SUCCESS = false;
@@ -79,6 +71,13 @@ CatalogRow failure(CatalogRow row, int64_t bits) {
 }
 
 }  // namespace
+
+double error_floor(const FitConfig& cfg, const std::string& format, const std::string& column) {
+  auto f = cfg.error_floor.find(format);
+  if (f == cfg.error_floor.end()) return 0.0;
+  auto c = f->second.find(column);
+  return c == f->second.end() ? 0.0 : c->second;
+}
 
 kern::PipelineConfig pipeline_config(const FitConfig& cfg, const TemplateLibrary& lib) {
   kern::PipelineConfig pc;

@@ -106,6 +106,10 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
                                   const FitContext& ctx);
 PreparedSpectrum prepare_spectrum(const Spectrum& spec, const FitContext& ctx);
 
+// The systematic floor of catalog column `column` (VRAD, TEFF, ..., VRAD_ARM) for input format
+// `format` (fit.error_floor; 0 if none is configured).
+double error_floor(const FitConfig& cfg, const std::string& format, const std::string& column);
+
 // Turn the pipeline result into the catalog row (values, errors, RVS_WARN, SUCCESS).
 // `ivar` is the pipeline's working ivar after clipping.
 void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "emulator/build.hpp"
 #include "emulator/library.hpp"
 #include "fit/fitter.hpp"
 #include "io/readers.hpp"
@@ -159,6 +160,16 @@ inline TemplateSet synthetic_set(int n, uint64_t seed) {
     set.spectra.push_back(std::move(t));
   }
   return set;
+}
+
+// The emulator of synthetic_set(150, 7) (20 components, TEFF 3000-8000 K): the library of the
+// synthetic injection tests.
+inline TemplateLibrary synthetic_library() {
+  BuildConfig bc;
+  bc.n_components = 20;
+  bc.teff_min = 3000;
+  bc.teff_max = 8000;
+  return build_library(synthetic_set(150, 7), bc);
 }
 
 }  // namespace velox::test

@@ -40,11 +40,7 @@ TEST_CASE("velocity constancy statistics", "[epochs]") {
 
 TEST_CASE("joint fit of epochs: shared labels, per-epoch VRADs, RV_VARIABLE",
           "[epochs][synthetic]") {
-  BuildConfig bc;
-  bc.n_components = 20;
-  bc.teff_min = 3000;
-  bc.teff_max = 8000;
-  const auto lib = build_library(test::synthetic_set(150, 7), bc);
+  const auto lib = test::synthetic_library();
   test::InjectionSetup setup(lib);
   auto arm = setup.cache.get(1800.0);
   std::mt19937_64 rng(5);

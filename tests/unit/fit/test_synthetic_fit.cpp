@@ -15,11 +15,7 @@ using namespace velox;
 using test::synthetic_set;
 
 TEST_CASE("synthetic injection-recovery: unbiased VRAD and honest errors", "[fit][synthetic]") {
-  BuildConfig bc;
-  bc.n_components = 20;
-  bc.teff_min = 3000;
-  bc.teff_max = 8000;
-  const auto lib = build_library(synthetic_set(150, 7), bc);
+  const auto lib = test::synthetic_library();
   REQUIRE(lib.n_train >= 140);
   test::InjectionSetup setup(lib);
   auto arm = setup.cache.get(1800.0);
@@ -46,11 +42,7 @@ TEST_CASE("synthetic injection-recovery: unbiased VRAD and honest errors", "[fit
 
 TEST_CASE("per-arm velocities recover the injected VRAD, and a shifted red half is flagged",
           "[fit][synthetic][quality]") {
-  BuildConfig bc;
-  bc.n_components = 20;
-  bc.teff_min = 3000;
-  bc.teff_max = 8000;
-  const auto lib = build_library(synthetic_set(150, 7), bc);
+  const auto lib = test::synthetic_library();
   test::InjectionSetup setup(lib);
   auto arm = setup.cache.get(1800.0);
   std::mt19937_64 rng(11);
