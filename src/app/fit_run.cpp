@@ -179,12 +179,14 @@ Backend& FitEngine::route(const BatchRequest& r) {
 }
 
 EngineBatch FitEngine::submit(std::vector<FitJob> jobs, bool want_models,
-                              const std::function<void(size_t)>& on_fitted) {
+                              const std::function<void(size_t)>& on_fitted,
+                              const std::function<void()>& prepared) {
   const auto t0 = std::chrono::steady_clock::now();
   EngineBatch b;
   b.jobs = std::move(jobs);
   b.want_models = want_models;
   b.prep = prepare(b.jobs);
+  if (prepared) prepared();
   std::vector<const PreparedSpectrum*> ready;
   BatchRequest req;
   req.models = want_models;

@@ -137,8 +137,11 @@ class FitEngine {
 
   // Prepare `jobs` on the engine's threads and submit the ready ones to the backend route()
   // picks; `on_fitted` as in fit_stream. Batches are finished in the order they were submitted.
+  // `prepared` (may be empty) runs once the jobs are prepared, before the backend gets them: the
+  // caller may then free the inputs' pixels.
   EngineBatch submit(std::vector<FitJob> jobs, bool want_models,
-                     const std::function<void(size_t)>& on_fitted = {});
+                     const std::function<void(size_t)>& on_fitted = {},
+                     const std::function<void()>& prepared = {});
   // Wait for a submitted batch and finish its rows (in parallel); with want_models, `diags`
   // (may be null) gets the diagnostics of every job.
   void finish(EngineBatch& b, std::vector<FitDiagnostics>* diags = nullptr);

@@ -158,6 +158,21 @@ void FitEngine::report_input(InputFile& in, std::vector<CatalogRow>&& fitted,
   done(std::move(in.res));
 }
 
+namespace {
+
+// Frees a spectrum's flux, ivar, mask and resolution matrix (its wavelengths, identity and meta
+// stay): what is left of it once it is prepared.
+void release_pixels(Spectrum& s) {
+  for (auto& a : s.arms) {
+    std::vector<float>().swap(a.flux);
+    std::vector<float>().swap(a.ivar);
+    std::vector<int32_t>().swap(a.mask);
+    std::vector<float>().swap(a.resolution);
+  }
+}
+
+}  // namespace
+
 void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileResult&&)>& done,
                            size_t chunk_min_spectra, const std::function<void(size_t)>& on_fitted) {
   const bool want_diag = outputs_->want_diagnostics();
@@ -240,7 +255,18 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
         auto& in = static_cast<InputFile&>(*item);
         jobs.push_back({&in.file.spectra[in.spectra[t]], in.ctx.get()});
       }
-      auto b = std::make_shared<EngineBatch>(submit(std::move(jobs), want_diag, on_fitted));
+      // Once the batch is prepared (its packed copies are what the backend and finish_row read),
+      // the inputs' pixel arrays are not needed again: a GPU rank holds them only for the spectra
+      // still queued (docs/gpu.md "Host memory"). --epochs prepares its epochs again in step 3.
+      auto release = [&tasks, this] {
+        if (epochs_) return;
+        for (const auto& [item, t] : tasks) {
+          auto& in = static_cast<InputFile&>(*item);
+          release_pixels(in.file.spectra[in.spectra[t]]);
+        }
+      };
+      auto b =
+          std::make_shared<EngineBatch>(submit(std::move(jobs), want_diag, on_fitted, release));
       return [this, b, tasks, want_diag] {
         std::vector<FitDiagnostics> diags;
         finish(*b, &diags);

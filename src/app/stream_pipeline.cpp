@@ -27,7 +27,9 @@ class Stream {
     readers_ = std::max(1, l.readers);
     batch_ = l.batch;
     const size_t unit = batch_ ? batch_ : workers;
-    queued_low_ = l.queued_tasks ? l.queued_tasks : 2 * unit;
+    // Batch mode: one batch waits while the batcher prepares the next and the device fits the
+    // one before; every waiting spectrum is a read input's pixels (docs/gpu.md "Host memory").
+    queued_low_ = l.queued_tasks ? l.queued_tasks : (batch_ ? 1 : 2) * unit;
     max_items_ = l.max_items ? l.max_items : (batch_ ? 4 : 8) * unit + readers_ + 2;
   }
 
@@ -76,9 +78,17 @@ class Stream {
 
   bool want_more() const {
     if (inputs_done_ || order_.size() >= max_items_) return false;
-    const size_t waiting = tasks_.size() + unread_;
-    return waiting < queued_low_ || (unread_ < static_cast<size_t>(readers_) &&
-                                     tasks_.size() < 4 * queued_low_);
+    // An input not read yet counts as the mean number of tasks of the inputs read so far: counted
+    // as one, a batch mode's low mark of 2 batches pulled (and read) thousands of DESI coadds.
+    // Until one is read, the readers get one input each.
+    if (n_read_ == 0) return unread_ < static_cast<size_t>(readers_);
+    const size_t per_input = std::max<size_t>(1, n_read_tasks_ / n_read_);
+    const size_t waiting = tasks_.size() + unread_ * per_input;
+    // Idle readers may read ahead up to 4x the low mark, but not in batch mode: there a task is a
+    // spectrum of a GPU batch (DESI: about 0.5 MB of pixels each), and two batches queued keep
+    // the device fed; reading further ahead only held memory (6 GB on 3840 DESI spectra).
+    return waiting < queued_low_ ||
+           (!batch_ && unread_ < static_cast<size_t>(readers_) && tasks_.size() < 4 * queued_low_);
   }
 
   // The calling thread: pull inputs while there is room, emit finished ones in order.
@@ -130,6 +140,8 @@ class Stream {
       slot->n_tasks = n;
       slot->read = true;
       --unread_;
+      ++n_read_;
+      n_read_tasks_ += n;
       for (size_t t = 0; t < n; ++t) tasks_.push_back({slot, t});
       if (n || batch_) cv_work_.notify_all();
       cv_main_.notify_one();  // a finished item, or room to pull the next input
@@ -206,6 +218,7 @@ class Stream {
   std::deque<Slot*> to_read_;
   std::deque<std::pair<Slot*, size_t>> tasks_;
   size_t unread_ = 0;  // pulled, not yet read
+  size_t n_read_ = 0, n_read_tasks_ = 0;  // inputs read so far and their tasks
   bool inputs_done_ = false, closing_ = false;
   std::exception_ptr error_;
 };

@@ -58,7 +58,7 @@ struct StreamLimits {
   size_t queued_tasks = 0;   // pull more inputs while fewer tasks wait (0: 2 per worker)
   size_t max_items = 0;      // inputs in flight at most (0: 8 per worker + readers + 2)
   size_t batch = 0;          // > 0: batch mode, tasks per batch (queued_tasks and max_items
-                             // default to 2 and 4 batches)
+                             // default to 1 and 4 batches)
 };
 
 // Run the stream to its end on `pool`'s threads (all of them work; the calling thread does not

@@ -240,6 +240,12 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       zp_r = split_arm ? std::log1p(zp("R") / kSpeedOfLight_kms) : zp_b;
     }
     const double split_A = split_arm ? split_fmt->second : INFINITY;
+    // Exact capacity, one arm at a time: grown by push_back, these vectors held up to twice
+    // their size while a batch of prepared spectra waits for the GPU.
+    const size_t n_all = all.lnlam.size() + idx.size();
+    for (auto* v : {&all.lnlam, &all.xleg, &all.wave}) v->reserve(n_all);
+    for (auto* v : {&all.flux, &all.ivar}) v->reserve(n_all);
+    for (auto* v : {&all.arm, &all.full_idx, &all.input_pixel}) v->reserve(n_all);
     for (size_t k = 0; k < idx.size(); ++k) {
       const size_t j = idx[k];
       const double ll = std::log(arm.wave_vac_A[j]);

@@ -181,3 +181,44 @@ TEST_CASE("batch mode submits full batches, one in flight, and ends with the res
   for (size_t i = 0; i + 1 < sizes.size(); ++i) CHECK(sizes[i] == 8);
   CHECK(most_in_flight <= 2);  // one being fitted, the next being submitted
 }
+
+TEST_CASE("batch mode reads ahead about one batch and not the whole input list", "[stream]") {
+  // 200 inputs of 64 tasks each (DESI coadds of 64 fibres: about 0.5 MB of pixels per task),
+  // batches of 128, 4 readers. What is read and not yet submitted is held in memory: it must stay
+  // near one batch plus what the readers hold (the low mark, 128, plus at most one input per
+  // reader in flight and one more pulled on the running mean: 128 + 5 x 64 = 448). Before,
+  // inputs not yet read counted as one task each and the stream read 128 of them (8192 tasks) at
+  // its start; a GPU rank held 6 GB of DESI pixels.
+  ThreadPool pool(2);
+  size_t next = 0;
+  std::mutex mu;
+  long long outstanding = 0, most = 0, total = 0;
+  StreamStages s;
+  s.make = [] { return std::make_unique<StreamItem>(); };
+  s.next = [&](size_t& index, std::string&) {
+    index = next++;
+    return index < 200;
+  };
+  s.read = [&](StreamItem&) -> size_t {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    std::lock_guard<std::mutex> lock(mu);
+    outstanding += 64;
+    most = std::max(most, outstanding);
+    return 64;
+  };
+  s.submit_batch = [&](const std::vector<StreamTask>& tasks) -> std::function<void()> {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      outstanding -= static_cast<long long>(tasks.size());
+      total += static_cast<long long>(tasks.size());
+    }
+    return [] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); };
+  };
+  s.emit = [](std::unique_ptr<StreamItem>) {};
+  StreamLimits limits;
+  limits.batch = 128;
+  limits.readers = 4;
+  run_stream(pool, s, limits);
+  CHECK(total == 200 * 64);
+  CHECK(most <= 128 + 5 * 64);
+}
