@@ -20,6 +20,7 @@
 
 #include "kernels/convolve.hpp"
 #include "kernels/emulator_eval.hpp"
+#include "kernels/grid.hpp"
 #include "kernels/hd.hpp"
 #include "kernels/linalg.hpp"
 #include "kernels/physics.hpp"
@@ -39,13 +40,6 @@ VX_HD VX_INLINE int vsini_index(int n_label) { return 1 + n_label; }
 VX_HD VX_INLINE int n_fit_params(int n_label, int fit_vsini) {
   return 1 + n_label + (fit_vsini ? 1 : 0);
 }
-
-// The template grid: uniform in ln(lambda_vac / A).
-struct GridView {
-  int n_tpix = 0;
-  double lnlam0 = 0.0;
-  double dlnlam = 0.0;
-};
 
 // The coarse CCF templates de-interleaved by the lag step s, so that the CPU's lag loop reads
 // them with unit stride (cross_correlate_phased): template j's phase r (0 <= r < s) holds

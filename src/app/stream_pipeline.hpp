@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cpu/thread_pool.hpp"
+#include "common/thread_pool.hpp"
 
 namespace velox {
 

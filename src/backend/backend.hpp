@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backend/batch.hpp"
-#include "backend/cpu/thread_pool.hpp"
+#include "common/thread_pool.hpp"
 #include "fit/fitter.hpp"
 
 namespace velox {

@@ -8,7 +8,7 @@
 
 #include "io/class_template.hpp"
 #include "kernels/emulator_eval.hpp"
-#include "kernels/fit_eval.hpp"
+#include "kernels/grid.hpp"
 
 namespace velox {
 

@@ -1,4 +1,4 @@
-#include "backend/cpu/thread_pool.hpp"
+#include "common/thread_pool.hpp"
 
 #include <algorithm>
 
