@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <stdexcept>
+#include <variant>
 
 #include "app/fit_run.hpp"
 #include "common/error.hpp"
@@ -295,6 +297,21 @@ void write_rvtab_primary(fits::File& f, const Provenance& prov) {
   f.write_checksum();
 }
 
+// The FITS form (FITS 4.0 section 4.3, as the DESI data model writes it) of the unit the catalog's
+// column table gives the column of `field`: "km/s" -> "km s-1"; "dex", not a FITS unit, is left
+// blank, as DR1's rvtab has LOGG and FEH. One table of units for HDF5 and FITS.
+std::string fits_unit(double CatalogRow::*field) {
+  for (const auto& c : catalog_columns()) {
+    const auto* f = std::get_if<double CatalogRow::*>(&c.field);
+    if (!f || *f != field) continue;
+    const std::string u = c.unit;
+    if (u == "km/s") return "km s-1";
+    if (u == "dex") return "";
+    return u;
+  }
+  throw std::logic_error("fits_unit: a field outside the catalog's column table");
+}
+
 }  // namespace
 
 void write_rvtab_fits(const std::string& path, const std::vector<CatalogRow>& rows,
@@ -308,49 +325,48 @@ void write_rvtab_fits(const std::string& path, const std::vector<CatalogRow>& ro
   struct D {
     const char* name;
     double CatalogRow::*field;
-    const char* unit;
   };
-  const D doubles[] = {{"VRAD", &CatalogRow::VRAD, "km s-1"},
-                       {"VRAD_ERR", &CatalogRow::VRAD_ERR, "km s-1"},
-                       {"VRAD_SKEW", &CatalogRow::VRAD_SKEW, ""},
-                       {"VRAD_KURT", &CatalogRow::VRAD_KURT, ""},
-                       {"LOGG", &CatalogRow::LOGG, ""},
-                       {"TEFF", &CatalogRow::TEFF, "K"},
-                       {"ALPHAFE", &CatalogRow::ALPHAFE, ""},
-                       {"FEH", &CatalogRow::FEH, ""},
-                       {"LOGG_ERR", &CatalogRow::LOGG_ERR, ""},
-                       {"TEFF_ERR", &CatalogRow::TEFF_ERR, "K"},
-                       {"ALPHAFE_ERR", &CatalogRow::ALPHAFE_ERR, ""},
-                       {"FEH_ERR", &CatalogRow::FEH_ERR, ""},
-                       {"VSINI", &CatalogRow::VSINI, "km s-1"},
-                       {"CHISQ_TOT", &CatalogRow::CHISQ_TOT, ""},
-                       {"CHISQ_C_TOT", &CatalogRow::CHISQ_C, ""},
-                       {"CHISQ_B", &CatalogRow::CHISQ_B, ""},
-                       {"CHISQ_C_B", &CatalogRow::CHISQ_C_B, ""},
-                       {"CHISQ_R", &CatalogRow::CHISQ_R, ""},
-                       {"CHISQ_C_R", &CatalogRow::CHISQ_C_R, ""},
-                       {"CHISQ_Z", &CatalogRow::CHISQ_Z, ""},
-                       {"CHISQ_C_Z", &CatalogRow::CHISQ_C_Z, ""}};
+  const D doubles[] = {{"VRAD", &CatalogRow::VRAD},
+                       {"VRAD_ERR", &CatalogRow::VRAD_ERR},
+                       {"VRAD_SKEW", &CatalogRow::VRAD_SKEW},
+                       {"VRAD_KURT", &CatalogRow::VRAD_KURT},
+                       {"LOGG", &CatalogRow::LOGG},
+                       {"TEFF", &CatalogRow::TEFF},
+                       {"ALPHAFE", &CatalogRow::ALPHAFE},
+                       {"FEH", &CatalogRow::FEH},
+                       {"LOGG_ERR", &CatalogRow::LOGG_ERR},
+                       {"TEFF_ERR", &CatalogRow::TEFF_ERR},
+                       {"ALPHAFE_ERR", &CatalogRow::ALPHAFE_ERR},
+                       {"FEH_ERR", &CatalogRow::FEH_ERR},
+                       {"VSINI", &CatalogRow::VSINI},
+                       {"CHISQ_TOT", &CatalogRow::CHISQ_TOT},
+                       {"CHISQ_C_TOT", &CatalogRow::CHISQ_C},
+                       {"CHISQ_B", &CatalogRow::CHISQ_B},
+                       {"CHISQ_C_B", &CatalogRow::CHISQ_C_B},
+                       {"CHISQ_R", &CatalogRow::CHISQ_R},
+                       {"CHISQ_C_R", &CatalogRow::CHISQ_C_R},
+                       {"CHISQ_Z", &CatalogRow::CHISQ_Z},
+                       {"CHISQ_C_Z", &CatalogRow::CHISQ_C_Z}};
   for (const auto& d : doubles) {
-    auto& c = t.column(d.name, 'f', d.unit);
+    auto& c = t.column(d.name, 'f', fits_unit(d.field));
     for (const auto& r : rows) c.f.push_back(r.*(d.field));
   }
   auto& warn_c = t.column("RVS_WARN", 'i');
   auto& refid = t.column("REF_ID", 'i');
   auto& refcat = t.column("REF_CAT", 's', "", "2A");
-  auto& ra = t.column("TARGET_RA", 'f', "deg");
-  auto& dec = t.column("TARGET_DEC", 'f', "deg");
+  auto& ra = t.column("TARGET_RA", 'f', fits_unit(&CatalogRow::TARGET_RA));
+  auto& dec = t.column("TARGET_DEC", 'f', fits_unit(&CatalogRow::TARGET_DEC));
   auto& tid = t.column("TARGETID", 'i');
-  auto& snb = t.column("SN_B", 'f', "", "E");
-  auto& snr = t.column("SN_R", 'f', "", "E");
-  auto& snz = t.column("SN_Z", 'f', "", "E");
+  auto& snb = t.column("SN_B", 'f', fits_unit(&CatalogRow::SN_B), "E");
+  auto& snr = t.column("SN_R", 'f', fits_unit(&CatalogRow::SN_R), "E");
+  auto& snz = t.column("SN_Z", 'f', fits_unit(&CatalogRow::SN_Z), "E");
   auto& succ = t.column("SUCCESS", 'l');
-  auto& rrz = t.column("RR_Z", 'f');
+  auto& rrz = t.column("RR_Z", 'f', fits_unit(&CatalogRow::RR_Z));
   auto& rrtype = t.column("RR_SPECTYPE", 's', "", "6A");
   // velox extras after the model's columns: the input's healpix (as the combined rvpix tables
   // carry it), the CCF velocity, and FIBER / EXPID with the int32 type of rvtab_spectra.
   auto& hpx = t.column("HEALPIX", 'i');
-  auto& vccf = t.column("VRAD_CCF", 'f', "km s-1");
+  auto& vccf = t.column("VRAD_CCF", 'f', fits_unit(&CatalogRow::VRAD_CCF));
   auto& expid = t.column("EXPID", 'i', "", "J");
   auto& fiber = t.column("FIBER", 'i', "", "J");
   for (const auto& r : rows) {
@@ -385,13 +401,13 @@ void write_rvtab_fits(const std::string& path, const std::vector<CatalogRow>& ro
   // --epochs: the stars' constancy statistics, and the EPOCHS table.
   RowTable ep;
   if (!epochs.empty()) {
-    const D stats[] = {{"VRAD_CHISQ_CONST", &CatalogRow::VRAD_CHISQ_CONST, ""},
-                       {"VRAD_LOGP_CONST", &CatalogRow::VRAD_LOGP_CONST, ""},
-                       {"VRAD_MAXDIFF_SIG", &CatalogRow::VRAD_MAXDIFF_SIG, ""}};
+    const D stats[] = {{"VRAD_CHISQ_CONST", &CatalogRow::VRAD_CHISQ_CONST},
+                       {"VRAD_LOGP_CONST", &CatalogRow::VRAD_LOGP_CONST},
+                       {"VRAD_MAXDIFF_SIG", &CatalogRow::VRAD_MAXDIFF_SIG}};
     auto& n = t.column("N_EPOCHS", 'i', "", "J");
     for (const auto& r : rows) n.i.push_back(r.N_EPOCHS);
     for (const auto& d : stats) {
-      auto& c = t.column(d.name, 'f', d.unit);
+      auto& c = t.column(d.name, 'f', fits_unit(d.field));
       for (const auto& r : rows) c.f.push_back(r.*(d.field));
     }
     // Columns in this order: TARGETID, EPOCH, EXPID, MJD, VRAD, VRAD_ERR, SN, CHISQ_TOT, RCHISQ,
@@ -399,14 +415,14 @@ void write_rvtab_fits(const std::string& path, const std::vector<CatalogRow>& ro
     ep.column("TARGETID", 'i');
     ep.column("EPOCH", 'i', "", "J");
     ep.column("EXPID", 'i', "", "J");
-    const D e_doubles[] = {{"MJD", &CatalogRow::MJD, "d"},
-                           {"VRAD", &CatalogRow::VRAD, "km s-1"},
-                           {"VRAD_ERR", &CatalogRow::VRAD_ERR, "km s-1"},
-                           {"SN", &CatalogRow::SN, ""},
-                           {"CHISQ_TOT", &CatalogRow::CHISQ_TOT, ""},
-                           {"RCHISQ", &CatalogRow::RCHISQ, ""}};
+    const D e_doubles[] = {{"MJD", &CatalogRow::MJD},
+                           {"VRAD", &CatalogRow::VRAD},
+                           {"VRAD_ERR", &CatalogRow::VRAD_ERR},
+                           {"SN", &CatalogRow::SN},
+                           {"CHISQ_TOT", &CatalogRow::CHISQ_TOT},
+                           {"RCHISQ", &CatalogRow::RCHISQ}};
     for (const auto& d : e_doubles) {
-      auto& c = ep.column(d.name, 'f', d.unit, std::string(d.name) == "SN" ? "E" : "");
+      auto& c = ep.column(d.name, 'f', fits_unit(d.field), std::string(d.name) == "SN" ? "E" : "");
       for (const auto& r : epochs) c.f.push_back(r.*(d.field));
     }
     ep.column("RVS_WARN", 'i');
