@@ -35,6 +35,29 @@ struct BatchSpectrum {
   double held_theta[kMaxParams] = {};
 };
 
+// The per-slot scratch, one table: elements per slot of each scratch array for a batch's slot
+// sizes. The host batch (backend/batch.cpp), the CUDA engine's buffers (gpu_engine.cu) and the GPU
+// sizing (gpu_sizing.cpp) allocate by it, and batch_views strides by it.
+struct SlotCounts {
+  long long T, dT, fn, wts, frac, t0;  // per slot pixel (dT: x np)
+  long long Tf, dTf;                   // per full-grid pixel (dTf: x np)
+  long long Tg;                        // rotated model's grid rows x np (the CPU's Tr alike)
+  long long ccf, acc, emu;             // CCF lags, 8 accumulators per lag, emulator scratch
+};
+VX_HD VX_INLINE SlotCounts slot_counts(long long slot_pix, long long slot_full, int np, int n_out,
+                                       long long emu, long long slot_grid) {
+  SlotCounts c;
+  c.T = c.fn = c.wts = c.frac = c.t0 = slot_pix;
+  c.dT = slot_pix * np;
+  c.Tf = slot_full;
+  c.dTf = slot_full * np;
+  c.Tg = slot_grid * np;
+  c.ccf = n_out;
+  c.acc = 8LL * n_out;
+  c.emu = emu;
+  return c;
+}
+
 struct BatchView {
   EmulatorView em;
   GridView grid;
@@ -114,20 +137,22 @@ VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d
     rm += (long long)d->n_full[a] * d->ndiag[a];
     off += d->n_full[a];
   }
-  const long long p = (long long)slot * b.slot_pix, f = (long long)slot * b.slot_full;
-  d->Tf = b.Tf ? b.Tf + f : nullptr;
-  d->dTf = b.dTf ? b.dTf + f * b.np : nullptr;
-  d->Tg = b.Tg && b.slot_grid > 0 ? b.Tg + (long long)slot * b.slot_grid * b.np : nullptr;
-  sc->T = b.T + p;
-  sc->dT = b.dT + p * b.np;
-  sc->fn = b.fn + p;
-  sc->wts = b.wts + p;
-  sc->frac = b.frac + p;
-  sc->t0 = b.t0 + p;
+  const SlotCounts c =
+      slot_counts(b.slot_pix, b.slot_full, b.np, b.n_out, emulator_scratch_size(b.em), b.slot_grid);
+  const long long k = slot;
+  d->Tf = b.Tf ? b.Tf + k * c.Tf : nullptr;
+  d->dTf = b.dTf ? b.dTf + k * c.dTf : nullptr;
+  d->Tg = b.Tg && b.slot_grid > 0 ? b.Tg + k * c.Tg : nullptr;
+  sc->T = b.T + k * c.T;
+  sc->dT = b.dT + k * c.dT;
+  sc->fn = b.fn + k * c.fn;
+  sc->wts = b.wts + k * c.wts;
+  sc->frac = b.frac + k * c.frac;
+  sc->t0 = b.t0 + k * c.t0;
   sc->ivar = b.ivar + o;
-  sc->ccf = b.ccf + (long long)slot * b.n_out;
-  sc->acc = b.acc + (long long)slot * 8 * b.n_out;
-  sc->emu = b.emu + (long long)slot * emulator_scratch_size(b.em);
+  sc->ccf = b.ccf + k * c.ccf;
+  sc->acc = b.acc + k * c.acc;
+  sc->emu = b.emu + k * c.emu;
 }
 
 // The CPU-only inputs (CpuFitExtras) of spectrum s in slot `slot` (host code: the CPU backend
@@ -140,7 +165,10 @@ VX_INLINE void cpu_fit_extras(const BatchView& b, int s, int slot, CpuFitExtras*
     x->ccf_ph[a] = on && b.ccf_ph ? b.ccf_ph[bs.model[a]] : nullptr;
   }
   x->ccf_ph_geom = b.ccf_ph_geom;
-  x->Tr = b.Tr && b.Tg && b.slot_grid > 0 ? b.Tr + (long long)slot * b.slot_grid * b.np : nullptr;
+  x->Tr = b.Tr && b.Tg && b.slot_grid > 0
+              ? b.Tr + (long long)slot *
+                           slot_counts(b.slot_pix, b.slot_full, b.np, b.n_out, 0, b.slot_grid).Tg
+              : nullptr;
 }
 
 }  // namespace velox::kern

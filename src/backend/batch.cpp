@@ -17,21 +17,22 @@ void SlotScratch::ensure(int n, const SlotSizes& s) {
   sizes.n_out = std::max(s.n_out, sizes.n_out);
   sizes.emu = std::max(s.emu, sizes.emu);
   sizes.slot_grid = std::max(s.slot_grid, sizes.slot_grid);
-  const size_t ns = static_cast<size_t>(n_slots), p = ns * sizes.slot_pix;
-  const size_t f = ns * sizes.slot_full;
-  T.assign(p, 0.0);
-  dT.assign(p * sizes.np, 0.0);
-  fn.assign(p, 0.0);
-  wts.assign(p, 0.0);
-  frac.assign(p, 0.0);
-  t0.assign(p, 0);
-  Tf.assign(f, 0.0);
-  dTf.assign(f * sizes.np, 0.0);
-  Tg.assign(ns * sizes.slot_grid * sizes.np, 0.0);
-  Tr.assign(ns * sizes.slot_grid * sizes.np, 0.0);
-  ccf.assign(ns * sizes.n_out, 0.0);
-  acc.assign(ns * 8 * sizes.n_out, 0.0);
-  emu.assign(ns * std::max<long long>(sizes.emu, 1), 0.0);
+  const size_t ns = static_cast<size_t>(n_slots);
+  const kern::SlotCounts c = slot_counts(sizes);
+  auto count = [ns](long long per_slot) { return ns * static_cast<size_t>(per_slot); };
+  T.assign(count(c.T), 0.0);
+  dT.assign(count(c.dT), 0.0);
+  fn.assign(count(c.fn), 0.0);
+  wts.assign(count(c.wts), 0.0);
+  frac.assign(count(c.frac), 0.0);
+  t0.assign(count(c.t0), 0);
+  Tf.assign(count(c.Tf), 0.0);
+  dTf.assign(count(c.dTf), 0.0);
+  Tg.assign(count(c.Tg), 0.0);
+  Tr.assign(count(c.Tg), 0.0);
+  ccf.assign(count(c.ccf), 0.0);
+  acc.assign(count(c.acc), 0.0);
+  emu.assign(count(std::max<long long>(c.emu, 1)), 0.0);
   shared = std::make_unique<kern::PipelineShared[]>(ns);
 }
 

@@ -21,6 +21,10 @@ struct SlotSizes {
   long long emu = 0;        // emulator_scratch_size(em)
   long long slot_grid = 0;  // template-grid rows of the rotated model's scratch (0: no VSINI)
 };
+// The per-slot element counts of each scratch array (kern::slot_counts, the one table).
+inline kern::SlotCounts slot_counts(const SlotSizes& s) {
+  return kern::slot_counts(s.slot_pix, s.slot_full, s.np, s.n_out, s.emu, s.slot_grid);
+}
 
 // Host scratch for n_slots slots of the given sizes.
 struct SlotScratch {

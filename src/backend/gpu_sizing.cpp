@@ -15,14 +15,14 @@ size_t gpu_bytes_per_spectrum(size_t n_pix, size_t n_full, size_t n_rmat) {
 
 size_t gpu_bytes_per_slot(long long slot_pix, long long slot_full, int np, int n_out,
                           long long emu, long long slot_grid) {
-  const size_t pix = static_cast<size_t>(std::max(0LL, slot_pix));
-  const size_t full = static_cast<size_t>(std::max(0LL, slot_full));
-  const size_t lags = static_cast<size_t>(std::max(n_out, 7));
-  return pix * (sizeof(double) * (4 + np) + sizeof(int))  // T, dT[np], fn, wts, frac; t0
-         + full * sizeof(double) * (1 + np)               // Tf, dTf[np]
-         + static_cast<size_t>(std::max(0LL, slot_grid)) * np * sizeof(double)  // Tg[np]
-         + 9 * lags * sizeof(double)                      // ccf, acc[8]
-         + static_cast<size_t>(std::max(0LL, emu)) * sizeof(double) + sizeof(kern::PipelineShared);
+  // The table the engine allocates by (kern::slot_counts).
+  const kern::SlotCounts c =
+      kern::slot_counts(std::max(0LL, slot_pix), std::max(0LL, slot_full), np, std::max(n_out, 7),
+                        std::max(0LL, emu), std::max(0LL, slot_grid));
+  const long long doubles =
+      c.T + c.dT + c.fn + c.wts + c.frac + c.Tf + c.dTf + c.Tg + c.ccf + c.acc + c.emu;
+  return static_cast<size_t>(doubles) * sizeof(double) + static_cast<size_t>(c.t0) * sizeof(int) +
+         sizeof(kern::PipelineShared);
 }
 
 size_t gpu_batch_size(size_t free_bytes, double safety, size_t fixed_bytes,
