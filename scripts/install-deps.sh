@@ -9,6 +9,7 @@ PKGS=(
   libopenmpi-dev openmpi-bin
   python3 python3-numpy python3-h5py python3-astropy python3-matplotlib
   python3-dev pybind11-dev python3-pybind11
+  python3-venv python3-pip  # `pip install .` (pyproject.toml; tests/integration/test_pip.sh)
   clang libclang-rt-14-dev  # sanitizer CI and fuzzing (scripts/test-sanitize.sh, scripts/fuzz.sh)
   slurmctld slurmd slurm-client munge  # tests/integration/test_slurm.sh starts its own Slurm
 )
