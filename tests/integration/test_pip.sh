@@ -2,7 +2,8 @@
 # `pip install .` (pyproject.toml, scikit-build-core) into a fresh virtual environment of Debian's
 # Python: the wheel builds from the source tree with the system's CMake and libraries, `import
 # velox` works from anywhere with the environment's interpreter alone, the `velox` command is in
-# the environment's bin/, and both fit a real LAMOST star with the build's VRAD, bit for bit.
+# the environment's bin/, and both fit a real LAMOST star with the build's VRAD, bit for bit; the
+# Python API tests (tests/python/test_api_*.py) pass against the installed module.
 # pip fetches scikit-build-core from the package index (build isolation): without the index the
 # test is skipped (exit 77), never passed.
 set -euo pipefail
@@ -46,4 +47,21 @@ assert rows["VRAD"][0] == build["VRAD"][0], (rows["VRAD"][0], build["VRAD"][0])
 assert pipcli["VRAD"][0] == build["VRAD"][0], (pipcli["VRAD"][0], build["VRAD"][0])
 print(f"pip: the pip-installed package and command fit VRAD {rows['VRAD'][0]:.3f} km/s, as the build")
 PYEOF
+# The Python API tests against the installed module, outside the source tree: PYTHONPATH holds
+# only their helpers (tests/python), and the command they call is the installed one.
+for t in "$VELOX_SOURCE_DIR"/tests/python/test_api_*.py; do
+  name=$(basename "$t" .py)
+  mkdir -p "py-$name"
+  (cd "py-$name" && env -u PYTHONPATH PYTHONPATH="$VELOX_SOURCE_DIR/tests/python" \
+    VELOX="$SCRATCH/venv/bin/velox" VELOX_LIBRARY="$LIB" MPLBACKEND=Agg \
+    "$SCRATCH/venv/bin/python" "$t" >log 2>&1) || {
+    tail -30 "py-$name/log"
+    fail "$name fails against the pip-installed module"
+  }
+  grep -q "^OK" "py-$name/log" || fail "$name: no unittest OK line"
+done
+(cd / && env -u PYTHONPATH PYTHONPATH="$VELOX_SOURCE_DIR/tests/python" "$SCRATCH/venv/bin/python" \
+  -c "import velox, sys; assert '/venv/lib/' in velox.__file__, velox.__file__") ||
+  fail "with the tests' PYTHONPATH, velox is not the installed module"
+echo "pip: the Python API tests pass against the installed module"
 echo "PASS: pip"
