@@ -14,26 +14,22 @@ export VELOX_DATA_DIR
 VELOX_PYTHON="${VELOX_PYTHON:-/usr/bin/python3}"
 export VELOX_PYTHON
 
-# velox_build BUILD_DIR: configure (Release; Ninja if available on a fresh build dir; ccache is
-# picked up by CMakeLists.txt when installed) and build everything, tests included.
+# velox_build BUILD_DIR: configure with the `release` preset (CMakePresets.json: Release, Ninja,
+# CUDA when nvcc is found; ccache is picked up by CMakeLists.txt when installed) in BUILD_DIR with
+# this data folder, and build everything, tests included.
 velox_build() {
-  local build_dir="$1" gen=()
-  if [[ ! -f "$build_dir/CMakeCache.txt" ]] && command -v ninja >/dev/null; then gen=(-G Ninja); fi
-  cmake -S "$VELOX_REPO" -B "$build_dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DVELOX_DATA_DIR="$VELOX_DATA_DIR"
+  local build_dir="$1"
+  cmake -S "$VELOX_REPO" --preset release -B "$build_dir" -DVELOX_DATA_DIR="$VELOX_DATA_DIR"
   cmake --build "$build_dir" --parallel "$(nproc)"
 }
 
-# velox_build_sanitize BUILD_DIR: the sanitizer build (clang, ASan+UBSan, RelWithDebInfo, CUDA
+# velox_build_sanitize BUILD_DIR: the `sanitize` preset (clang, ASan+UBSan, RelWithDebInfo, CUDA
 # off, no Python module: a sanitized extension cannot load into an uninstrumented interpreter)
 # with the libFuzzer harnesses (-DVELOX_FUZZ=ON): velox, the unit tests and
 # BUILD_DIR/fuzz/velox_fuzz_<target>. Used by scripts/test-sanitize.sh and scripts/fuzz.sh.
 velox_build_sanitize() {
-  local build_dir="$1" gen=()
-  if [[ ! -f "$build_dir/CMakeCache.txt" ]] && command -v ninja >/dev/null; then gen=(-G Ninja); fi
-  CC=clang CXX=clang++ cmake -S "$VELOX_REPO" -B "$build_dir" "${gen[@]}" \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVELOX_CUDA=OFF -DVELOX_SANITIZE=address,undefined \
-    -DVELOX_FUZZ=ON -DVELOX_PYTHON=OFF -DVELOX_DATA_DIR="$VELOX_DATA_DIR"
+  local build_dir="$1"
+  cmake -S "$VELOX_REPO" --preset sanitize -B "$build_dir" -DVELOX_DATA_DIR="$VELOX_DATA_DIR"
   cmake --build "$build_dir" --parallel "$(nproc)"
 }
 
