@@ -213,8 +213,12 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
     read_input(in);
     if (!in.read_ok) return 0;
     in.ctx = std::make_unique<FitContext>(context(in.format));
-    for (size_t i = 0; i < in.selected.size(); ++i)
-      if (in.selected[i]) in.spectra.push_back(i);
+    for (size_t i = 0; i < in.selected.size(); ++i) {
+      if (in.selected[i])
+        in.spectra.push_back(i);
+      else if (!epochs_ && i < in.file.spectra.size())
+        release_pixels(in.file.spectra[i]);  // not fitted: only its meta and wavelengths are read
+    }
     const size_t n = in.spectra.size();
     in.rows.resize(n);
     if (epochs_ && !gpu_ && cpu_batch_ == 0) in.kept.resize(n);

@@ -80,8 +80,11 @@ class Stream {
     if (inputs_done_ || order_.size() >= max_items_) return false;
     // An input not read yet counts as the mean number of tasks of the inputs read so far: counted
     // as one, a batch mode's low mark of 2 batches pulled (and read) thousands of DESI coadds.
-    // Until one is read, the readers get one input each.
-    if (n_read_ == 0) return unread_ < static_cast<size_t>(readers_);
+    // Until an input with tasks is read, and always in batch mode, at most one input per reader
+    // waits unread (a first input of 0 or 1 tasks would otherwise let a whole batch of inputs in).
+    const bool cap = batch_ || n_read_tasks_ == 0;
+    if (cap && unread_ >= static_cast<size_t>(readers_)) return false;
+    if (n_read_tasks_ == 0) return true;
     const size_t per_input = std::max<size_t>(1, n_read_tasks_ / n_read_);
     const size_t waiting = tasks_.size() + unread_ * per_input;
     // Idle readers may read ahead up to 4x the low mark, but not in batch mode: there a task is a
@@ -155,7 +158,7 @@ class Stream {
       if (closing_) return;
       auto [slot, t] = tasks_.front();
       tasks_.pop_front();
-      if (tasks_.size() + unread_ < queued_low_) cv_main_.notify_one();  // pull more inputs
+      if (want_more()) cv_main_.notify_one();  // pull more inputs
       lock.unlock();
       s_.run(*slot->item, t, w);
       lock.lock();
@@ -182,7 +185,11 @@ class Stream {
     for (;;) {
       if (closing_) return;
       const bool end = inputs_done_ && unread_ == 0;
-      if (tasks_.size() >= batch_ || (end && !tasks_.empty())) {
+      // Nothing more can arrive before this batch goes: every input slot is taken (max_items_)
+      // and read, and no batch is in flight to free one (e.g. many inputs without a selected
+      // fibre behind a few tasks). Then a partial batch goes rather than waiting for ever.
+      const bool stuck = unread_ == 0 && order_.size() >= max_items_ && !in_flight;
+      if (tasks_.size() >= batch_ || ((end || stuck) && !tasks_.empty())) {
         const size_t n = std::min(batch_, tasks_.size());
         std::vector<std::pair<Slot*, size_t>> take(tasks_.begin(), tasks_.begin() + n);
         tasks_.erase(tasks_.begin(), tasks_.begin() + n);

@@ -1,11 +1,11 @@
 // The barrier-free fit stream (app/stream_pipeline.hpp) with a fake backend that sleeps: inputs
 // come back in order, and 16 workers with skewed task times finish close to the ideal time, on a
 // 2-core machine (sleeping threads need no core).
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <numeric>
 #include <stdexcept>
@@ -180,6 +180,74 @@ TEST_CASE("batch mode submits full batches, one in flight, and ends with the res
   CHECK(std::accumulate(sizes.begin(), sizes.end(), size_t{0}) == 43);
   for (size_t i = 0; i + 1 < sizes.size(); ++i) CHECK(sizes[i] == 8);
   CHECK(most_in_flight <= 2);  // one being fitted, the next being submitted
+}
+
+namespace {
+
+// Batch mode over `n_inputs` inputs whose task counts `tasks_of(index)` gives (batch 128, 4
+// readers): the most tasks read and not yet submitted, and the tasks submitted in all.
+struct ReadAhead {
+  long long most = 0, total = 0;
+};
+ReadAhead batch_read_ahead(size_t n_inputs, const std::function<size_t(size_t)>& tasks_of,
+                           size_t batch = 128) {
+  ThreadPool pool(2);
+  size_t next = 0;
+  std::mutex mu;
+  long long outstanding = 0;
+  ReadAhead r;
+  StreamStages s;
+  s.make = [] { return std::make_unique<StreamItem>(); };
+  s.next = [&](size_t& index, std::string&) {
+    index = next++;
+    return index < n_inputs;
+  };
+  s.read = [&](StreamItem& item) -> size_t {
+    // The first input reads at once, the others take 2 ms: the stream decides how far to read
+    // ahead while it knows only the first.
+    if (item.index > 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const size_t n = tasks_of(item.index);
+    std::lock_guard<std::mutex> lock(mu);
+    outstanding += static_cast<long long>(n);
+    r.most = std::max(r.most, outstanding);
+    return n;
+  };
+  s.submit_batch = [&](const std::vector<StreamTask>& tasks) -> std::function<void()> {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      outstanding -= static_cast<long long>(tasks.size());
+      r.total += static_cast<long long>(tasks.size());
+    }
+    return [] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); };
+  };
+  s.emit = [](std::unique_ptr<StreamItem>) {};
+  StreamLimits limits;
+  limits.batch = batch;
+  limits.readers = 4;
+  run_stream(pool, s, limits);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("batch mode read-ahead stays bounded after a first input of 0 or 1 tasks", "[stream]") {
+  // A first input without a selected fibre (or with one) must not make the stream count every
+  // unread input as one task and pull a batch's worth of 64-task inputs at once: the same bound
+  // as below, 128 + 5 x 64.
+  for (size_t first : {size_t{0}, size_t{1}}) {
+    const auto r = batch_read_ahead(200, [first](size_t i) { return i == 0 ? first : 64; });
+    CHECK(r.total == static_cast<long long>(first + 199 * 64));
+    CHECK(r.most <= 128 + 5 * 64);
+  }
+}
+
+TEST_CASE("batch mode ends when a few tasks sit behind many inputs without tasks", "[stream]") {
+  // 3 tasks, then 400 inputs with none (a --targetids run over coadds that mostly lack the
+  // targets), batch 8: every input slot fills with read inputs and no full batch can come. The
+  // batcher must send the 3 tasks rather than wait for ever (it did, before).
+  const auto r = batch_read_ahead(
+      401, [](size_t i) { return i == 0 ? size_t{3} : size_t{0}; }, 8);
+  CHECK(r.total == 3);
 }
 
 TEST_CASE("batch mode reads ahead about one batch and not the whole input list", "[stream]") {
