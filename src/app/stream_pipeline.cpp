@@ -80,10 +80,13 @@ class Stream {
     if (inputs_done_ || order_.size() >= max_items_) return false;
     // An input not read yet counts as the mean number of tasks of the inputs read so far: counted
     // as one, a batch mode's low mark of 2 batches pulled (and read) thousands of DESI coadds.
-    // Until an input with tasks is read, and always in batch mode, at most one input per reader
-    // waits unread (a first input of 0 or 1 tasks would otherwise let a whole batch of inputs in).
-    const bool cap = batch_ || n_read_tasks_ == 0;
-    if (cap && unread_ >= static_cast<size_t>(readers_)) return false;
+    // Until an input with tasks is read, at most one input per reader waits unread (a first input
+    // of 0 or 1 tasks would otherwise let a whole batch of inputs in); in batch mode two per
+    // reader, so that readers need not wait for this thread while it emits (one per reader cost
+    // the H200's DESI rate 3-5%, docs/gpu.md).
+    const size_t r = static_cast<size_t>(readers_);
+    if (n_read_tasks_ == 0 && unread_ >= r) return false;
+    if (batch_ && unread_ >= 2 * r) return false;
     if (n_read_tasks_ == 0) return true;
     const size_t per_input = std::max<size_t>(1, n_read_tasks_ / n_read_);
     const size_t waiting = tasks_.size() + unread_ * per_input;
