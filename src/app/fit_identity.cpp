@@ -19,7 +19,7 @@ void fnv(uint64_t& h, const std::string& s) {
 
 }  // namespace
 
-std::string fit_config_hash(const FitConfig& cfg, const FitOptions& opt) {
+std::string fit_config_hash(const FitConfig& cfg, const SelectOptions& opt) {
   uint64_t h = kFnvOffset;
   fnv(h, dump_fit_config(cfg));
   for (const auto& o : opt.objtypes) fnv(h, "objtype:" + o);

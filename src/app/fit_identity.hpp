@@ -20,7 +20,7 @@ struct FitIdentity {
 // and the target selection (--objtypes, --targetid, --targetid-file path, --min-sn,
 // --include-unselected, --redrock). Threads, device, batch sizes and output paths are not in it: they
 // change no row beyond rounding.
-std::string fit_config_hash(const FitConfig& cfg, const FitOptions& opt);
+std::string fit_config_hash(const FitConfig& cfg, const SelectOptions& opt);
 
 // The identity recorded in a catalog's provenance (missing attributes read as "").
 FitIdentity identity_of(const Provenance& prov);

@@ -90,8 +90,9 @@ void ModelStore::write_h5(h5::File& f) const {
 }
 
 // ------------------------------------------------------------------------------- FitOutputs
-FitOutputs::FitOutputs(const FitOptions& opt) {
-  if (!opt.config.empty()) load_select_config(opt.config, sel_);
+FitOutputs::FitOutputs(const SelectOptions& opt, const std::string& config,
+                       const OutputOptions& out) {
+  if (!config.empty()) load_select_config(config, sel_);
   if (!opt.objtypes.empty()) sel_.objtypes = opt.objtypes;
   resolve_objtypes(sel_);
   sel_.targetids.insert(opt.targetids.begin(), opt.targetids.end());
@@ -102,9 +103,9 @@ FitOutputs::FitOutputs(const FitOptions& opt) {
   sel_.redrock = !redrock_.empty();
   if (!redrock_.empty() && redrock_ != "auto" && !fs::is_regular_file(redrock_))
     throw ConfigError("--redrock " + redrock_ + ": no such file (give auto or a redrock file)");
-  save_models_ = opt.save_models;
-  if (opt.output_format != "h5" && opt.output_format != "fits")
-    throw ConfigError("--output-format " + opt.output_format + ": expected h5 or fits");
+  save_models_ = out.save_models;
+  if (out.output_format != "h5" && out.output_format != "fits")
+    throw ConfigError("--output-format " + out.output_format + ": expected h5 or fits");
 }
 
 std::vector<char> FitOutputs::on_file(const std::string& path, SpectrumFile& sf) {

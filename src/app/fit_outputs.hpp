@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "app/fit_options.hpp"
 #include "fit/fitter.hpp"
 #include "fit/select.hpp"
 #include "io/catalog.hpp"
@@ -19,8 +20,6 @@
 #include "io/spectrum.hpp"
 
 namespace velox {
-
-struct FitOptions;
 
 // Best-fit models per arm, aligned with the catalog rows (NaN where not fitted).
 class ModelStore {
@@ -45,9 +44,10 @@ class ModelStore {
 
 class FitOutputs {
  public:
-  // Builds the selection from opt (config `select:`, --objtypes, --targetid(-file), --min-sn,
-  // --include-unselected). Throws ConfigError.
-  explicit FitOutputs(const FitOptions& opt);
+  // Builds the selection from the config file's `select:` section (`config`, may be empty) and
+  // `sel` (--objtypes, --targetid(-file), --min-sn, --include-unselected, --redrock); `out` says
+  // what is written (--save-models, --output-format). Throws ConfigError.
+  FitOutputs(const SelectOptions& sel, const std::string& config, const OutputOptions& out);
   const SelectConfig& selection() const { return sel_; }
   bool want_diagnostics() const { return save_models_; }
 

@@ -26,7 +26,7 @@ namespace velox {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> collect_inputs(const FitOptions& opt) {
+std::vector<std::string> collect_inputs(const InputOptions& opt) {
   std::vector<std::string> files = opt.inputs;
   if (!opt.input_list.empty()) {
     std::ifstream in(opt.input_list);
@@ -123,7 +123,7 @@ FitEngine::FitEngine(const FitOptions& opt, int threads, std::shared_ptr<const T
       lib_(lib ? std::move(lib)
                : std::make_shared<const TemplateLibrary>(TemplateLibrary::load(opt.templates))),
       cache_(std::make_unique<ArmModelCache>(*lib_)),
-      outputs_(std::make_unique<FitOutputs>(opt)),
+      outputs_(std::make_unique<FitOutputs>(opt, opt.config, opt)),
       threads_(threads > 0 ? threads : default_thread_count()),
       pool_(std::make_unique<ThreadPool>(threads_)) {
   if (opt.resolution_matrix >= 0) cfg_.resolution_matrix = opt.resolution_matrix != 0;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "app/fit_options.hpp"
 #include "app/fit_outputs.hpp"
 #include "backend/backend.hpp"
 #include "backend/cpu/cpu_backend.hpp"
@@ -24,63 +25,13 @@
 
 namespace velox {
 
-struct FitOptions {
-  std::string templates;            // template library (HDF5)
-  std::string output;               // merged catalog path; empty = none
-  std::string output_dir;           // one catalog per input, DIR/<stem>.velox.h5; empty = none
-  std::string merge;                // merged catalog of the output dir, written at the end
-  bool overwrite = false;           // refit inputs whose per-input catalog exists
-  bool refit_changed = false;       // refit inputs whose catalog has another library/config
-  std::vector<std::string> inputs;  // input files
-  std::string input_list;           // file with one input path per line ('#' comments)
-  std::string input_dir;            // directory scanned with `glob`
-  std::string glob = "*.fits*";     // fnmatch pattern on file names inside input_dir
-  // DESI healpix discovery (desidatamodel): DESI_ROOT/healpix/SURVEY/PROGRAM/PIXGROUP/PIXNUM/
-  // coadd-SURVEY-PROGRAM-PIXNUM.fits with PIXGROUP = PIXNUM / 100; every pixel when `healpix` is
-  // empty. Per-input outputs then go to OUTPUT_DIR/PIXGROUP/PIXNUM/ (rvspecfit's tree).
-  std::string desi_root, survey, program;
-  std::vector<int64_t> healpix;
-  std::string config;  // YAML config (optional)
-  std::string format = "auto";
-  int threads = 0;      // 0 = the cores given to this process (rank)
-  std::string log_dir;  // per-rank log files; empty = console only
-  double progress_interval_s = 5.0;
-  double batch_seconds = 1.0;   // MPI: work per batch handed to a rank (app/handout.hpp)
-  std::string command_line;     // for provenance
-  bool quiet = false;           // no progress lines (bench)
-  std::string device = "auto";  // --device auto|cpu|gpu
-  int resolution_matrix = -1;   // --(no-)resolution-matrix: 1/0; -1 = config (default on)
-  int gpu_device = 0;           // CUDA device index (node-local rank modulo the count)
-  // A DESI coadd larger than read_block_fibres x 0.5 MB (uncompressed) is read and fitted
-  // read_block_fibres fibres at a time, so a rank's memory is bounded whatever the file size
-  // (its rows are still reported as one input). 0: whole files.
-  int read_block_fibres = 32;
-  int cpu_batch = 0;            // > 0: the CPU fits the stream in batches of this many spectra,
-                                // as the GPU does (tests that path without a device)
-  int gpu_min_batch = 2048;     // --device auto: chunks accumulate this many spectra for the
-                                // GPU; a smaller final chunk runs on the CPU
-  // DESI production mode (app/fit_outputs.hpp, docs/desi.md)
-  std::vector<std::string> objtypes;  // --objtypes: target-mask names / globs / COLUMN:BIT
-  std::vector<int64_t> targetids;     // --targetid
-  std::string targetid_file;          // --targetid-file
-  double min_sn = NAN;                // --min-sn (rvs_desi_fit's S/N); NaN = no cut
-  bool include_unselected = false;    // --include-unselected
-  bool save_models = false;           // --save-models
-  std::string redrock;  // --redrock auto|FILE: skip redrock non-stars; RR_Z, RR_SPECTYPE
-  std::string output_format = "h5";  // --output-format h5|fits (fits: + rvspecfit layout)
-  // --epochs (docs/epochs.md): every exposure read (read_exposures), the spectra of one input
-  // that share the --group-by key fitted as one star (app/epochs.hpp); the catalog holds the
-  // stars and /epochs their epochs. group_by: TARGETID or a header/FIBERMAP key the reader keeps
-  // (OBJNAME for LAMOST, whose files the job then groups, job_plan.hpp).
-  bool epochs = false;
-  std::string group_by = "TARGETID";
-};
+// FitOptions and its parts: app/fit_options.hpp.
 
 // Inputs from `inputs`, `input_list`, `input_dir`/`glob` (sorted by name) and the healpix
 // coadds of `desi_root` (sorted by pixel), in that order, without duplicates. Throws ConfigError
 // on an unreadable list or directory, or --desi-root without --survey and --program. A named
 // --healpix pixel without its coadd is listed anyway (it fails as "no such file").
-std::vector<std::string> collect_inputs(const FitOptions& opt);
+std::vector<std::string> collect_inputs(const InputOptions& opt);
 
 // The outcome of one input file.
 struct FileResult {

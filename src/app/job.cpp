@@ -27,7 +27,7 @@ namespace velox {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-void setup_job_logging(const FitOptions& opt, const RankInfo& where) {
+void setup_job_logging(const JobOptions& opt, const RankInfo& where) {
   const auto level = spdlog::get_level();  // from --log-level
   auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
   if (where.rank != 0) console->set_level(std::max(level, spdlog::level::warn));

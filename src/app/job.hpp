@@ -25,7 +25,7 @@ struct RankInfo {
 // The "velox" default logger: stderr (ranks other than 0 at warn and above) plus, with
 // --log-dir, DIR/rank-<rank>.log; lines carry "[rank N]" when size > 1. Level from --log-level.
 // Throws ConfigError on an unwritable --log-dir.
-void setup_job_logging(const FitOptions& opt, const RankInfo& where);
+void setup_job_logging(const JobOptions& opt, const RankInfo& where);
 
 // Node-local GPU choice: local_rank modulo the device count; -1 when there is no device.
 int device_for_local_rank(int local_rank, int n_devices);
