@@ -22,8 +22,16 @@ if ! venv/bin/pip download --no-deps --only-binary=:all: -d probe "scikit-build-
 fi
 # Its own source copy: pip must not see this build tree's files, and the test must not write to
 # the source tree. The CUDA backend is left out here (AUTO would build it where nvcc exists).
-git -C "$VELOX_SOURCE_DIR" ls-files -z | (cd "$VELOX_SOURCE_DIR" && xargs -0 tar cf -) |
-  (mkdir -p src && tar xf - -C src)
+# The tracked files and the untracked ones git does not ignore (new sources), as they are on disk;
+# outside a git checkout, the tree without build folders.
+mkdir -p src
+if git -C "$VELOX_SOURCE_DIR" rev-parse --git-dir >/dev/null 2>&1; then
+  (cd "$VELOX_SOURCE_DIR" && git ls-files -z --cached --others --exclude-standard |
+    while IFS= read -r -d '' f; do [[ -e "$f" ]] && printf '%s\0' "$f"; done |
+    tar --null -T - -cf -) | tar xf - -C src
+else
+  tar cf - -C "$VELOX_SOURCE_DIR" --exclude='./build*' --exclude='./.git' . | tar xf - -C src
+fi
 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) venv/bin/pip install --config-settings=cmake.define.VELOX_CUDA=OFF \
   ./src >pip.log 2>&1 || {
   tail -40 pip.log
