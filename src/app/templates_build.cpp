@@ -27,6 +27,20 @@ std::string env_or(const char* name, const std::string& dflt) {
   return v && *v ? std::string(v) : dflt;
 }
 
+// The folder of velox's user scripts: $VELOX_SCRIPTS_DIR; else share/velox/scripts beside the
+// running command (`cmake --install` puts both under one prefix, `pip install .` under the
+// environment); else the source tree the command was built from.
+std::string scripts_dir() {
+  if (const char* v = std::getenv("VELOX_SCRIPTS_DIR"); v && *v) return v;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / "share" / "velox" / "scripts";
+    if (fs::is_regular_file(installed / "cannon-to-h5.py", ec)) return installed.string();
+  }
+  return VELOX_SCRIPTS_DIR;
+}
+
 // A temporary folder removed when it goes out of scope.
 struct TempDir {
   fs::path path;
@@ -98,7 +112,7 @@ TemplateSet template_training_set(const TemplateInputOptions& opt, const BuildCo
     tmp = std::make_unique<TempDir>();
     cannon_dir = tmp->path.string();
     const std::string py = env_or("VELOX_PYTHON", "/usr/bin/python3");
-    const std::string script = env_or("VELOX_SCRIPTS_DIR", VELOX_SCRIPTS_DIR) + "/cannon-to-h5.py";
+    const std::string script = scripts_dir() + "/cannon-to-h5.py";
     for (const char* m : {"coolstars", "hotdwarfs"}) {
       const std::string pkl = fmt::format(
           "{}/templates/doppler_cannon/cannongrid_3000_18000_{}_norm_cubic_model.pkl", data_dir, m);

@@ -38,6 +38,15 @@ CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) venv/bin/pip install --config-settings=cmake
   fail "pip install . failed"
 }
 [[ -x venv/bin/velox ]] || fail "pip install put no velox command in the environment's bin/"
+# `templates build --preset` runs the Cannon converter from the environment, not the source
+# tree: a stand-in interpreter records the script it is given.
+[[ -x venv/share/velox/scripts/cannon-to-h5.py ]] || fail "no ENV/share/velox/scripts/cannon-to-h5.py"
+printf '#!/bin/sh\necho "$1" > %s/converter.txt\nexit 1\n' "$SCRATCH" >fake-python
+chmod +x fake-python
+VELOX_PYTHON="$SCRATCH/fake-python" venv/bin/velox --log-level warn templates build --preset lamost \
+  --data-dir "$VELOX_DATA_DIR" --output never.h5 >converter.log 2>&1 || true
+[[ "$(cat converter.txt 2>/dev/null)" == "$(realpath "$SCRATCH")/venv/share/velox/scripts/cannon-to-h5.py" ]] ||
+  fail "templates build --preset ran $(cat converter.txt 2>/dev/null), not the environment's converter"
 STAR="$VELOX_DATA_DIR/spectra/lamost_dr8/fits/spec-55859-F5902_sp03-232.fits.gz"
 "$VELOX" --log-level warn fit --templates "$LIB" --threads 1 --output build.h5 "$STAR"
 venv/bin/velox --log-level warn fit --templates "$LIB" --threads 1 --output pip.h5 "$STAR"
