@@ -102,6 +102,12 @@ struct BatchView {
   PipelineShared* shared = nullptr;  // [n_slots]
 };
 
+// The table for a batch view's own slot sizes (its strides).
+VX_HD VX_INLINE SlotCounts slot_counts(const BatchView& b) {
+  return slot_counts(b.slot_pix, b.slot_full, b.np, b.n_out, emulator_scratch_size(b.em),
+                     b.slot_grid);
+}
+
 // Spectrum s's FitData, slot `slot`'s scratch and the spectrum's CCF template sets (tmpl[a]).
 // d->ivar points to the batch's ivar (the pipeline clips in place).
 VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d,
@@ -137,8 +143,7 @@ VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d
     rm += (long long)d->n_full[a] * d->ndiag[a];
     off += d->n_full[a];
   }
-  const SlotCounts c =
-      slot_counts(b.slot_pix, b.slot_full, b.np, b.n_out, emulator_scratch_size(b.em), b.slot_grid);
+  const SlotCounts c = slot_counts(b);
   const long long k = slot;
   d->Tf = b.Tf ? b.Tf + k * c.Tf : nullptr;
   d->dTf = b.dTf ? b.dTf + k * c.dTf : nullptr;
@@ -165,10 +170,7 @@ VX_INLINE void cpu_fit_extras(const BatchView& b, int s, int slot, CpuFitExtras*
     x->ccf_ph[a] = on && b.ccf_ph ? b.ccf_ph[bs.model[a]] : nullptr;
   }
   x->ccf_ph_geom = b.ccf_ph_geom;
-  x->Tr = b.Tr && b.Tg && b.slot_grid > 0
-              ? b.Tr + (long long)slot *
-                           slot_counts(b.slot_pix, b.slot_full, b.np, b.n_out, 0, b.slot_grid).Tg
-              : nullptr;
+  x->Tr = b.Tr && b.Tg && b.slot_grid > 0 ? b.Tr + (long long)slot * slot_counts(b).Tg : nullptr;
 }
 
 }  // namespace velox::kern

@@ -83,7 +83,7 @@ class Stream {
     // Until an input with tasks is read, at most one input per reader waits unread (a first input
     // of 0 or 1 tasks would otherwise let a whole batch of inputs in); in batch mode two per
     // reader, so that readers need not wait for this thread while it emits (one per reader cost
-    // the H200's DESI rate 3-5%, docs/gpu.md).
+    // the H200's DESI rate 3-9%, docs/gpu.md).
     const size_t r = static_cast<size_t>(readers_);
     if (n_read_tasks_ == 0 && unread_ >= r) return false;
     if (batch_ && unread_ >= 2 * r) return false;
@@ -91,8 +91,8 @@ class Stream {
     const size_t per_input = std::max<size_t>(1, n_read_tasks_ / n_read_);
     const size_t waiting = tasks_.size() + unread_ * per_input;
     // Idle readers may read ahead up to 4x the low mark, but not in batch mode: there a task is a
-    // spectrum of a GPU batch (DESI: about 0.5 MB of pixels each), and two batches queued keep
-    // the device fed; reading further ahead only held memory (6 GB on 3840 DESI spectra).
+    // spectrum of a GPU batch (DESI: about 0.5 MB of pixels each), and one batch queued keeps the
+    // device fed; reading further ahead only held memory (6 GB on 3840 DESI spectra).
     return waiting < queued_low_ ||
            (!batch_ && unread_ < static_cast<size_t>(readers_) && tasks_.size() < 4 * queued_low_);
   }

@@ -31,7 +31,7 @@ std::string env_or(const char* name, const std::string& dflt) {
 // running command (`cmake --install` puts both under one prefix, `pip install .` under the
 // environment); else the source tree the command was built from.
 std::string scripts_dir() {
-  if (const char* v = std::getenv("VELOX_SCRIPTS_DIR"); v && *v) return v;
+  if (const std::string env = env_or("VELOX_SCRIPTS_DIR", ""); !env.empty()) return env;
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
