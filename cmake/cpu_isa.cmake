@@ -24,9 +24,10 @@ endif()
 
 foreach(level ${VELOX_ISA_LEVELS})
   add_library(velox_cpu_${level} OBJECT ${CMAKE_SOURCE_DIR}/src/backend/cpu/isa/fit_slot.cpp)
-  target_include_directories(velox_cpu_${level} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}
-                             ${CMAKE_BINARY_DIR}/generated ${HDF5_INCLUDE_DIRS})
-  target_link_libraries(velox_cpu_${level} PRIVATE velox_fit)  # usage requirements only
+  # The CPU backend's own include root (CMakeLists.txt, velox_layer_root) and the usage
+  # requirements of the layers below it.
+  target_include_directories(velox_cpu_${level} PRIVATE ${CMAKE_BINARY_DIR}/layers/velox_backend_cpu)
+  target_link_libraries(velox_cpu_${level} PRIVATE velox_fit)
   target_compile_definitions(velox_cpu_${level} PRIVATE VELOX_ISA_TU=1 VELOX_ISA_LEVEL=${level})
   target_compile_options(velox_cpu_${level} PRIVATE -Wall -Wextra ${VELOX_ISA_FLAGS_${level}})
   # The Python extension links the layers, which are position-independent (python/).
