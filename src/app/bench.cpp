@@ -66,9 +66,9 @@ BenchResult bench_device(const FitOptions& base, const std::string& device, int 
     auto t0 = std::chrono::steady_clock::now();
     const std::vector<PreparedSpectrum> prep = engine.prepare(jobs);
     b.prepare_rates.push_back(jobs.size() / seconds_since(t0));
-    std::vector<const PreparedSpectrum*> unique, batch;
+    std::vector<const Packed*> unique, batch;
     for (const auto& p : prep)
-      if (p.ready) unique.push_back(&p);
+      if (p.ready) unique.push_back(&p.packed);
     if (unique.empty()) throw ConfigError("bench: no spectrum to fit in the inputs");
     const size_t n = replicate > 0 ? replicate : unique.size();
     for (size_t i = 0; i < n; ++i) batch.push_back(unique[i % unique.size()]);
@@ -90,7 +90,7 @@ BenchResult bench_device(const FitOptions& base, const std::string& device, int 
         b.n_lm_iter += res.n_lm_iter;
         const FlopShape shape = flop_shape(*batch[i], pc, ctx.lib);
         b.flops += fit_flops(shape, res);
-        b.n_pix += batch[i]->packed.flux.size();
+        b.n_pix += batch[i]->flux.size();
         b.flops_fixed += fixed_flops(shape);
         const EvalKind kinds[3] = {EvalKind::kChi2, EvalKind::kJacobian, EvalKind::kVelocityOnly};
         for (int e = 0; e < 3; ++e) b.flops_eval[e] += eval_flops(shape, kinds[e]);

@@ -87,15 +87,16 @@ std::vector<CatalogRow> fit_epochs(const SpectrumFile& file,
         PreparedSpectrum* kept = prepared && si < prepared->size() ? (*prepared)[si] : nullptr;
         PreparedSpectrum p = kept ? std::move(*kept) : prepare_spectrum(file.spectra[si], ctx);
         if (!p.ready) continue;
-        p.held = true;
-        for (int q = 0; q < kern::kMaxParams; ++q) p.held_theta[q] = j.theta[q];
-        p.held_theta[0] = pass1[e].VRAD;  // the epoch's own velocity: the labels move it little
+        p.packed.held = true;
+        for (int q = 0; q < kern::kMaxParams; ++q) p.packed.held_theta[q] = j.theta[q];
+        p.packed.held_theta[0] =
+            pass1[e].VRAD;                // the epoch's own velocity: the labels move it little
         p.cls = ClassSpectrum{};          // the class is pass 1's
         prep.push_back(std::move(p));
         member.push_back(e);
       }
-      std::vector<const PreparedSpectrum*> ptrs;
-      for (const auto& p : prep) ptrs.push_back(&p);
+      std::vector<const Packed*> ptrs;
+      for (const auto& p : prep) ptrs.push_back(&p.packed);
       if (!ptrs.empty()) {
         // No clipped re-fit when step 1 clipped none of the star's epochs: with the labels near
         // each epoch's own, no pixel gets beyond fit.clip_sigma that did not before.

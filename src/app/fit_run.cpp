@@ -187,13 +187,13 @@ EngineBatch FitEngine::submit(std::vector<FitJob> jobs, bool want_models,
   b.want_models = want_models;
   b.prep = prepare(b.jobs);
   if (prepared) prepared();
-  std::vector<const PreparedSpectrum*> ready;
+  std::vector<const Packed*> ready;
   BatchRequest req;
   req.models = want_models;
   for (const auto& p : b.prep) {
     b.fitted.push_back(p.ready ? ready.size() : EngineBatch::npos);
     if (!p.ready) continue;
-    ready.push_back(&p);
+    ready.push_back(&p.packed);
     for (const auto& f : p.packed.full_lnlam) req.matrices = req.matrices || !f.empty();
   }
   req.n_spectra = ready.size();

@@ -292,7 +292,7 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
       CatalogRow prepared_row;
       if (p.ready) {
         if (epochs_) prepared_row = p.row;
-        const BatchOutput out = cpu_->fit_one(p, worker, want_diag);
+        const BatchOutput out = cpu_->fit_one(p.packed, worker, want_diag);
         if (want_diag) diagnostics_of(p, out.ivar[0], out.models[0], &in.diags[t]);
         finish_row(p, out.results[0], out.ivar[0], *in.ctx);
       }

@@ -41,17 +41,18 @@ class Backend {
   // Spectra per submit that keep the device busy (the engine accumulates chunks this large).
   virtual size_t preferred_batch() const = 0;
 
-  // Start fitting `specs` (all ready; they must stay alive and unmodified until collect()
-  // returns their output). `on_done(n)` (may be empty) reports spectra completed in this batch,
-  // from any thread. A backend may fit synchronously here (CPU) or asynchronously (CUDA).
-  // Throws std::runtime_error on device errors.
-  virtual void submit(std::vector<const PreparedSpectrum*> specs, bool want_models,
+  // Start fitting `specs`: the packed arrays of ready spectra (PreparedSpectrum::packed; the
+  // backend sees no catalog row), alive and unmodified until collect() returns their output.
+  // `on_done(n)` (may be empty) reports spectra completed in this batch, from any thread. A backend
+  // may fit synchronously here (CPU) or asynchronously (CUDA). Throws std::runtime_error on device
+  // errors.
+  virtual void submit(std::vector<const Packed*> specs, bool want_models,
                       std::function<void(size_t)> on_done) = 0;
   // The output of the oldest submitted batch not yet collected; blocks until it is done.
   virtual BatchOutput collect() = 0;
 
   // submit + collect.
-  BatchOutput run(std::vector<const PreparedSpectrum*> specs, bool want_models = false,
+  BatchOutput run(std::vector<const Packed*> specs, bool want_models = false,
                   std::function<void(size_t)> on_done = {}) {
     submit(std::move(specs), want_models, std::move(on_done));
     return collect();
@@ -67,14 +68,14 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   std::string unsupported(const BatchRequest&) const override { return {}; }
   size_t preferred_batch() const override { return 4 * static_cast<size_t>(pool_.size()); }
-  void submit(std::vector<const PreparedSpectrum*> specs, bool want_models,
+  void submit(std::vector<const Packed*> specs, bool want_models,
               std::function<void(size_t)> on_done) override;
   BatchOutput collect() override;
 
   // Fit one spectrum now, on the calling thread, which must be worker `worker` of the pool (its
   // own scratch: the pool's workers may each call this at the same time). The fit stream
   // (app/stream_pipeline.hpp) takes spectra one at a time this way. Same results as submit().
-  BatchOutput fit_one(const PreparedSpectrum& spec, int worker, bool want_models);
+  BatchOutput fit_one(const Packed& spec, int worker, bool want_models);
 
  private:
   const TemplateLibrary& lib_;
@@ -86,9 +87,8 @@ class CpuBackend : public Backend {
 };
 
 // Fit one batch on the calling thread with one slot (what fit_spectrum uses).
-BatchOutput fit_batch_serial(const std::vector<const PreparedSpectrum*>& specs,
-                             const TemplateLibrary& lib, const kern::PipelineConfig& pc,
-                             bool want_models);
+BatchOutput fit_batch_serial(const std::vector<const Packed*>& specs, const TemplateLibrary& lib,
+                             const kern::PipelineConfig& pc, bool want_models);
 
 // One spectrum, start to end: prepare_spectrum -> a one-spectrum batch on the CPU backend's
 // serial path (fit_batch_serial) -> finish_row. Never throws for data problems: they become

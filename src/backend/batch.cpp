@@ -36,16 +36,17 @@ void SlotScratch::ensure(int n, const SlotSizes& s) {
   shared = std::make_unique<kern::PipelineShared[]>(ns);
 }
 
-HostBatch::HostBatch(const std::vector<const PreparedSpectrum*>& specs, const TemplateLibrary& lib,
+HostBatch::HostBatch(const std::vector<const Packed*>& specs, const TemplateLibrary& lib,
                      const kern::PipelineConfig& pc)
     : em(lib.view()), grid(lib.grid()), cfg(pc), ccf_labels(lib.ccf_labels.data()) {
   if (specs.empty()) throw std::invalid_argument("HostBatch: no spectra");
   size_t n_pix = 0, n_full = 0, n_rmat = 0;
-  for (const auto* p : specs) {
-    if (!p->ready) throw std::invalid_argument("HostBatch: spectrum is not ready for fitting");
-    n_pix += p->packed.flux.size();
-    n_full += p->packed.n_full_total();
-    for (const auto& r : p->packed.rmat) n_rmat += r.size();
+  for (const Packed* p : specs) {
+    if (p->n_arms < 1 || p->flux.empty())
+      throw std::invalid_argument("HostBatch: spectrum is not ready for fitting (no arm)");
+    n_pix += p->flux.size();
+    n_full += p->n_full_total();
+    for (const auto& r : p->rmat) n_rmat += r.size();
   }
   spec.resize(specs.size());
   results.resize(specs.size());
@@ -60,15 +61,15 @@ HostBatch::HostBatch(const std::vector<const PreparedSpectrum*>& specs, const Te
   sizes_.n_out = std::max(kern::ccf_lags(pc, grid), 7);
   sizes_.emu = kern::emulator_scratch_size(em);
   for (size_t s = 0; s < specs.size(); ++s) {
-    const Packed& pk = specs[s]->packed;
+    const Packed& pk = *specs[s];
     kern::BatchSpectrum& bs = spec[s];
     bs.n_pix = static_cast<int>(pk.flux.size());
     bs.n_arms = pk.n_arms;
     for (int a = 0; a <= kern::kMaxArms; ++a) bs.arm_start[a] = pk.arm_start[a];
     bs.n_seg = pk.n_seg;
     bs.fit_vsini = pk.fit_vsini;
-    bs.held = specs[s]->held ? 1 : 0;
-    for (int q = 0; q < kern::kMaxParams; ++q) bs.held_theta[q] = specs[s]->held_theta[q];
+    bs.held = pk.held ? 1 : 0;
+    for (int q = 0; q < kern::kMaxParams; ++q) bs.held_theta[q] = pk.held_theta[q];
     if (pk.fit_vsini && pc.fit_vsini) sizes_.slot_grid = grid.n_tpix;
     for (int k = 0; k <= kern::kMaxSeg; ++k) bs.seg_start[k] = pk.seg_start[k];
     for (int k = 0; k < kern::kMaxSeg; ++k) bs.seg_arm[k] = pk.seg_arm[k];

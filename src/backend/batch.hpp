@@ -39,11 +39,12 @@ struct SlotScratch {
 
 class HostBatch {
  public:
-  // Pack `specs` (each ready, i.e. PreparedSpectrum::ready) for library `lib` with pipeline
-  // config `pc`. Copies the pixels; the arm models (basis, ccf_templates) are referenced, not
-  // copied, and must outlive the batch. Throws std::invalid_argument for an empty list, a spectrum
-  // that is not ready, or arms whose models disagree on the number of CCF templates.
-  HostBatch(const std::vector<const PreparedSpectrum*>& specs, const TemplateLibrary& lib,
+  // Pack `specs` (the Packed of ready spectra, PreparedSpectrum::ready) for library `lib` with
+  // pipeline config `pc`. Copies the pixels; the arm models (basis, ccf_templates) are
+  // referenced, not copied, and must outlive the batch. Throws std::invalid_argument for an empty
+  // list, a spectrum without arms or pixels, or arms whose models disagree on the number of CCF
+  // templates.
+  HostBatch(const std::vector<const Packed*>& specs, const TemplateLibrary& lib,
             const kern::PipelineConfig& pc);
 
   int n_spec() const { return static_cast<int>(spec.size()); }

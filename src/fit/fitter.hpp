@@ -48,6 +48,10 @@ struct Packed {
   std::vector<std::string> seg_names;
   int fit_vsini = 0;  // the arms resolve rotation: VSINI fitted (FitConfig::fit_vsini, vsini_min_R)
   double vsini_R = 0.0;  // effective resolving power of the sharpest arm (the VSINI floor's R)
+  // Pass 2 of a star's joint fit over its epochs (fit/epochs.hpp): the backend fits VRAD alone
+  // with the labels held at held_theta (kern::fit_velocity_held; [0]: the starting VRAD, km/s).
+  bool held = false;
+  double held_theta[kern::kMaxParams] = {};
   size_t n_full_total() const {
     size_t n = 0;
     for (const auto& f : full_lnlam) n += f.size();
@@ -92,11 +96,7 @@ struct PreparedSpectrum {
   bool ready = false;  // false: row is already final (bad input, not a target, no pixels)
   Packed packed;       // usable pixels and the arm models
   std::vector<std::string> notes;  // human-readable reasons (excluded arms, failures)
-  ClassSpectrum cls;        // rebinned for the template classification (empty: not classified)
-  // Pass 2 of a star's joint fit over its epochs (fit/epochs.hpp): the backend fits VRAD alone
-  // with the labels held at held_theta (kern::fit_velocity_held; [0]: the starting VRAD, km/s).
-  bool held = false;
-  double held_theta[kern::kMaxParams] = {};
+  ClassSpectrum cls;  // rebinned for the template classification (empty: not classified)
 };
 
 // Masking (mask, ivar, non-finite, template coverage, bands), per-arm resolution, packing.

@@ -35,9 +35,9 @@ int compare(const std::string& label, const std::vector<SpectrumFile>& files,
       prep.push_back(prepare_spectrum(s, ctx));
       cpu.push_back(fit_spectrum(s, ctx));
     }
-  std::vector<const PreparedSpectrum*> ready;
+  std::vector<const Packed*> ready;
   for (const auto& p : prep)
-    if (p.ready) ready.push_back(&p);
+    if (p.ready) ready.push_back(&p.packed);
   const kern::PipelineConfig pcfg = pipeline_config(cfg, lib);
   auto gpu = make_cuda_backend(lib, pcfg, 0, 1);
   const BatchOutput out = gpu->run(ready);

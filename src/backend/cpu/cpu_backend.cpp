@@ -32,7 +32,7 @@ BatchOutput outputs_of(const HostBatch& hb, std::vector<std::vector<double>>&& m
 
 }  // namespace
 
-void CpuBackend::submit(std::vector<const PreparedSpectrum*> specs, bool want_models,
+void CpuBackend::submit(std::vector<const Packed*> specs, bool want_models,
                         std::function<void(size_t)> on_done) {
   if (specs.empty()) {
     done_.emplace_back();
@@ -52,7 +52,7 @@ void CpuBackend::submit(std::vector<const PreparedSpectrum*> specs, bool want_mo
   done_.push_back(outputs_of(hb, std::move(models)));
 }
 
-BatchOutput CpuBackend::fit_one(const PreparedSpectrum& spec, int worker, bool want_models) {
+BatchOutput CpuBackend::fit_one(const Packed& spec, int worker, bool want_models) {
   HostBatch hb({&spec}, lib_, pc_);
   SlotScratch& scratch = worker_scratch_.at(static_cast<size_t>(worker));
   scratch.ensure(1, hb.sizes());
@@ -68,9 +68,8 @@ BatchOutput CpuBackend::collect() {
   return out;
 }
 
-BatchOutput fit_batch_serial(const std::vector<const PreparedSpectrum*>& specs,
-                             const TemplateLibrary& lib, const kern::PipelineConfig& pc,
-                             bool want_models) {
+BatchOutput fit_batch_serial(const std::vector<const Packed*>& specs, const TemplateLibrary& lib,
+                             const kern::PipelineConfig& pc, bool want_models) {
   HostBatch hb(specs, lib, pc);
   SlotScratch scratch;
   scratch.ensure(1, hb.sizes());
@@ -88,7 +87,7 @@ CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnost
   if (!p.ready) return p.row;
   // The numerical fit: a one-spectrum batch on the serial team (the CPU backend's path).
   const BatchOutput out =
-      fit_batch_serial({&p}, ctx.lib, pipeline_config(ctx.cfg, ctx.lib), diag != nullptr);
+      fit_batch_serial({&p.packed}, ctx.lib, pipeline_config(ctx.cfg, ctx.lib), diag != nullptr);
   if (diag) diagnostics_of(p, out.ivar[0], out.models[0], diag);
   finish_row(p, out.results[0], out.ivar[0], ctx);
   if (diag && out.results[0].status != kern::kPipeOk) diag->messages.push_back(p.notes.back());

@@ -64,10 +64,8 @@ double profile_arm(const FlopShape& s, double n, int np, bool jac) {
 
 }  // namespace
 
-FlopShape flop_shape(const PreparedSpectrum& p, const kern::PipelineConfig& pc,
-                     const TemplateLibrary& lib) {
+FlopShape flop_shape(const Packed& pk, const kern::PipelineConfig& pc, const TemplateLibrary& lib) {
   FlopShape s;
-  const Packed& pk = p.packed;
   for (int a = 0; a < pk.n_arms; ++a) {
     const int n = pk.arm_start[a + 1] - pk.arm_start[a];
     const int nf = a < static_cast<int>(pk.full_lnlam.size())

@@ -28,8 +28,7 @@ struct FlopShape {
 };
 
 // The shape of one prepared spectrum under pipeline config pc and library lib.
-FlopShape flop_shape(const PreparedSpectrum& p, const kern::PipelineConfig& pc,
-                     const TemplateLibrary& lib);
+FlopShape flop_shape(const Packed& pk, const kern::PipelineConfig& pc, const TemplateLibrary& lib);
 
 enum class EvalKind { kChi2, kJacobian, kVelocityOnly, kContinuumOnly };
 

@@ -144,7 +144,7 @@ class CudaBackend final : public Backend {
     return gpu_target_batch(n_slots_, kWavesPerBatch, min_batch_, kMaxBatch);
   }
 
-  void submit(std::vector<const PreparedSpectrum*> specs, bool /*want_models*/,
+  void submit(std::vector<const Packed*> specs, bool /*want_models*/,
               std::function<void(size_t)> on_done) override {
     check(cudaSetDevice(device_), "cudaSetDevice");
     Pending p;
@@ -189,7 +189,7 @@ class CudaBackend final : public Backend {
   };
 
   // Spectra per batch: a few waves of the resident warps, within the free device memory.
-  size_t batch_size(const std::vector<const PreparedSpectrum*>& specs) {
+  size_t batch_size(const std::vector<const Packed*>& specs) {
     size_t per = 0;
     SlotSizes s;
     s.np = kern::n_fit_params(lib_.n_label, 1);
@@ -197,13 +197,11 @@ class CudaBackend final : public Backend {
     s.emu = kern::emulator_scratch_size(em_);
     for (const auto* p : specs) {
       size_t n_rmat = 0;
-      for (const auto& r : p->packed.rmat) n_rmat += r.size();
-      per = std::max(
-          per, gpu_bytes_per_spectrum(p->packed.flux.size(), p->packed.n_full_total(), n_rmat));
-      s.slot_pix = std::max<long long>(s.slot_pix, static_cast<long long>(p->packed.flux.size()));
-      s.slot_full =
-          std::max<long long>(s.slot_full, static_cast<long long>(p->packed.n_full_total()));
-      if (p->packed.fit_vsini && pc_.fit_vsini) s.slot_grid = lib_.n_tpix;
+      for (const auto& r : p->rmat) n_rmat += r.size();
+      per = std::max(per, gpu_bytes_per_spectrum(p->flux.size(), p->n_full_total(), n_rmat));
+      s.slot_pix = std::max<long long>(s.slot_pix, static_cast<long long>(p->flux.size()));
+      s.slot_full = std::max<long long>(s.slot_full, static_cast<long long>(p->n_full_total()));
+      if (p->fit_vsini && pc_.fit_vsini) s.slot_grid = lib_.n_tpix;
     }
     size_t free_b = 0, total_b = 0;
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");

@@ -55,9 +55,9 @@ TEST_CASE("HostBatch packing shows each spectrum as Packed::view() does", "[back
       if (p.ready) prep.push_back(std::move(p));
     }
   }
-  std::vector<const PreparedSpectrum*> ptrs;
+  std::vector<const Packed*> ptrs;
   size_t n_matrix = 0;
-  for (const auto& p : prep) ptrs.push_back(&p);
+  for (const auto& p : prep) ptrs.push_back(&p.packed);
   HostBatch hb(ptrs, lib, pipeline_config(cfg, lib));
   SlotScratch scratch;
   scratch.ensure(2, hb.sizes());
@@ -121,11 +121,11 @@ TEST_CASE("CPU backend results equal fit_spectrum bit for bit with 1, 2 and 3 th
     ThreadPool pool(threads);
     CpuBackend cpu(lib, pipeline_config(cfg, lib), pool);
     std::vector<PreparedSpectrum> prep;
-    std::vector<const PreparedSpectrum*> ready;
+    std::vector<const Packed*> ready;
     for (size_t i = 0; i < specs.size(); ++i)
       prep.push_back(prepare_spectrum(*specs[i], *spec_ctx[i]));
     for (const auto& p : prep)
-      if (p.ready) ready.push_back(&p);
+      if (p.ready) ready.push_back(&p.packed);
     // Two batches through the same backend: scratch reused from one to the next.
     const BatchOutput first = cpu.run({ready.begin(), ready.begin() + ready.size() / 2});
     const BatchOutput second = cpu.run({ready.begin() + ready.size() / 2, ready.end()});
