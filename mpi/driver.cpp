@@ -281,7 +281,7 @@ FitLoop engine_loop(FitEngine& engine) {
   };
 }
 
-HandoutPolicy handout_policy(const FitOptions& opt) {
+HandoutPolicy handout_policy(const JobOptions& opt) {
   HandoutPolicy p;
   p.batch_seconds = opt.batch_seconds;
   return p;
@@ -289,9 +289,9 @@ HandoutPolicy handout_policy(const FitOptions& opt) {
 
 // Rank 0: the queue, its own fitting thread, and the statuses of every rank (to RootJob).
 int run_root(const FitOptions& opt, Comm& comm, int threads) {
-  if (merge_only(opt)) return merge_existing(opt);
+  if (merge_only(opt)) return merge_existing(opt, opt);
   RootJob job(opt, comm.size(), threads);
-  const InputCatalogWriter writer(opt, job.provenance(), 0);
+  const InputCatalogWriter writer(opt, opt, job.provenance(), 0);
   const auto stats = serve(job, comm, engine_loop(job.engine()),
                            [&](const FileResult& r) { writer.write(r); }, wants_merged(opt),
                            handout_policy(opt));
@@ -307,7 +307,7 @@ int run_root(const FitOptions& opt, Comm& comm, int threads) {
 int run_worker(const FitOptions& opt, Comm& comm, int threads) {
   if (merge_only(opt)) return kExitOk;
   FitEngine engine(opt, threads);
-  const InputCatalogWriter writer(opt, job_provenance(engine, opt, comm.size()), comm.rank());
+  const InputCatalogWriter writer(opt, opt, job_provenance(engine, opt, comm.size()), comm.rank());
   return work(comm, engine_loop(engine), [&](const FileResult& r) { writer.write(r); },
               wants_merged(opt));
 }

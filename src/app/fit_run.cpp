@@ -224,13 +224,14 @@ void FitEngine::finish(EngineBatch& b, std::vector<FitDiagnostics>* diags) {
   seconds_fit_ += dt;
 }
 
-Provenance FitEngine::provenance(const FitOptions& opt) const {
+Provenance FitEngine::provenance(const EngineOptions& opt, const SelectOptions& sel,
+                                 const JobOptions& job) const {
   Provenance prov;
   prov["velox_version"] = version();
   prov["git_commit"] = git_commit();
-  prov["command_line"] = opt.command_line;
+  prov["command_line"] = job.command_line;
   prov["config_yaml"] = dump_fit_config(cfg_);
-  prov["fit_config_hash"] = fit_config_hash(cfg_, opt);  // resume/merge identity
+  prov["fit_config_hash"] = fit_config_hash(cfg_, sel);  // resume/merge identity
   prov["config_path"] = opt.config;
   prov["templates_path"] = opt.templates;
   prov["templates_velox_version"] =

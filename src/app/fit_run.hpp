@@ -67,7 +67,8 @@ struct EngineBatch {
 class FitEngine {
  public:
   // Loads the config and, unless `lib` is given, the library opt.templates. threads <= 0:
-  // default_thread_count(). Throws ConfigError / IoError.
+  // default_thread_count(). Throws ConfigError / IoError. It reads, selects, fits and keeps the
+  // side outputs: every part of FitOptions but JobOptions.
   FitEngine(const FitOptions& opt, int threads,
             std::shared_ptr<const TemplateLibrary> lib = nullptr);
   FitEngine(const FitEngine&) = delete;
@@ -108,7 +109,9 @@ class FitEngine {
   Backend* gpu_backend() { return gpu_.get(); }
 
   // Provenance attributes shared by every catalog this engine's job writes.
-  Provenance provenance(const FitOptions& opt) const;
+  // `sel` enters fit_config_hash; `job` gives the command line.
+  Provenance provenance(const EngineOptions& eng, const SelectOptions& sel,
+                        const JobOptions& job) const;
 
   int threads() const { return threads_; }
   // Selection and the DESI side outputs (/fibermap, /models, rvspecfit FITS) of this engine's

@@ -114,15 +114,16 @@ class Progress {
 };
 
 Provenance job_provenance(const FitEngine& engine, const FitOptions& opt, int world_size) {
-  Provenance p = engine.provenance(opt);
+  Provenance p = engine.provenance(opt, opt, opt);
   p["mpi_world_size"] = std::to_string(world_size);
   return p;
 }
 
-InputCatalogWriter::InputCatalogWriter(const FitOptions& opt, Provenance base, int rank)
+InputCatalogWriter::InputCatalogWriter(const InputOptions& in, const OutputOptions& opt,
+                                       Provenance base, int rank)
     : dir_(opt.output_dir),
       fits_(opt.output_format == "fits"),
-      tree_(!opt.desi_root.empty()),
+      tree_(!in.desi_root.empty()),
       prov_(std::move(base)) {
   prov_["mpi_rank"] = std::to_string(rank);
   prov_["n_input_files"] = "1";

@@ -54,7 +54,7 @@ Provenance job_provenance(const FitEngine& engine, const FitOptions& opt, int wo
 // Failed inputs get none (a rerun retries them). Every rank writes its own; throws IoError.
 class InputCatalogWriter {
  public:
-  InputCatalogWriter(const FitOptions& opt, Provenance base, int rank);
+  InputCatalogWriter(const InputOptions& in, const OutputOptions& out, Provenance base, int rank);
   void write(const FileResult& r) const;
 
  private:

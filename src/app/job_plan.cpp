@@ -52,7 +52,7 @@ bool merge_only(const FitOptions& o) {
          !o.merge.empty();
 }
 
-bool wants_merged(const FitOptions& o) { return !o.output.empty() || !o.merge.empty(); }
+bool wants_merged(const OutputOptions& o) { return !o.output.empty() || !o.merge.empty(); }
 
 size_t chunk_min_spectra(int threads) {
   return threads <= 1 ? 1 : 4 * static_cast<size_t>(threads);
@@ -108,7 +108,7 @@ std::vector<JobInput> plan_inputs(const FitOptions& opt) {
   return inputs;
 }
 
-int merge_existing(const FitOptions& opt) {
+int merge_existing(const OutputOptions& opt, const JobOptions& job) {
   check_output_file("--merge", opt.merge, "catalog", opt.overwrite);  // before reading them all
   const auto files = catalogs_in(opt.output_dir, opt.merge);
   if (files.empty()) throw ConfigError(opt.output_dir + ": no *.velox.h5 catalogs to merge");
@@ -134,7 +134,7 @@ int merge_existing(const FitOptions& opt) {
   }
   start.push_back(rows.size());
   for (const char* k : {"input_path", "mpi_rank"}) prov.erase(k);
-  prov["merge_command_line"] = opt.command_line;
+  prov["merge_command_line"] = job.command_line;
   prov["n_input_files"] = std::to_string(files.size());
   // FIBERMAP/SCORES from the inputs themselves (side_tables), as a fitting run writes them.
   const bool fits = opt.output_format == "fits";

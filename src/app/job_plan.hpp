@@ -22,14 +22,14 @@ bool merge_only(const FitOptions& opt);
 
 // A merged catalog is written (--output, or --merge with inputs): rank 0 needs every row, so
 // the ranks send theirs with their status reports.
-bool wants_merged(const FitOptions& opt);
+bool wants_merged(const OutputOptions& opt);
 
 // The smallest batch of FitEngine::fit_stream's batch mode (the GPU, whose gpu_min_batch is
 // usually larger): 1 for one thread, else 4 per thread. The CPU stream takes no batches.
 size_t chunk_min_spectra(int threads);
 
 // --epochs --group-by KEY naming a header key (not TARGETID): the job joins files into stars.
-inline bool groups_files(const FitOptions& o) {
+inline bool groups_files(const EngineOptions& o) {
   return o.epochs && !o.group_by.empty() && o.group_by != "TARGETID";
 }
 // The inputs whose primary header has the same non-empty KEY become one input group
@@ -53,6 +53,6 @@ std::vector<JobInput> plan_inputs(const FitOptions& opt);
 
 // Merge-only mode: every DIR/*.velox.h5 (except the target) into the --merge catalog, with the
 // first catalog's provenance. Returns kExitOk; throws ConfigError (no catalogs) or IoError.
-int merge_existing(const FitOptions& opt);
+int merge_existing(const OutputOptions& opt, const JobOptions& job);
 
 }  // namespace velox
