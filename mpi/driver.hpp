@@ -1,6 +1,7 @@
-// The `velox fit` job's message loop on one or more MPI ranks (DESIGN.md "MPI driver",
-// docs/running.md). Only communication lives here; planning, resume, status.tsv, progress and
-// the merged outputs are app/job.hpp (RootJob), option checks app/job_plan.hpp.
+// The `velox fit` job's message loop on one or more MPI ranks (docs/design.md "The fit stream and
+// the job's scale-out", docs/running.md). Only communication lives here; planning, resume,
+// status.tsv, progress and the merged outputs are app/job.hpp (RootJob), option checks
+// app/job_plan.hpp.
 //  - Rank 0 hands inputs out in batches of about --batch-seconds of work at the asking rank's
 //    measured rate, smaller near the end of the queue (app/handout.hpp). It also fits, on a
 //    second thread, taking inputs one at a time from the same queue; alone (singleton or -np 1)
