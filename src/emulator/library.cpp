@@ -36,15 +36,24 @@ namespace {
 // The value of a per-template-pixel array v[n_tpix] at the pixel nearest vacuum wavelength lam
 // (clamped to the grid).
 template <class T>
-double at_nearest_pixel(const std::vector<T>& v, double lnlam0, double dlnlam, double lam_A) {
-  const double u = (std::log(lam_A) - lnlam0) / dlnlam;
+double at_nearest_pixel_ln(const std::vector<T>& v, double lnlam0, double dlnlam, double ln_lam) {
+  const double u = (ln_lam - lnlam0) / dlnlam;
   return v[std::clamp<long>(std::lround(u), 0, static_cast<long>(v.size()) - 1)];
+}
+template <class T>
+double at_nearest_pixel(const std::vector<T>& v, double lnlam0, double dlnlam, double lam_A) {
+  return at_nearest_pixel_ln(v, lnlam0, dlnlam, std::log(lam_A));
 }
 }  // namespace
 
 double TemplateLibrary::model_sigma_at(double lam_A) const {
   if (model_sigma.empty() || !(lam_A > 0)) return 0.0;
   return at_nearest_pixel(model_sigma, lnlam0, dlnlam, lam_A);
+}
+
+double TemplateLibrary::model_sigma_at_ln(double ln_lam) const {
+  if (model_sigma.empty() || !(ln_lam > -INFINITY)) return 0.0;
+  return at_nearest_pixel_ln(model_sigma, lnlam0, dlnlam, ln_lam);
 }
 
 double TemplateLibrary::template_fwhm_A(double lam_A) const {

@@ -53,6 +53,8 @@ struct TemplateLibrary {
   double template_fwhm_A(double lam_A) const;
   // model_sigma at vacuum wavelength lam [A] (nearest pixel, clamped to the grid); 0 if absent.
   double model_sigma_at(double lam_A) const;
+  // The same at ln(lam) (lam in A): bitwise model_sigma_at(lam) for ln_lam = std::log(lam).
+  double model_sigma_at_ln(double ln_lam) const;
 
   // Model on the template grid at physical labels: flux[n_tpix] (normalised), using `basis_in`
   // (default: this library's own basis, i.e. the template resolution).

@@ -1,8 +1,12 @@
 #include "fit/classify.hpp"
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
-#include <map>
+#include <utility>
+#include <vector>
 
+#include "fit/ln_wave.hpp"
 #include "kernels/physics.hpp"
 
 namespace velox {
@@ -24,7 +28,13 @@ ClassSpectrum rebin_for_classes(const std::vector<ArmView>& arms,
   ClassSpectrum cs;
   for (const auto& a : arms) {
     if (cs.n_arms >= kern::kClassMaxArms) break;
-    std::map<long, std::pair<double, double>> bins;  // bin -> (sum ivar * flux, sum ivar)
+    // Bin of each usable pixel (kUnused: not used); the sums then go to a flat array over the
+    // bins' range, in pixel order (ln lambda once per file and arm, fit/ln_wave.hpp).
+    constexpr long kUnused = LONG_MIN;
+    const double* ln_wave = ln_wavelengths(a.wave_vac_A, a.n_pix);
+    thread_local std::vector<long> bin_of;
+    bin_of.assign(a.n_pix, kUnused);
+    long k_lo = LONG_MAX, k_hi = LONG_MIN;
     for (size_t j = 0; j < a.n_pix; ++j) {
       const double w = a.wave_vac_A[j], iv = a.ivar[j], f = a.flux[j];
       if (!(std::isfinite(w) && w > 0 && std::isfinite(f) && std::isfinite(iv) && iv > 0)) continue;
@@ -32,13 +42,28 @@ ClassSpectrum rebin_for_classes(const std::vector<ArmView>& arms,
       bool in_band = false;
       for (const auto& b : mask_bands_A) in_band = in_band || (w >= b.first && w <= b.second);
       if (in_band) continue;
-      auto& s = bins[static_cast<long>(std::floor(std::log(w) / kClassBinDlnlam))];
-      s.first += iv * f;
-      s.second += iv;
+      const long k = static_cast<long>(std::floor(ln_wave[j] / kClassBinDlnlam));
+      bin_of[j] = k;
+      k_lo = std::min(k_lo, k);
+      k_hi = std::max(k_hi, k);
     }
-    if (bins.size() < 10) continue;
-    const double lo = bins.begin()->first, hi = bins.rbegin()->first;
-    for (const auto& [k, s] : bins) {
+    if (k_lo > k_hi) continue;
+    // bin k - k_lo -> (sum ivar * flux, sum ivar); ivar > 0 marks a bin with pixels
+    thread_local std::vector<std::pair<double, double>> sums;
+    sums.assign(static_cast<size_t>(k_hi - k_lo + 1), {0.0, 0.0});
+    size_t n_bins = 0;
+    for (size_t j = 0; j < a.n_pix; ++j) {
+      if (bin_of[j] == kUnused) continue;
+      auto& s = sums[static_cast<size_t>(bin_of[j] - k_lo)];
+      n_bins += s.second == 0.0;
+      s.first += static_cast<double>(a.ivar[j]) * a.flux[j];
+      s.second += a.ivar[j];
+    }
+    if (n_bins < 10) continue;
+    const double lo = k_lo, hi = k_hi;
+    for (long k = k_lo; k <= k_hi; ++k) {
+      const auto& s = sums[static_cast<size_t>(k - k_lo)];
+      if (s.second == 0.0) continue;
       cs.lnlam.push_back((k + 0.5) * kClassBinDlnlam);
       cs.flux.push_back(s.first / s.second);
       cs.ivar.push_back(s.second);

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "common/median.hpp"
+#include "fit/ln_wave.hpp"
 #include "fit/params.hpp"
 #include "fit/resolution.hpp"
 #include "io/rvs_warn.hpp"
@@ -141,6 +142,8 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     const ArmView& arm = arms[a_in];
     if (all.n_arms >= kern::kMaxArms) break;
     const size_t n = arm.n_pix;
+    // ln of the arm's wavelengths: once per file and arm for DESI coadds (fit/ln_wave.hpp).
+    const double* ln_wave = ln_wavelengths(arm.wave_vac_A, n);
     // Resolution-matrix forward model for this arm? Rows with the template LSF folded in; pixels
     // whose row is all zero or not finite are not fitted.
     const bool use_rm = cfg.resolution_matrix && arm.ndiag > 0 && arm.resolution;
@@ -193,8 +196,8 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       }
       continue;
     }
-    const double lo = std::log(arm.wave_vac_A[idx.front()]);
-    const double hi = std::log(arm.wave_vac_A[idx.back()]);
+    const double lo = ln_wave[idx.front()];
+    const double hi = ln_wave[idx.back()];
     // The emulator's own variance (FitConfig::model_variance): (scale sigma_m F)^2 added to 1/ivar,
     // F the running median of the flux over +-15 used pixels.
     std::vector<float> ivar_fit(idx.size());
@@ -221,7 +224,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
           ++m;
         }
         const double F = std::fabs(win[m / 2]);
-        const double sm = cfg.model_variance_scale * lib.model_sigma_at(arm.wave_vac_A[idx[k]]) * F;
+        const double sm = cfg.model_variance_scale * lib.model_sigma_at_ln(ln_wave[idx[k]]) * F;
         ivar_fit[k] = static_cast<float>(1.0 / (1.0 / arm.ivar[idx[k]] + sm * sm));
       }
     }
@@ -248,7 +251,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     for (auto* v : {&all.arm, &all.full_idx, &all.input_pixel}) v->reserve(n_all);
     for (size_t k = 0; k < idx.size(); ++k) {
       const size_t j = idx[k];
-      const double ll = std::log(arm.wave_vac_A[j]);
+      const double ll = ln_wave[j];
       all.lnlam.push_back(ll - (arm.wave_vac_A[j] < split_A ? zp_b : zp_r));
       all.xleg.push_back(hi > lo ? 2.0 * (ll - lo) / (hi - lo) - 1.0 : 0.0);
       all.wave.push_back(arm.wave_vac_A[j]);
@@ -278,9 +281,9 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       std::vector<float> grid_rows(static_cast<size_t>(n_grid) * arm.ndiag, 0.0f);
       for (long jj = 0; jj < n_grid; ++jj) {
         const long j = jj + j_lo;
-        full[jj] = (j < 0     ? std::log(arm.wave_vac_A[0]) + j * d0
-                    : j >= nl ? std::log(arm.wave_vac_A[n - 1]) + (j - nl + 1) * d1
-                              : std::log(arm.wave_vac_A[j])) -
+        full[jj] = (j < 0     ? ln_wave[0] + j * d0
+                    : j >= nl ? ln_wave[n - 1] + (j - nl + 1) * d1
+                              : ln_wave[j]) -
                    zp_b;  // a matrix arm is never split: one zero point
         if (j >= 0 && j < nl)
           std::copy_n(rows.begin() + j * arm.ndiag, arm.ndiag, grid_rows.begin() + jj * arm.ndiag);

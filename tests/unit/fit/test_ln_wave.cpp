@@ -1,0 +1,58 @@
+// The per-thread cache of ln(wavelength) grids (fit/ln_wave.hpp): the values are std::log's bit
+// for bit, a grid is matched by its values (never by address), and more grids than the cache
+// holds are recomputed, not confused.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "fit/ln_wave.hpp"
+
+using namespace velox;
+
+namespace {
+std::vector<double> grid(double w0, size_t n) {
+  std::vector<double> w(n);
+  for (size_t j = 0; j < n; ++j) w[j] = w0 * std::exp(1e-4 * static_cast<double>(j));
+  return w;
+}
+bool bitwise_logs(const double* ln, const std::vector<double>& w) {
+  for (size_t j = 0; j < w.size(); ++j) {
+    const double want = std::log(w[j]);
+    if (std::memcmp(&ln[j], &want, sizeof want) != 0) return false;
+  }
+  return true;
+}
+}  // namespace
+
+TEST_CASE("ln_wavelengths: std::log bit for bit, grids matched by value", "[fit][ln_wave]") {
+  std::vector<double> a = grid(3600.0, 2751);
+  const double* la = ln_wavelengths(a.data(), a.size());
+  CHECK(bitwise_logs(la, a));
+  // The same grid again (another copy, another address): the cached array.
+  const std::vector<double> a2 = a;
+  CHECK(ln_wavelengths(a2.data(), a2.size()) == la);
+  // The same address with one value changed: recomputed, not the stale logs.
+  a[1000] *= 1.001;
+  const double* lb = ln_wavelengths(a.data(), a.size());
+  CHECK(bitwise_logs(lb, a));
+  CHECK(lb[1000] != la[1000]);
+  // A prefix of a cached grid is another grid (the length is part of the key).
+  const double* lp = ln_wavelengths(a.data(), 100);
+  CHECK(bitwise_logs(lp, std::vector<double>(a.begin(), a.begin() + 100)));
+  // Non-positive and non-finite wavelengths give what std::log gives.
+  const std::vector<double> bad = {0.0, -1.0, NAN, INFINITY, 5000.0};
+  const double* lbad = ln_wavelengths(bad.data(), bad.size());
+  CHECK(std::isinf(lbad[0]));
+  CHECK(std::isnan(lbad[1]));
+  CHECK(std::isnan(lbad[2]));
+  CHECK(std::isinf(lbad[3]));
+  CHECK(lbad[4] == std::log(5000.0));
+}
+
+TEST_CASE("ln_wavelengths: more grids than the cache holds stay correct", "[fit][ln_wave]") {
+  std::vector<std::vector<double>> grids;
+  for (int g = 0; g < 20; ++g) grids.push_back(grid(3600.0 + g, 500));
+  for (int round = 0; round < 3; ++round)
+    for (const auto& w : grids) REQUIRE(bitwise_logs(ln_wavelengths(w.data(), w.size()), w));
+}
