@@ -69,7 +69,7 @@ struct BatchView {
   const float* const* basis = nullptr;     // [n_models] -> [n_tpix][K+1]
   const float* const* basis_t = nullptr;   // CPU only: [n_models] -> [K+1][n_tpix] (or nullptr)
   const float* const* ccf_ph = nullptr;    // CPU only: [n_models] -> de-interleaved CCF templates
-  CcfPhases ccf_ph_geom;                   // their layout (kernels/fit_eval.hpp CcfPhases)
+  CcfPhases ccf_ph_geom;                   // their layout (kernels/ccf.hpp CcfPhases)
   const float* const* ccf_tmpl = nullptr;  // [n_models] -> [n_ccf][n_tpix]
   // Per spectrum.
   int n_spec = 0;
@@ -95,7 +95,7 @@ struct BatchView {
   double* dTf = nullptr;             // [n_slots][slot_full][np]
   long long slot_grid = 0;           // template-grid rows per slot (0: no rotated model)
   double* Tg = nullptr;              // [n_slots][slot_grid][np] rotated model's grid scratch
-  double* Tr = nullptr;              // CPU only: [n_slots][np][slot_grid] (FitData::Tr)
+  double* Tr = nullptr;              // CPU only: [n_slots][np][slot_grid] (CpuFitExtras::Tr)
   double* ccf = nullptr;             // [n_slots][n_out]
   double* acc = nullptr;             // [n_slots][8 * n_out]
   double* emu = nullptr;             // [n_slots][emulator_scratch_size(em)]
@@ -158,19 +158,6 @@ VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d
   sc->ccf = b.ccf + k * c.ccf;
   sc->acc = b.acc + k * c.acc;
   sc->emu = b.emu + k * c.emu;
-}
-
-// The CPU-only inputs (CpuFitExtras) of spectrum s in slot `slot` (host code: the CPU backend
-// sets FitData::cpu to them after batch_views; the GPU leaves it nullptr).
-VX_INLINE void cpu_fit_extras(const BatchView& b, int s, int slot, CpuFitExtras* x) {
-  const BatchSpectrum& bs = b.spec[s];
-  for (int a = 0; a < kMaxArms; ++a) {
-    const bool on = a < bs.n_arms;
-    x->basis_t[a] = on && b.basis_t ? b.basis_t[bs.model[a]] : nullptr;
-    x->ccf_ph[a] = on && b.ccf_ph ? b.ccf_ph[bs.model[a]] : nullptr;
-  }
-  x->ccf_ph_geom = b.ccf_ph_geom;
-  x->Tr = b.Tr && b.Tg && b.slot_grid > 0 ? b.Tr + (long long)slot * slot_counts(b).Tg : nullptr;
 }
 
 }  // namespace velox::kern

@@ -181,6 +181,28 @@ VX_HD void pixel_positions(const Team& team, const GridView& g, const FitData& d
   team.sync();
 }
 
+// The coarse CCF templates de-interleaved by the lag step s, so that the CPU's lag loop reads
+// them with unit stride (ccf_sums_phased, src/backend/cpu/isa/simd_forms.hpp): template j's
+// phase r (0 <= r < s) holds t[m s + r] for m = 0 .. mlen - 1 (mlen = ceil(n_tpix / s)) in
+// reverse order, between `pad` zeros on each side:
+//   ph[(j * s + r) * len + pad + mlen - 1 - m] = t[m s + r],   len = mlen + 2 pad.
+// pad = n_out + kCcfPassLags + 16 keeps every vector load of a used pixel inside the array: a
+// pass over the pixels reads kCcfPassLags consecutive lags from the first valid one's address.
+constexpr int kMaxCcfStep = 64;   // the phased form's largest lag step
+constexpr int kCcfPassLags = 32;  // the most lags ccf_sums_phased reads in one pass
+struct CcfPhases {
+  int n_tmpl = 0, step = 0, mlen = 0, pad = 0, len = 0;
+};
+VX_HD VX_INLINE CcfPhases ccf_phases(int n_tmpl, int step, int n_tpix, int n_out) {
+  CcfPhases c;
+  c.n_tmpl = n_tmpl;
+  c.step = step;
+  c.mlen = (n_tpix + step - 1) / step;
+  c.pad = n_out + kCcfPassLags + 16;
+  c.len = c.mlen + 2 * c.pad;
+  return c;
+}
+
 // Fill ph[n_tmpl * step * len] from tmpl[n_ccf][n_tpix] (host).
 VX_INLINE void fill_ccf_phases(const CcfPhases& c, const float* tmpl, int n_tpix, float* ph) {
   for (long long q = 0; q < (long long)c.n_tmpl * c.step * c.len; ++q) ph[q] = 0.0f;
@@ -190,69 +212,6 @@ VX_INLINE void fill_ccf_phases(const CcfPhases& c, const float* tmpl, int n_tpix
         ph[((long long)j * c.step + r) * c.len + c.pad + c.mlen - 1 - m] =
             tmpl[(long long)j * n_tpix + m * c.step + r];
 }
-
-#if defined(VX_VEC8)
-// cross_correlate's per-lag sums for one arm (host only) from the de-interleaved template
-// (CcfPhases): 8 lags per vector operation, lags outside and pixels inside, so each lag is still
-// summed over the pixels in increasing order. Pixel i at lag o reads t[k] and t[k + 1] with
-// k = kk - o s, kk = t0[i] - lag_lo: with kk = m s + r, t[k] is phase r's element m - o, which
-// the reversed storage puts at ascending addresses in o. Lags with k outside [0, n_tpix - 2]
-// get weight 0 (as in the direct form). part[o * 4 + 0..3] as reduce_grid writes them.
-VX_INLINE void ccf_sums_phased(const CcfPhases& c, const float* ph_j, int n_tpix, int i0, int n,
-                               int lag_lo, int n_out, const int* t0, const double* frac,
-                               const double* fn, const double* wts, double fmean, double* part) {
-  const int s = c.step;
-  typedef VxVecD D;
-  constexpr int V = kVecD;
-  // V-lag blocks per pass over the pixels: 4 NB accumulators in registers (16 with AVX-512's
-  // 32 registers, 12 with AVX2's and SSE2's 16).
-  constexpr int NB = V == 8 ? 4 : 3, LP = V * NB;
-  static_assert(LP <= kCcfPassLags, "CcfPhases::pad covers kCcfPassLags lags per pass");
-  // For kk = q s + r: the last valid lag is q (k >= 0), the first q - hf[r] (k <= n_tpix - 2).
-  int hf[kMaxCcfStep];
-  for (int r = 0; r < s; ++r) hf[r] = (n_tpix - 2 - r) / s;
-  alignas(64) double iota_a[V];
-  for (int p = 0; p < V; ++p) iota_a[p] = p;
-  D iota;
-  __builtin_memcpy(&iota, iota_a, sizeof iota);
-  for (int ob0 = 0; ob0 < n_out; ob0 += LP) {
-    D S[NB][4], ov[NB];
-    for (int bk = 0; bk < NB; ++bk) {
-      for (int k = 0; k < 4; ++k) S[bk][k] = D{};
-      ov[bk] = iota + (double)(ob0 + V * bk);  // the block's lag indices
-    }
-    for (int ii = 0; ii < n; ++ii) {
-      const int i = i0 + ii;
-      const int kk = t0[i] - lag_lo;
-      if (kk < 0) continue;  // k < 0 at every lag o >= 0
-      const int q = kk / s, r = kk - q * s;
-      const int o_hi = q, o_lo = q - hf[r] > 0 ? q - hf[r] : 0;
-      if (o_hi < ob0 || o_lo > ob0 + LP - 1 || o_lo > o_hi) continue;
-      const float* a = ph_j + (long long)r * c.len + c.pad + c.mlen - 1 - q + ob0;
-      const float* b = r + 1 < s ? a + c.len : ph_j + c.pad + c.mlen - 2 - q + ob0;
-      const double fm = fn[i] - fmean, wv = wts[i], fx = frac[i];
-      const D lo = D{} + (double)o_lo, hi = D{} + (double)o_hi;
-#pragma GCC unroll 4
-      for (int bk = 0; bk < NB; ++bk) {
-        VxVecDF af, bf;
-        __builtin_memcpy(&af, a + V * bk, sizeof af);
-        __builtin_memcpy(&bf, b + V * bk, sizeof bf);
-        const D t0v = __builtin_convertvector(af, D);
-        const D t1v = __builtin_convertvector(bf, D);
-        const D tv = t0v + fx * (t1v - t0v);
-        const D wi = (ov[bk] >= lo && ov[bk] <= hi) ? D{} + wv : D{};
-        S[bk][0] += wi;
-        S[bk][1] += wi * tv;
-        S[bk][2] += wi * tv * tv;
-        S[bk][3] += wi * fm * tv;
-      }
-    }
-    for (int bk = 0; bk < NB; ++bk)
-      for (int p = 0; p < V && ob0 + V * bk + p < n_out; ++p)
-        for (int k = 0; k < 4; ++k) part[(ob0 + V * bk + p) * 4 + k] = S[bk][k][p];
-  }
-}
-#endif
 
 // Normalised cross-correlation (Pearson, -1..1) of fn (weights wts) with template j of each
 // arm's set tmpl[a] (template grid, normalised flux) at integer template-pixel lags
@@ -283,20 +242,14 @@ VX_HD void cross_correlate(const Team& team, const GridView& g, const FitData& d
     // Branch-free (a pixel out of the template's range adds zeros), so that the CPU's loop over
     // the lags vectorizes.
     const int n_tpix = g.n_tpix;
-#if defined(VX_VEC8)
-    if constexpr (Team::kVec > 1) {
-      const float* ph = cpu_ccf_ph(d, a);
-      const CcfPhases c = d.cpu ? d.cpu->ccf_ph_geom : CcfPhases{};
-      if (ph && j < c.n_tmpl && lag_step == c.step && c.step <= kMaxCcfStep &&
-          n_out + kCcfPassLags + 8 <= c.pad) {
-        ccf_sums_phased(c, ph + (long long)j * c.step * c.len, n_tpix, i0, d.arm_start[a + 1] - i0,
-                        lag_lo, n_out, t0, frac, fn, wts, fmean, part);
+    if constexpr (host_simd<Team>()) {
+      // The CPU's form from the de-interleaved templates (CcfPhases), where d carries them.
+      if (team.ccf_sums(g, d, a, j, lag_lo, n_out, lag_step, t0, frac, fn, wts, fmean, part)) {
         if (a > 0)
           for (int q = 0; q < 4 * n_out; ++q) acc[q] += part[q];
         continue;
       }
     }
-#endif
     team.reduce_grid(d.arm_start[a + 1] - i0, n_out, 4, part, [=](int ii, int o, auto s) {
       const int i = i0 + ii;
       const int k = t0[i] - (lag_lo + o * lag_step);

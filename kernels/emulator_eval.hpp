@@ -19,7 +19,7 @@ namespace velox::kern {
 constexpr int kMaxLabels = 4;
 constexpr int kMaxComp = 96;  // K + 1 at most
 // Zero floats after the last row of a basis the pixel loops read (ArmModel::basis): the CPU's
-// FP32 component sums load whole float vectors (up to 16) (kernels/fit_eval.hpp
+// FP32 component sums load whole float vectors (up to 16) (src/backend/cpu/isa/simd_forms.hpp
 // component_sums_f32).
 constexpr int kBasisPad = 16;
 

@@ -41,27 +41,9 @@ VX_HD VX_INLINE int n_fit_params(int n_label, int fit_vsini) {
   return 1 + n_label + (fit_vsini ? 1 : 0);
 }
 
-// The coarse CCF templates de-interleaved by the lag step s, so that the CPU's lag loop reads
-// them with unit stride (cross_correlate_phased): template j's phase r (0 <= r < s) holds
-// t[m s + r] for m = 0 .. mlen - 1 (mlen = ceil(n_tpix / s)) in reverse order, between `pad`
-// zeros on each side: ph[(j * s + r) * len + pad + mlen - 1 - m] = t[m s + r], len = mlen + 2 pad.
-// pad = n_out + kCcfPassLags + 16 keeps every vector load of a used pixel inside the array: a
-// pass over the pixels reads kCcfPassLags consecutive lags from the first valid one's address.
-constexpr int kMaxCcfStep = 64;   // the phased form's largest lag step
-constexpr int kCcfPassLags = 32;  // the most lags ccf_sums_phased reads in one pass
-struct CcfPhases {
-  int n_tmpl = 0, step = 0, mlen = 0, pad = 0, len = 0;
-};
-VX_HD VX_INLINE CcfPhases ccf_phases(int n_tmpl, int step, int n_tpix, int n_out) {
-  CcfPhases c;
-  c.n_tmpl = n_tmpl;
-  c.step = step;
-  c.mlen = (n_tpix + step - 1) / step;
-  c.pad = n_out + kCcfPassLags + 16;
-  c.len = c.mlen + 2 * c.pad;
-  return c;
-}
-struct CpuFitExtras;  // below: the CPU-only inputs
+// The CPU backend's inputs of one fit (FitData::cpu), defined by the CPU backend
+// (src/backend/cpu/isa/simd_forms.hpp); opaque here.
+struct CpuFitExtras;
 
 // One spectrum's usable pixels, arms contiguous: arm a owns [arm_start[a], arm_start[a+1]).
 struct FitData {
@@ -92,8 +74,8 @@ struct FitData {
   // Scratch [n_tpix][np] for the rotated model: the template (and its label derivatives) on the
   // grid rows an arm spans, computed once per evaluation. nullptr: per-pixel sums instead.
   double* Tg = nullptr;
-  // CPU-only inputs (CpuFitExtras; nullptr on the GPU, whose FitData copies stay small), and
-  // the index of this view's arm 0 in their per-arm arrays (a segment_view's arm).
+  // The CPU backend's inputs (CpuFitExtras; nullptr on the GPU, whose FitData copies stay
+  // small), and the index of this view's arm 0 in their per-arm arrays (a segment_view's arm).
   const CpuFitExtras* cpu = nullptr;
   int cpu_arm0 = 0;
   // Velocity segments (per-arm VRAD with the labels fixed): segment s owns the used pixels
@@ -136,28 +118,6 @@ VX_HD VX_INLINE FitData segment_view(const FitData& d, int s) {
   v.Tg = d.Tg;
   v.fit_vsini = d.fit_vsini;
   return v;
-}
-
-// CPU-only inputs of one spectrum's fit (host code; the CPU backend fills them from its
-// BatchView, kern::cpu_fit_extras): behind one pointer so that the GPU's FitData, which the
-// warp kernel copies onto its stack (segment_view), does not grow.
-struct CpuFitExtras {
-  // Scratch [np][n_tpix] for the rotated model's grid rows convolved with the rotation kernel
-  // (rotated_rows_cpu); with it, FitData::Tg is used column-major, [np][n_tpix], too.
-  double* Tr = nullptr;
-  // Per arm: the basis transposed, [K+1][n_tpix] (nullptr: rows from FitData::basis).
-  const float* basis_t[kMaxArms] = {};
-  // Per arm: the first ccf_ph_geom.n_tmpl coarse CCF templates de-interleaved by the lag step
-  // (CcfPhases; nullptr: the direct form).
-  const float* ccf_ph[kMaxArms] = {};
-  CcfPhases ccf_ph_geom;
-};
-VX_HD VX_INLINE double* cpu_Tr(const FitData& d) { return d.cpu ? d.cpu->Tr : nullptr; }
-VX_HD VX_INLINE const float* cpu_basis_t(const FitData& d, int a) {
-  return d.cpu ? d.cpu->basis_t[d.cpu_arm0 + a] : nullptr;
-}
-VX_HD VX_INLINE const float* cpu_ccf_ph(const FitData& d, int a) {
-  return d.cpu ? d.cpu->ccf_ph[d.cpu_arm0 + a] : nullptr;
 }
 
 // Apply an arm's resolution matrix rows to full-grid values v[n_full][stride] (component c) for
@@ -387,215 +347,6 @@ VX_HD VX_INLINE void component_sums(const float* b0, int K1, const double* c, co
     for (int l = 0; l < nl; ++l) dl_out[l] = lane_sum<V>(dl[l]);
 }
 
-#if !defined(VX_VECF)
-constexpr bool kHasF32Sums = false;
-#else
-constexpr bool kHasF32Sums = true;
-// component_sums in FP32 for the CPU (host only: kVecF floats per vector operation, 16 with
-// AVX-512, twice the doubles' width, and the float basis is used as stored): the same sums, with
-// c and dc rounded to float and zero-padded to KP (a multiple of 16), the weights rounded to
-// float, kVecF partial sums per product (component k to lane k % kVecF) added as a tree at the
-// end. Reads b0[0 .. 3 K1 + KP): up to 15 floats past the 4th row, which the basis arrays carry
-// as padding
-// (kBasisPad); those are multiplied by the zero padding of c and dc. The model's relative
-// rounding is ~1e-7, far below any survey's noise (docs/performance.md: the effect on the
-// accuracy figures).
-
-VX_INLINE float hsum_f(const VxVecF& v) {
-  // Halves added as vectors down to 4 lanes, then ((a0 + a2) + (a1 + a3)).
-  typedef float F8 __attribute__((vector_size(32)));
-  typedef float F4 __attribute__((vector_size(16)));
-  F4 c;
-  if constexpr (kVecF == 16) {
-    F8 a, b;
-    __builtin_memcpy(&a, &v, sizeof a);
-    __builtin_memcpy(&b, reinterpret_cast<const char*>(&v) + sizeof a, sizeof b);
-    a += b;
-    F4 x, y;
-    __builtin_memcpy(&x, &a, sizeof x);
-    __builtin_memcpy(&y, reinterpret_cast<const char*>(&a) + sizeof x, sizeof y);
-    c = x + y;
-  } else if constexpr (kVecF == 8) {
-    F4 x, y;
-    __builtin_memcpy(&x, &v, sizeof x);
-    __builtin_memcpy(&y, reinterpret_cast<const char*>(&v) + sizeof x, sizeof y);
-    c = x + y;
-  } else {
-    __builtin_memcpy(&c, &v, sizeof c);
-  }
-  return (c[0] + c[2]) + (c[1] + c[3]);
-}
-// c[K1] and dc[L][K1] rounded to float and zero-padded to KP components (K1 rounded up to a
-// multiple of 16): cf[KP], dcf[L][KP].
-struct CoeffsF32 {
-  int KP;
-  alignas(64) float cf[kMaxComp + 16];
-  alignas(64) float dcf[kMaxLabels * (kMaxComp + 16)];
-};
-VX_INLINE void coeffs_f32(const double* c, const double* dc, int K1, int L, CoeffsF32* o) {
-  const int KP = (K1 + 15) / 16 * 16;
-  o->KP = KP;
-  for (int k = 0; k < KP; ++k) {
-    o->cf[k] = k < K1 ? (float)c[k] : 0.0f;
-    for (int l = 0; l < L; ++l) o->dcf[l * KP + k] = k < K1 ? (float)dc[l * K1 + k] : 0.0f;
-  }
-}
-
-#endif
-
-// True for the CPU teams whose template sums run in FP32 (Team::kTemplateF32, kVec > 1); the
-// single-lane teams (the GPU's warp, LaneTeam) have no such member.
-template <class Team>
-VX_HD constexpr bool team_f32_sums() {
-  if constexpr (Team::kVec > 1)
-    return kHasF32Sums && Team::kTemplateF32;
-  else
-    return false;
-}
-
-#if defined(VX_VECF)
-// One basis row's template and label derivatives in FP32 (row_sums' products): bc = sum_k cf_k
-// br[k], bdc[l] = sum_k dcf[l][k] br[k] over KP components (kVecF per vector operation, whole
-// vectors read as in component_sums_f32).
-template <int NL, bool LJ>
-VX_INLINE void row_sums_f32(const float* br, int KP, const float* cf, const float* dcf, double* bc,
-                            double* bdc) {
-  typedef VxVecF F;
-  constexpr int NLA = NL > 0 ? NL : 1;
-  F t = {}, dl[NLA] = {};
-  for (int kb = 0; kb < KP; kb += kVecF) {
-    F b;
-    __builtin_memcpy(&b, br + kb, sizeof b);
-    t += *reinterpret_cast<const F*>(cf + kb) * b;
-    if (LJ)
-      for (int l = 0; l < NL; ++l) dl[l] += *reinterpret_cast<const F*>(dcf + l * KP + kb) * b;
-  }
-  *bc = hsum_f(t);
-  if (LJ)
-    for (int l = 0; l < NL; ++l) bdc[l] = hsum_f(dl[l]);
-}
-
-// Horizontal sums of N float vectors at once (N <= kVecF): out[q] = sum of v[q]'s lanes. The
-// vectors are padded with zeros to M (a power of two) and folded pairwise, each fold (two
-// shuffles and one add) halving the partial sums per quantity and doubling the quantities per
-// vector, until one vector holds every quantity at lane q: log2(kVecF) + ... folds instead of
-// N separate hsum_f trees (component_sums_f32's 5 sums per pixel).
-template <int G>
-VX_INLINE VxVecF fold_f(const VxVecF& x, const VxVecF& y) {
-  // x and y hold W / G quantities of G partial sums each; the result holds 2 W / G quantities
-  // (x's, then y's) of G / 2 partial sums.
-  constexpr int W = kVecF, Q = W / G;
-  typedef int I __attribute__((vector_size(sizeof(VxVecF))));
-  I lo, hi;
-  for (int q = 0; q < 2 * Q; ++q)
-    for (int s = 0; s < G / 2; ++s) {
-      const int src = (q < Q ? 0 : W) + (q % Q) * G + s;
-      lo[q * (G / 2) + s] = src;
-      hi[q * (G / 2) + s] = src + G / 2;
-    }
-#if defined(__clang__)
-  // clang has no run-time-mask __builtin_shuffle (the sanitizer build): the same lanes by index.
-  VxVecF r;
-  for (int p = 0; p < W; ++p)
-    r[p] = (lo[p] < W ? x[lo[p]] : y[lo[p] - W]) + (hi[p] < W ? x[hi[p]] : y[hi[p] - W]);
-  return r;
-#else
-  return __builtin_shuffle(x, y, lo) + __builtin_shuffle(x, y, hi);
-#endif
-}
-template <int M, int G>
-VX_INLINE void fold_levels(VxVecF* v) {
-  // M vectors of group size G -> fold until one vector of group size 1.
-  if constexpr (G > 1) {
-    if constexpr (M > 1) {
-      for (int k = 0; k < M / 2; ++k) v[k] = fold_f<G>(v[2 * k], v[2 * k + 1]);
-      fold_levels<M / 2, G / 2>(v);
-    } else {
-      v[0] = fold_f<G>(v[0], v[0]);
-      fold_levels<1, G / 2>(v);
-    }
-  }
-}
-template <int N>
-VX_INLINE void hsum_n(const VxVecF* v, double* out) {
-  constexpr int M = N <= 1 ? 1 : N <= 2 ? 2 : N <= 4 ? 4 : N <= 8 ? 8 : 16;
-  static_assert(M <= kVecF, "hsum_n: at most kVecF vectors");
-  VxVecF a[M];
-  for (int q = 0; q < M; ++q) a[q] = q < N ? v[q] : VxVecF{};
-  fold_levels<M, kVecF>(a);
-  for (int q = 0; q < N; ++q) out[q] = a[0][q];
-}
-
-// component_sums for the CPU in FP32 (above, at kHasF32Sums), with the cubic weights w0..w3
-// and their derivatives d0..d3 rounded to float by the caller (stencil_block).
-template <int NL, int JM>
-VX_INLINE void component_sums_f32(const float* b0, int K1, int KP, const float* cf,
-                                  const float* dcf, float w0, float w1, float w2, float w3,
-                                  float d0, float d1, float d2, float d3, double* t_out,
-                                  double* dtu_out, double* dl_out) {
-  typedef VxVecF F;
-  constexpr int NLA = NL > 0 ? NL : 1;
-  F t = {}, dtu = {}, dl[NLA] = {};
-  const float* b1 = b0 + K1;
-  const float* b2 = b1 + K1;
-  const float* b3 = b2 + K1;
-  for (int kb = 0; kb < KP; kb += kVecF) {
-    F x0, x1, x2, x3;  // unaligned loads
-    __builtin_memcpy(&x0, b0 + kb, sizeof x0);
-    __builtin_memcpy(&x1, b1 + kb, sizeof x1);
-    __builtin_memcpy(&x2, b2 + kb, sizeof x2);
-    __builtin_memcpy(&x3, b3 + kb, sizeof x3);
-    const F bk = w0 * x0 + w1 * x1 + w2 * x2 + w3 * x3;
-    const F c = *reinterpret_cast<const F*>(cf + kb);
-    t += c * bk;
-    if (JM >= 1) {
-      const F dbk = d0 * x0 + d1 * x1 + d2 * x2 + d3 * x3;
-      dtu += c * dbk;
-      if (JM >= 2)
-        for (int l = 0; l < NL; ++l) dl[l] += *reinterpret_cast<const F*>(dcf + l * KP + kb) * bk;
-    }
-  }
-  if constexpr (JM >= 2 && 2 + NL <= kVecF) {
-    VxVecF v[2 + NLA];
-    v[0] = t;
-    v[1] = dtu;
-    for (int l = 0; l < NL; ++l) v[2 + l] = dl[l];
-    double o[2 + NLA];
-    hsum_n<2 + NL>(v, o);
-    *t_out = o[0];
-    *dtu_out = o[1];
-    for (int l = 0; l < NL; ++l) dl_out[l] = o[2 + l];
-  } else if constexpr (JM == 1) {
-    const VxVecF v[2] = {t, dtu};
-    double o[2];
-    hsum_n<2>(v, o);
-    *t_out = o[0];
-    *dtu_out = o[1];
-  } else {
-    *t_out = hsum_f(t);
-    if (JM >= 1) *dtu_out = hsum_f(dtu);
-    if (JM >= 2)
-      for (int l = 0; l < NL; ++l) dl_out[l] = hsum_f(dl[l]);
-  }
-}
-
-// The cubic stencils of PB consecutive evaluation points ll[j0 ..] at ln D = lnd
-// (stencil_weights), written as arrays so that the loop over the points vectorizes: first taps
-// k0[p] and the float weights w[tap][p], dw[tap][p]. Points past cnt repeat the last one.
-template <int PB>
-VX_INLINE void stencil_block(const GridView& g, const double* ll, int j0, int cnt, double lnd,
-                             int* k0, float (*wf)[PB], float (*df)[PB]) {
-  for (int p = 0; p < PB; ++p) {
-    double wt[4], dwt[4];
-    k0[p] = stencil_weights(g, ll[j0 + (p < cnt ? p : cnt - 1)], lnd, wt, dwt);
-    for (int tap = 0; tap < 4; ++tap) {
-      wf[tap][p] = (float)wt[tap];
-      df[tap][p] = (float)dwt[tap];
-    }
-  }
-}
-#endif
-
 // sum_k v_k b_k in V partial sums (component k to sum k % V for k below the last multiple of
 // V, the rest to 0, 1, ...; lane_sum at the end).
 template <int V>
@@ -753,107 +504,6 @@ VX_HD VX_INLINE void rotated_pixel_rows(const GridView& g, const EvalWork* w, do
   }
 }
 
-#if defined(VX_VECF)
-// The rotated model on the CPU (host only), in three steps over the arm's grid rows instead of
-// the 2M + 4 rows of every pixel's convolved stencil (rotated_pixel_rows):
-//  1. rows [r0, r1] of the template and its label derivatives, column-major into
-//     Tg[c * S + row] (S = n_tpix; c = 0 value, 1 + l labels): row_sums_f32;
-//  2. the rows the pixels' cubic stencils touch, [s0, s1], convolved with the rotation kernel:
-//     Tr[c * S + row] = sum_m rot[m] Tg[c][clamp(row + m - M)] (and the VSINI derivative column
-//     Tr[NC * S + row] with drot), kVecD rows per vector operation;
-//  3. each pixel: the 4-tap cubic interpolation of the convolved rows, for the value, the
-//     velocity (dwt), the labels and VSINI.
-// Convolution and interpolation are both linear, so this is rotated_pixel_rows' sum in another
-// order (the rows clamped at the grid's ends alike). NL labels, JM Jacobian mode as in
-// component_sums; cf/dcf the FP32 coefficients (CoeffsF32).
-template <int NL, int JM>
-VX_INLINE void rotated_rows_cpu(const GridView& g, const EvalWork* w, const float* B,
-                                const float* BT, int K1, const CoeffsF32& cw, int r0, int r1,
-                                int s0, int s1, int M, bool jac_vsini, double* Tg, double* Tr) {
-  constexpr bool LJ = JM >= 2;
-  constexpr int NC = LJ ? 1 + NL : 1;  // row columns: value (+ labels)
-  const int S = g.n_tpix;
-  int row0 = r0;
-  if (BT) {
-    // kVecF rows per vector operation from the transposed basis (component k's row BT[k]):
-    // sums over k in order, no horizontal sums.
-    typedef VxVecF F;
-    for (; row0 + kVecF - 1 <= r1; row0 += kVecF) {
-      F acc[NC];
-      for (int c = 0; c < NC; ++c) acc[c] = F{};
-      for (int k = 0; k < K1; ++k) {
-        F b;
-        __builtin_memcpy(&b, BT + (size_t)k * S + row0, sizeof b);
-        acc[0] += cw.cf[k] * b;
-        for (int c = 1; c < NC; ++c) acc[c] += cw.dcf[(c - 1) * cw.KP + k] * b;
-      }
-      for (int c = 0; c < NC; ++c)
-        for (int p = 0; p < kVecF; ++p) Tg[c * S + row0 + p] = acc[c][p];
-    }
-  }
-  for (int row = row0; row <= r1; ++row) {
-    double bc, bdc[NL > 0 ? NL : 1];
-    row_sums_f32<NL, LJ>(B + (size_t)row * K1, cw.KP, cw.cf, cw.dcf, &bc, bdc);
-    Tg[row] = bc;
-    if (LJ)
-      for (int l = 0; l < NL; ++l) Tg[(1 + l) * S + row] = bdc[l];
-  }
-  const bool dv = JM >= 1 && jac_vsini;  // the VSINI column
-  const int nk = 2 * M + 1;
-  auto clampr = [&](int r) { return r < 0 ? 0 : (r > S - 1 ? S - 1 : r); };
-  // Interior rows (no clamping): [lo, hi] with lo - M >= 0 and hi + M <= S - 1.
-  const int lo = s0 - M >= 0 ? s0 : M, hi = s1 + M <= S - 1 ? s1 : S - 1 - M;
-  auto edge_row = [&](int row) {
-    for (int c = 0; c < NC; ++c) {
-      double a = 0.0;
-      for (int m = 0; m < nk; ++m) a += w->rot[m] * Tg[c * S + clampr(row + m - M)];
-      Tr[c * S + row] = a;
-    }
-    if (dv) {
-      double a = 0.0;
-      for (int m = 0; m < nk; ++m) a += w->drot[m] * Tg[clampr(row + m - M)];
-      Tr[NC * S + row] = a;
-    }
-  };
-  int row = s0;
-  for (; row < lo && row <= s1; ++row) edge_row(row);
-  typedef VxVecD D;
-  for (; row + kVecD - 1 <= hi; row += kVecD) {
-    D acc[NC], av = {};
-    for (int c = 0; c < NC; ++c) acc[c] = D{};
-    for (int m = 0; m < nk; ++m) {
-      const double* src = Tg + row + m - M;
-      for (int c = 0; c < NC; ++c) {
-        D x;
-        __builtin_memcpy(&x, src + c * S, sizeof x);
-        acc[c] += w->rot[m] * x;
-        if (c == 0 && dv) av += w->drot[m] * x;
-      }
-    }
-    for (int c = 0; c < NC; ++c) __builtin_memcpy(Tr + c * S + row, &acc[c], sizeof acc[c]);
-    if (dv) __builtin_memcpy(Tr + NC * S + row, &av, sizeof av);
-  }
-  for (; row <= s1; ++row) edge_row(row);
-}
-
-// Step 3 of rotated_rows_cpu: pixel j's template and derivatives from the convolved rows Tr.
-template <int NL, int JM>
-VX_INLINE void rotated_pixel_cpu(const GridView& g, double lnlam, double lnd, double du_dv,
-                                 const double* Tr, bool jac_vsini, double* t_out, double* dt_out) {
-  double wt[4], dwt[4];
-  const int t0 = stencil_weights(g, lnlam, lnd, wt, dwt);
-  const int S = g.n_tpix;
-  const double* r = Tr + t0 - 1;
-  *t_out = taps4(wt, r);
-  if (JM >= 1) {
-    dt_out[0] = taps4(dwt, r) * du_dv;
-    constexpr int NC = JM >= 2 ? 1 + NL : 1;
-    for (int c = 1; c < NC; ++c) dt_out[c] = taps4(wt, r + c * S);
-    if (jac_vsini) dt_out[1 + NL] = taps4(wt, r + NC * S);
-  }
-}
-#endif
-
 // profile_continuum for teams whose workers are single lanes (Team::kVec == 1: the GPU's
 // WarpTeam and its CPU emulation LaneTeam): the packed Gram sums of the design rows, one row per
 // lane, one FMA chain per sum. Kept as the GPU's form: the CPU's SIMD form below (Legendre
@@ -915,6 +565,16 @@ VX_HD void profile_continuum_lanes(const Team& team, const FitData& d, int cont_
     team.single([&] { profile_pass2_add(w, a, nc, np, need_jac); });
     team.sync();
   }
+}
+
+// Whether the team's host SIMD form of the rotated model applies to d (Team::convolved_rows: the
+// CPU backend's convolved-row scratch is set); false for every other team.
+template <class Team>
+VX_HD VX_INLINE bool host_convolved_rows(const Team& team, const FitData& d) {
+  if constexpr (host_simd<Team>())
+    return team.convolved_rows(d);
+  else
+    return false;
 }
 
 // Template value and derivatives at every pixel: T[n_pix], dT[n_pix][np] with
@@ -1030,36 +690,9 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
     if (M == 0) {
       if constexpr (V == 1) {
         team.for_each(n_eval, [&](int j) { model_at_lane(B, ll[j], &t_out[j], &dt_out[j * np]); });
-      } else if constexpr (team_f32_sums<Team>()) {
-#if defined(VX_VECF)
-        // FP32 component sums (component_sums_f32): c and dc as float, zero-padded (CoeffsF32).
-        CoeffsF32 cw;
-        coeffs_f32(w->c, w->dc, K1, L, &cw);
-        // The stencils PB points at a time (stencil_block: a vectorized loop), then the sums.
-        auto pixels = [&](auto nlc, auto jmc) {
-          constexpr int NL = decltype(nlc)::value, JM = decltype(jmc)::value;
-          constexpr int PB = 16;
-          for (int j0 = 0; j0 < n_eval; j0 += PB) {
-            const int cnt = n_eval - j0 < PB ? n_eval - j0 : PB;
-            int k0[PB];
-            alignas(64) float wf[4][PB], df[4][PB];
-            stencil_block<PB>(g, ll, j0, cnt, lnd, k0, wf, df);
-            for (int p = 0; p < cnt; ++p) {
-              const int j = j0 + p;
-              double dtu = 0.0;
-              double* dt = &dt_out[j * np];
-              component_sums_f32<NL, JM>(B + (size_t)(k0[p] - 1) * K1, K1, cw.KP, cw.cf, cw.dcf,
-                                         wf[0][p], wf[1][p], wf[2][p], wf[3][p], df[0][p], df[1][p],
-                                         df[2][p], df[3][p], &t_out[j], &dtu, dt + 1);
-              if (need_jac) {
-                dt[0] = dtu * du_dv;
-                if (jac_vsini) dt[1 + L] = 0.0;  // the identity kernel does not change with vsini
-              }
-            }
-          }
-        };
-        dispatch_labels_jac(L, jm, pixels);  // L and the Jacobian mode at compile time
-#endif
+      } else if constexpr (host_simd<Team>()) {
+        team.unrotated_pixels(g, w, B, K1, L, ll, n_eval, lnd, du_dv, jm, jac_vsini, np, t_out,
+                              dt_out);
       } else {
         auto pixels = [&](auto nlc, auto jmc) {
           team.for_each(n_eval,
@@ -1067,24 +700,11 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
         };
         dispatch_labels_jac(L, jm, pixels);  // L and the Jacobian mode at compile time
       }
-    } else if (team_f32_sums<Team>() && d.Tg && cpu_Tr(d)) {
-#if defined(VX_VECF)
-      // The CPU's rotated model: grid rows, convolved rows, then 4 taps per pixel
-      // (rotated_rows_cpu).
-      int lo_t, hi_t, r0, r1;
-      rotated_row_span(g, ll, n_eval, lnd, M, &lo_t, &hi_t, &r0, &r1);
-      CoeffsF32 cw;
-      coeffs_f32(w->c, w->dc, K1, label_jac ? L : 0, &cw);
-      auto rows_pixels = [&](auto nlc, auto jmc) {
-        constexpr int NL = decltype(nlc)::value, JM = decltype(jmc)::value;
-        rotated_rows_cpu<NL, JM>(g, w, B, cpu_basis_t(d, a), K1, cw, r0, r1, lo_t - 1, hi_t + 2, M,
-                                 jac_vsini, d.Tg, cpu_Tr(d));
-        for (int j = 0; j < n_eval; ++j)
-          rotated_pixel_cpu<NL, JM>(g, ll[j], lnd, du_dv, cpu_Tr(d), jac_vsini, &t_out[j],
-                                    &dt_out[j * np]);
-      };
-      dispatch_labels_jac(L, jm, rows_pixels);
-#endif
+    } else if (host_convolved_rows(team, d)) {
+      // The CPU's rotated model: grid rows, convolved rows, then 4 taps per pixel.
+      if constexpr (host_simd<Team>())
+        team.rotated_pixels(g, d, a, w, B, K1, L, ll, n_eval, lnd, du_dv, jm, jac_vsini, np, t_out,
+                            dt_out);
     } else if (d.Tg) {
       // ... or once per grid row the arm spans, into d.Tg (each row serves the 2M + 4 stencils
       // that touch it: fewer products when pixels are closer than 2M + 4 rows).
@@ -1096,21 +716,8 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
           const int row = r0 + rr;
           row_products(B, row, &Tg[(size_t)row * np], &Tg[(size_t)row * np + 1]);
         });
-      } else if constexpr (team_f32_sums<Team>()) {
-#if defined(VX_VECF)
-        // FP32 row products (row_sums_f32), one row at a time over its contiguous components.
-        CoeffsF32 cw;
-        coeffs_f32(w->c, w->dc, K1, label_jac ? L : 0, &cw);
-        auto grid_rows = [&](auto nlc, auto jmc) {
-          constexpr int NL = decltype(nlc)::value;
-          constexpr bool LJ = decltype(jmc)::value == 2;
-          team.for_each(r1 - r0 + 1, [&](int rr) {
-            double* tg = Tg + (size_t)(r0 + rr) * np;
-            row_sums_f32<NL, LJ>(B + (size_t)(r0 + rr) * K1, cw.KP, cw.cf, cw.dcf, tg, tg + 1);
-          });
-        };
-        dispatch_labels_jac(L, label_jac ? 2 : 0, grid_rows);
-#endif
+      } else if constexpr (host_simd<Team>()) {
+        team.grid_row_sums(w, B, K1, L, label_jac, r0, r1, np, Tg);
       } else {
         // V rows at a time, one row per lane (no horizontal sums): each lane sums its row's
         // components in order.
@@ -1203,78 +810,6 @@ VX_HD VX_INLINE void lanes_in(const FitData& d, const double* T, int ib, int cnt
   }
 }
 
-#if defined(VX_VEC8)
-// Pass 1 of profile_continuum_simd with moments for a compile-time continuum degree D (host
-// only): mu_l = sum ivar T^2 C_l (l <= 2D), q_j = sum ivar T f C_j (j <= D) and f^T W f, with
-// C_l the Chebyshev polynomials (chebyshev_v), 8 partial sums (pixel i in lane i % 8) and the
-// reduce_gram_v form's final lane_sum order. The recursion runs in registers (one multiply-add
-// per order, no row array) and the 2D + 1 + D + 1 + 1 accumulators are compile-time vectors.
-// Writes red[0 .. 3D + 3).
-template <int D>
-VX_INLINE void pass1_moments(const FitData& d, const double* T, int i0, int n, double* red) {
-  constexpr int V = 8, NM = 2 * D + 1;
-  VxVec8 mu[NM], q[D + 1], e = {};
-  for (int l = 0; l < NM; ++l) mu[l] = VxVec8{};
-  for (int j = 0; j <= D; ++j) q[j] = VxVec8{};
-  const VxVec8 one = VxVec8{} + 1.0;
-  for (int ii0 = 0; ii0 < n; ii0 += V) {
-    const int cnt = n - ii0 < V ? n - ii0 : V;
-    alignas(64) double x[V], iv[V], t[V], f[V];
-    lanes_in<V, false>(d, T, i0 + ii0, cnt, x, iv, t, f);
-    VxVec8 X, u, v, wf;
-    __builtin_memcpy(&X, x, sizeof X);
-    for (int p = 0; p < V; ++p) {
-      const double ivt = iv[p] * t[p], ivf = iv[p] * f[p];
-      u[p] = ivt * t[p];
-      v[p] = ivt * f[p];
-      wf[p] = ivf * f[p];
-    }
-    mu[0] += u;
-    q[0] += v;
-    e += wf;
-    mu[1] += X * u;
-    q[1] += X * v;
-    const VxVec8 Y = X + X;
-    VxVec8 c2 = one, c1 = X;
-#pragma GCC unroll 32
-    for (int l = 2; l < NM; ++l) {
-      const VxVec8 c = Y * c1 - c2;
-      mu[l] += c * u;
-      if (l <= D) q[l] += c * v;
-      c2 = c1;
-      c1 = c;
-    }
-  }
-  alignas(64) double a[V];
-  for (int l = 0; l < NM; ++l) {
-    __builtin_memcpy(a, &mu[l], sizeof a);
-    red[l] = lane_sum<V>(a);
-  }
-  for (int j = 0; j <= D; ++j) {
-    __builtin_memcpy(a, &q[j], sizeof a);
-    red[NM + j] = lane_sum<V>(a);
-  }
-  __builtin_memcpy(a, &e, sizeof a);
-  red[NM + D + 1] = lane_sum<V>(a);
-}
-
-// pass1_moments<D> for the run-time degree deg (D = 1 .. 9, the degrees with moments); false
-// for others (then the reduce_gram_v form runs).
-template <int D = 1>
-VX_INLINE bool pass1_moments_for(int deg, const FitData& d, const double* T, int i0, int n,
-                                 double* red) {
-  if constexpr (D > 9) {
-    return false;
-  } else {
-    if (deg == D) {
-      pass1_moments<D>(d, T, i0, n, red);
-      return true;
-    }
-    return pass1_moments_for<D + 1>(deg, d, T, i0, n, red);
-  }
-}
-#endif
-
 // Profile the continuum and build chi^2 (and, with need_jac, the profiled gradient and Hessian)
 // from T/dT. Sets w->ok = 0 if a continuum normal matrix is singular.
 template <class Team>
@@ -1300,11 +835,10 @@ VX_HD void profile_continuum_simd(const Team& team, const FitData& d, int cont_d
     const int nmom = 2 * cont_deg + 1;
     const bool moments = nmom + 3 <= kMaxGramRow;
     const int ng = moments ? nmom : nc * (nc + 1) / 2;
-    // The register-accumulator form of the moments pass where it exists (pass1_moments).
+    // The team's register-accumulator form of the moments pass where it exists.
     bool pass1_done = false;
-#if defined(VX_VEC8)
-    if (moments && V == 8) pass1_done = pass1_moments_for(cont_deg, d, T, i0, n, w->red);
-#endif
+    if constexpr (host_simd<Team>())
+      if (moments) pass1_done = team.continuum_moments(cont_deg, d, T, i0, n, w->red);
     if (moments && !pass1_done) {
       const int cu = nmom, cv = nmom + 1, ce = nmom + 2;  // columns ivar T^2, ivar T f, ivar f^2
       team.reduce_gram_v(

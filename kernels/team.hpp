@@ -41,6 +41,14 @@
 //                                  1 on the GPU, where the lanes of a warp are the parallelism
 //   team.sync()                    all writes before are visible to all workers after
 //   team.single(f)                 f() runs once (one worker); sync() after it to publish
+//   Team::kHostSimd                (kVec > 1 only) true for a CPU team that carries the host SIMD
+//                                  forms (host_simd<Team>()): the kernels then call its members
+//                                  unrotated_pixels, convolved_rows, rotated_pixels and
+//                                  grid_row_sums (template_at_pixels), continuum_moments
+//                                  (profile_continuum_simd) and ccf_sums (cross_correlate)
+//                                  instead of their team-generic forms. The CPU backend's
+//                                  SimdTeam (src/backend/cpu/isa/simd_forms.hpp) defines them;
+//                                  SerialTeam has none
 #pragma once
 #include "kernels/hd.hpp"
 
@@ -82,9 +90,9 @@ struct IntC {
 typedef double VxVec8 __attribute__((vector_size(64), aligned(64)));
 #define VX_VEC8 ::velox::kern::VxVec8
 // Floats in one native register of the translation unit's instruction set (the CPU's FP32
-// template sums, kernels/fit_eval.hpp): 16 with AVX-512, 8 with AVX, 4 otherwise. A 64-byte
-// float vector lowered to two AVX2 registers made those sums slower than SSE2 (horizontal sums
-// through memory). Per-ISA translation units give their helpers internal linkage (hd.hpp), so
+// template sums, src/backend/cpu/isa/simd_forms.hpp): 16 with AVX-512, 8 with AVX, 4 otherwise. A
+// 64-byte float vector lowered to two AVX2 registers made those sums slower than SSE2 (horizontal
+// sums through memory). Per-ISA translation units give their helpers internal linkage (hd.hpp), so
 // the width may differ between them.
 #if defined(__AVX512F__)
 typedef float VxVecF __attribute__((vector_size(64), aligned(64)));
@@ -105,9 +113,7 @@ typedef float VxVecDF __attribute__((vector_size(sizeof(VxVecF) / 2)));
 
 struct SerialTeam {
   static constexpr int kVec = 8;
-  // The unrotated template's component sums in FP32 (kernels/fit_eval.hpp component_sums_f32;
-  // host code with GCC/clang vector types only); SerialTeamF64 keeps them in FP64.
-  static constexpr bool kTemplateF32 = true;
+  static constexpr bool kHostSimd = false;  // the team-generic forms, every sum in FP64
   template <class F>
   VX_HD void for_each(int n, F&& f) const {
     for (int i = 0; i < n; ++i) f(i);
@@ -195,11 +201,15 @@ struct SerialTeam {
   }
 };
 
-// SerialTeam with every template sum in FP64, as the GPU's warp computes them: the tests that
-// compare the lane decomposition with the serial one at round-off level use it.
-struct SerialTeamF64 : SerialTeam {
-  static constexpr bool kTemplateF32 = false;
-};
+// True for a team that carries the CPU's host SIMD forms (Team::kHostSimd, above); the
+// single-lane teams (the GPU's warp, LaneTeam) have no such member.
+template <class Team>
+VX_HD constexpr bool host_simd() {
+  if constexpr (Team::kVec > 1)
+    return Team::kHostSimd;
+  else
+    return false;
+}
 
 // WarpTeam's decomposition on the CPU (host only; used by tests). Lane l handles items
 // l, l + 32, ...; reduce_sum keeps one partial sum per lane and combines them in the order of

@@ -19,12 +19,12 @@ struct ArmModel {
   double resolution_R = 0.0;
   std::vector<float> basis;  // [n_tpix][K+1] at the arm resolution, + kern::kBasisPad zeros
   // The same basis transposed, [K+1][n_tpix]: the CPU's rotated model sums grid rows with it,
-  // 16 rows per vector operation (kernels/fit_eval.hpp rotated_rows_cpu). Not on the GPU.
+  // 16 rows per vector operation (backend/cpu/isa/simd_forms.hpp rotated_rows_cpu). Not on the GPU.
   std::vector<float> basis_t;
   std::vector<float> ccf_templates;  // [n_ccf][n_tpix] normalised flux at the arm resolution
   int n_ccf = 0;
   // The first n_tmpl CCF templates de-interleaved for the CPU's CCF, laid out as
-  // kern::ccf_phases(n_tmpl, step, n_tpix, n_out) says (kernels/fit_eval.hpp CcfPhases): built on
+  // kern::ccf_phases(n_tmpl, step, n_tpix, n_out) says (kernels/ccf.hpp CcfPhases): built on
   // first use for that geometry and kept with the model (thread-safe), so a batch or a single
   // spectrum only looks them up. nullptr when n_tmpl is not in 1 .. n_ccf.
   const float* ccf_phases(int n_tmpl, int step, int n_out) const;

@@ -1,7 +1,8 @@
 // The emulated template spectrum at given wavelengths, for overplotting (Python velox.model):
 // the stellar part of the forward model (docs/design.md "Forward model") without the continuum,
 //   T_i = sum_k c_k(labels) B[t(u_i)][k],   u_i = (ln lambda_i - ln D(v) - lnlam0) / dlnlam,
-// evaluated by the fit's own kernel (kern::template_at_pixels, serial team).
+// evaluated by the fit's own kernel (kern::template_at_pixels, serial team: FP64 template sums,
+// as the GPU's; the CPU fit's FP32 sums agree to ~1e-7 of the template's scale).
 #pragma once
 #include <cstddef>
 #include <vector>

@@ -134,17 +134,18 @@ class Behaviour(unittest.TestCase):
         used = np.isfinite(models[0])
         # The fitted model is continuum x template, the continuum a degree-8 Legendre polynomial
         # in ln(lambda) over the used pixels (fit.cont_deg): model / template must be one to
-        # round-off. The CPU sums the template in FP32 (relative rounding ~1e-7; the labels'
-        # round trip through the catalog can flip a coefficient's float rounding: 3.4e-7
-        # measured), so 1e-6 of its largest value; a wrong continuum degree or template is off by
-        # 1e-3 or more (a relative check fails where the continuum crosses zero at the blue end).
+        # round-off. The CPU fit sums the template in FP32, velox.model in FP64 (relative
+        # rounding ~1e-7; the labels' round trip through the catalog can flip a coefficient's
+        # float rounding: 3.4e-7 measured), so 1e-6 of its largest value; a wrong continuum degree
+        # or template is off by 1e-3 or more (a relative check fails where the continuum crosses
+        # zero at the blue end).
         lnw = np.log(w[used])
         x = 2 * (lnw - lnw[0]) / (lnw[-1] - lnw[0]) - 1
         ratio = models[0][used] / t[used]
         poly = np.polynomial.legendre.legval(x, np.polynomial.legendre.legfit(x, ratio, 8))
         self.assertLess(np.max(np.abs(ratio - poly)) / np.max(np.abs(ratio)), 1e-6)
         # A velocity shift is a shift of the wavelengths: T(w D(v); v) = T(w; 0) to round-off
-        # (the FP32 template sums' ~1e-7: the cubic weights are rounded to float).
+        # (velox.model's FP64 sums: far below the 1e-6 bound).
         v = 123.0
         d = np.sqrt((1 + v / 299792.458) / (1 - v / 299792.458))
         t0 = velox.model(library(), 5800, 4.4, 0.0, 0.0, w, 1800)

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "backend/backend.hpp"
+#include "backend/cpu/isa/simd_forms.hpp"
 #include "fit/fitter.hpp"
 #include "inject.hpp"
 #include "io/readers.hpp"
@@ -105,7 +106,7 @@ struct RotModel {
     kern::template_at_pixels(team, &em, g, d, theta, true, &w, T->data(), dT->data());
   }
   void eval(const double* theta, bool grid, std::vector<double>* T, std::vector<double>* dT) {
-    eval(kern::SerialTeamF64{}, theta, grid ? 1 : 0, T, dT);
+    eval(kern::SerialTeam{}, theta, grid ? 1 : 0, T, dT);
   }
 };
 }  // namespace
@@ -123,20 +124,20 @@ TEST_CASE(
     std::vector<double> Tg, dTg, Tp, dTp;
     rm.eval(theta, true, &Tg, &dTg);
     rm.eval(theta, false, &Tp, &dTp);
-    // FP64 sums (SerialTeamF64, the GPU's arithmetic): the same products, in another order of
+    // FP64 sums (SerialTeam, the GPU's arithmetic): the same products, in another order of
     // partial sums: equal to rounding.
     for (size_t i = 0; i < Tg.size(); ++i) {
       REQUIRE(Tg[i] == Approx(Tp[i]).epsilon(1e-12));
       for (int q = 0; q < np; ++q)
         REQUIRE(dTg[i * np + q] == Approx(dTp[i * np + q]).epsilon(1e-9).margin(1e-12));
     }
-    // The CPU's FP32 forms (SerialTeam): the grid rows (mode 1) and the convolved rows from the
+    // The CPU's FP32 forms (SimdTeam): the grid rows (mode 1) and the convolved rows from the
     // transposed basis (mode 2) against the FP64 per-pixel sums: float rounding, ~1e-7 of the
     // template's scale (1e-6 the bound, as in test_teams' FP32 test) and 5e-5 of each
     // derivative column's scale; a wrong row, tap or kernel weight would be off by percents.
     for (int mode : {1, 2}) {
       std::vector<double> Tf, dTf;
-      rm.eval(kern::SerialTeam{}, theta, mode, &Tf, &dTf);
+      rm.eval(kern::cpu::SimdTeam<>{}, theta, mode, &Tf, &dTf);
       double et = 0.0, ed = 0.0;
       test::worst_rel_diff(Tf, dTf, Tp, dTp, np, &et, &ed);
       INFO("vsini " << vsini << " mode " << mode << ": T " << et << ", dT " << ed);

@@ -4,6 +4,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu/isa/simd_forms.hpp"
 #include "kernels/convolve.hpp"
 #include "kernels/emulator_eval.hpp"
 #include "kernels/fit_eval.hpp"
@@ -119,7 +120,6 @@ TEST_CASE("exp_v8 agrees with libm's exp to 2 ulp on the emulator's range", "[ke
 }
 #endif
 
-#if defined(VX_VECF)
 TEST_CASE("hsum_n gives each of up to 8 float vectors' lane sums at once", "[kernels]") {
   // hsum_n folds the vectors pairwise (shuffles and adds); every output must be its own
   // vector's sum (a wrong shuffle index would mix vectors: errors of order 1), to float
@@ -132,7 +132,7 @@ TEST_CASE("hsum_n gives each of up to 8 float vectors' lane sums at once", "[ker
   auto check = [&](auto nc) {
     constexpr int N = decltype(nc)::value;
     double out[N];
-    hsum_n<N>(v, out);
+    cpu::hsum_n<N>(v, out);
     for (int q = 0; q < N; ++q) {
       double ref = 0.0;
       for (int p = 0; p < kVecF; ++p) ref += v[q][p];
@@ -148,7 +148,6 @@ TEST_CASE("hsum_n gives each of up to 8 float vectors' lane sums at once", "[ker
   check(IntC<(kVecF >= 8 ? 5 : 3)>{});
   check(IntC<(kVecF >= 8 ? 8 : 4)>{});
 }
-#endif
 
 TEST_CASE("gaussian convolution keeps a flat spectrum flat and adds variance", "[kernels]") {
   const int n = 401;

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu/isa/simd_forms.hpp"
 #include "emulator/build.hpp"
 #include "fit/fitter.hpp"
 #include "io/readers.hpp"
@@ -21,6 +22,10 @@
 using namespace velox;
 
 namespace {
+
+// The CPU backend's team: SerialTeam with the SIMD forms (FP32 template sums, convolved rows,
+// phased CCF).
+using CpuTeam = kern::cpu::SimdTeam<>;
 
 std::vector<double> random_values(int n, unsigned seed) {
   std::mt19937 rng(seed);
@@ -216,9 +221,9 @@ TEST_CASE("lane team fits real LAMOST and DESI-layout spectra like the serial te
         ++n_fit;
         n_matrix += p.packed.n_full_total() > 0;
         std::vector<float> iv_s, iv_l;
-        // The serial team with FP64 template sums, as the warp computes them (the FP32 form is
+        // The serial team: FP64 template sums, as the warp computes them (the CPU's FP32 form is
         // compared with it in the next test).
-        const auto s = fit_with(kern::SerialTeamF64{}, p, ctx, &iv_s);
+        const auto s = fit_with(kern::SerialTeam{}, p, ctx, &iv_s);
         const auto l = fit_with(kern::LaneTeam{}, p, ctx, &iv_l);
         INFO(path << " row " << row);
         INFO("serial theta " << s.best.theta[0] << " " << s.best.theta[1] << " " << s.best.theta[2]
@@ -285,8 +290,8 @@ TEST_CASE("a later LM start stops inside the best start's basin: the same fits, 
       const auto p = prepare_spectrum(spec, ctx_on);
       if (!p.ready) continue;
       std::vector<float> iv_on, iv_off;
-      const auto a = fit_with(kern::SerialTeam{}, p, ctx_on, &iv_on);
-      const auto b = fit_with(kern::SerialTeam{}, p, ctx_off, &iv_off);
+      const auto a = fit_with(CpuTeam{}, p, ctx_on, &iv_on);
+      const auto b = fit_with(CpuTeam{}, p, ctx_off, &iv_off);
       INFO(path);
       REQUIRE(a.status == b.status);
       if (a.status != kern::kPipeOk) continue;
@@ -315,8 +320,8 @@ TEST_CASE("a later LM start stops inside the best start's basin: the same fits, 
 
 TEST_CASE("FP32 template sums give the FP64 model to float precision, and the same fits",
           "[kernels][team][real]") {
-  // The CPU's SerialTeam sums the unrotated template in FP32 (component_sums_f32); the GPU and
-  // SerialTeamF64 in FP64. On real LAMOST and DESI-layout spectra (the second with resolution
+  // The CPU's team sums the unrotated template in FP32 (component_sums_f32); the GPU and
+  // SerialTeam in FP64. On real LAMOST and DESI-layout spectra (the second with resolution
   // matrices, whose full-grid model goes through the same sums):
   //  - one evaluation at the same theta: T and dT/dtheta agree to float precision;
   //  - whole fits agree far below the errors.
@@ -332,8 +337,8 @@ TEST_CASE("FP32 template sums give the FP64 model to float precision, and the sa
       [&](const PreparedSpectrum& p, const FitContext& ctx, const std::string& path, int64_t row) {
         INFO(path << " row " << row);
         std::vector<float> iv32, iv64;
-        const auto r32 = fit_with(kern::SerialTeam{}, p, ctx, &iv32);
-        const auto r64 = fit_with(kern::SerialTeamF64{}, p, ctx, &iv64);
+        const auto r32 = fit_with(CpuTeam{}, p, ctx, &iv32);
+        const auto r64 = fit_with(kern::SerialTeam{}, p, ctx, &iv64);
         REQUIRE(r32.status == r64.status);
         if (r64.status != kern::kPipeOk) return;
         ++n_fit;
@@ -344,8 +349,8 @@ TEST_CASE("FP32 template sums give the FP64 model to float precision, and the sa
           for (int q = 0; q < 1 + lib.n_label; ++q) theta[q] = r64.best.theta[q];
           theta[kern::vsini_index(lib.n_label)] = vsini;
           std::vector<double> T32, dT32, T64, dT64;
-          const double c32 = evaluate_with(kern::SerialTeam{}, p, ctx, theta, &T32, &dT32);
-          const double c64 = evaluate_with(kern::SerialTeamF64{}, p, ctx, theta, &T64, &dT64);
+          const double c32 = evaluate_with(CpuTeam{}, p, ctx, theta, &T32, &dT32);
+          const double c64 = evaluate_with(kern::SerialTeam{}, p, ctx, theta, &T64, &dT64);
           const int np = 1 + lib.n_label;
           double tmax = 0.0, dmax[kern::kMaxParams] = {};
           for (size_t i = 0; i < T64.size(); ++i) {
@@ -392,7 +397,7 @@ TEST_CASE("FP32 template sums give the FP64 model to float precision, and the sa
 
 TEST_CASE("the CPU's rotated model from convolved grid rows equals the per-pixel stencils",
           "[kernels][team][real][vsini]") {
-  // With FitData::Tr and basis_t (the CPU backend's scratch), the rotated model sums the grid
+  // With CpuFitExtras::Tr and basis_t (the CPU backend's scratch), the rotated model sums the grid
   // rows from the transposed basis, convolves them with the rotation kernel once and
   // interpolates 4 rows per pixel; without them each pixel combines its 2M + 4 rows. The same
   // linear operations in another order, FP32 rows both ways: T and dT/dtheta agree to float
@@ -411,8 +416,8 @@ TEST_CASE("the CPU's rotated model from convolved grid rows equals the per-pixel
           double theta[kern::kMaxParams] = {12.0, 3.76, 4.3, -0.2};
           theta[kern::vsini_index(lib.n_label)] = vsini;
           std::vector<double> Ta, dTa, Tb, dTb;
-          const double ca = evaluate_with(kern::SerialTeam{}, p, ctx, theta, &Ta, &dTa, true);
-          const double cb = evaluate_with(kern::SerialTeam{}, p, ctx, theta, &Tb, &dTb, false);
+          const double ca = evaluate_with(CpuTeam{}, p, ctx, theta, &Ta, &dTa, true);
+          const double cb = evaluate_with(CpuTeam{}, p, ctx, theta, &Tb, &dTb, false);
           REQUIRE(std::isfinite(ca));
           CHECK(ca == Approx(cb).margin(0.05));  // as the FP32 test: well under 0.05
           test::worst_rel_diff(Ta, dTa, Tb, dTb, 1 + lib.n_label, &worst_t, &worst_dt);
@@ -427,7 +432,7 @@ TEST_CASE("the CPU's rotated model from convolved grid rows equals the per-pixel
 
 TEST_CASE("the CPU's CCF from de-interleaved templates and its Chebyshev pseudo-continuum",
           "[kernels][team][real]") {
-  // cross_correlate with FitData::ccf_ph (kern::CcfPhases, lag-step phases read 8 lags per
+  // cross_correlate with CpuFitExtras::ccf_ph (kern::CcfPhases, lag-step phases read 8 lags per
   // vector) sums every lag over the same pixels in the same order as the direct form: the CCF
   // agrees to rounding (1e-12). pseudo_normalise on SerialTeam (Chebyshev moments) against the
   // LaneTeam form (Legendre, direct Gram): the same clipped polynomial fits, so the normalised
@@ -475,15 +480,15 @@ TEST_CASE("the CPU's CCF from de-interleaved templates and its Chebyshev pseudo-
         double peak = 0.0;
         for (int j = 0; j < c.n_tmpl; ++j) {
           kern::FitData dd = d;  // direct form
-          kern::cross_correlate(kern::SerialTeam{}, grid, dd, tmpl, j, lag_lo, n_out, pc.lag_step,
-                                t0.data(), frac.data(), fn.data(), wts.data(), w.get(), acc.data(),
+          kern::cross_correlate(CpuTeam{}, grid, dd, tmpl, j, lag_lo, n_out, pc.lag_step, t0.data(),
+                                frac.data(), fn.data(), wts.data(), w.get(), acc.data(),
                                 ccf_b.data());
           kern::CpuFitExtras extras;
           for (int a = 0; a < all.n_arms; ++a) extras.ccf_ph[a] = ph[a];
           extras.ccf_ph_geom = c;
           dd.cpu = &extras;
-          kern::cross_correlate(kern::SerialTeam{}, grid, dd, tmpl, j, lag_lo, n_out, pc.lag_step,
-                                t0.data(), frac.data(), fn.data(), wts.data(), w.get(), acc.data(),
+          kern::cross_correlate(CpuTeam{}, grid, dd, tmpl, j, lag_lo, n_out, pc.lag_step, t0.data(),
+                                frac.data(), fn.data(), wts.data(), w.get(), acc.data(),
                                 ccf_a.data());
           for (int o = 0; o < n_out; ++o) {
             worst_ccf = std::max(worst_ccf, std::fabs(ccf_a[o] - ccf_b[o]));

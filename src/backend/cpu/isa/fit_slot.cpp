@@ -8,7 +8,8 @@
 // one) for the whole program, and a baseline run would execute AVX-512 code. So nothing here
 // has external linkage except fit_spectrum:
 //  - the team type is declared in an anonymous namespace, so every kernel template instantiated
-//    on it (fit_one, evaluate, template_at_pixels, ... and their lambdas) is local to this object;
+//    on it (fit_one, evaluate, template_at_pixels, ... and their lambdas), and SimdTeam<IsaTeam>
+//    with its SIMD forms (simd_forms.hpp), is local to this object;
 //  - VELOX_ISA_TU makes VX_INLINE `static inline` (kernels/hd.hpp) for the non-template helpers;
 //  - nothing of the C++ standard library beyond <cmath> is used (its inline functions would be
 //    shared too).
@@ -20,13 +21,14 @@
 #endif
 #include "backend/cpu/isa/fit_slot.hpp"
 
+#include "backend/cpu/isa/simd_forms.hpp"
 #include "kernels/team.hpp"
 
 namespace {
 
-// SerialTeam under a name local to this object (see above). sync() is redeclared so that not
-// even this non-template member is shared with other objects.
-struct IsaTeam : velox::kern::SerialTeam {
+// The CPU's team (SerialTeam with the SIMD forms) under a name local to this object (see above).
+// sync() is redeclared so that not even this non-template member is shared with other objects.
+struct IsaTeam : velox::kern::cpu::SimdTeam<IsaTeam> {
   void sync() const {}
 };
 
@@ -40,7 +42,7 @@ void fit_spectrum(const kern::BatchView& b, int s, int slot, double* model) {
   const float* tmpl[kern::kMaxArms] = {};
   kern::batch_views(b, s, slot, &d, &sc, tmpl);
   kern::CpuFitExtras extras;  // the CPU's transposed basis, CCF phases and convolved-row scratch
-  kern::cpu_fit_extras(b, s, slot, &extras);
+  kern::cpu::cpu_fit_extras(b, s, slot, &extras);
   d.cpu = &extras;
   kern::PipelineShared* sh = b.shared + slot;
   kern::PipelineResult* res = b.results + s;
