@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "common/error.hpp"
+#include "common/median.hpp"
 #include "kernels/linalg.hpp"
 #include "kernels/physics.hpp"
 
@@ -335,8 +336,7 @@ TemplateLibrary build_library(const TemplateSet& set, const BuildConfig& cfg) {
       std::vector<double> sig(T), col(N);
       for (long t = 0; t < T; ++t) {
         for (long r = 0; r < N; ++r) col[r] = std::fabs(E(r, t));
-        std::nth_element(col.begin(), col.begin() + N / 2, col.end());
-        sig[t] = 1.4826 * col[N / 2];
+        sig[t] = 1.4826 * median_upper(col);
       }
       const long h = std::max<long>(1, std::lround(300.0 / kern::kSpeedOfLight_kms / lib.dlnlam));
       lib.model_sigma.assign(T, 0.0f);
@@ -358,9 +358,7 @@ TemplateLibrary build_library(const TemplateSet& set, const BuildConfig& cfg) {
   std::vector<size_t> rows(kept.size());
   std::iota(rows.begin(), rows.end(), 0);
   auto loo = build_once(rows);
-  std::vector<double> sorted = loo;
-  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
-  const double med = sorted[sorted.size() / 2];
+  const double med = median_upper(loo);
   std::vector<size_t> good;
   std::vector<std::string> dropped;
   for (size_t r = 0; r < rows.size(); ++r) {
@@ -375,7 +373,7 @@ TemplateLibrary build_library(const TemplateSet& set, const BuildConfig& cfg) {
                  dropped.size(), cfg.outlier_loo_factor, med, cfg.outlier_loo_floor, fmt::join(dropped, " "));
     loo = build_once(good);
   }
-  sorted = loo;
+  std::vector<double> sorted = loo;
   std::sort(sorted.begin(), sorted.end());
   auto pct = [&](double q) { return sorted[static_cast<size_t>(q * (sorted.size() - 1))]; };
   lib.attrs["validation.loo_rms_median"] = fmt::format("{:.5f}", pct(0.5));

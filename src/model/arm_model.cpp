@@ -5,6 +5,7 @@
 #include <cmath>
 #include <list>
 
+#include "common/median.hpp"
 #include "kernels/ccf.hpp"
 #include "kernels/convolve.hpp"
 #include "kernels/emulator_eval.hpp"
@@ -95,8 +96,7 @@ double effective_resolution(const double* wave, size_t n, const float* res, int 
     }
   }
   if (sig.empty()) return NAN;
-  std::nth_element(sig.begin(), sig.begin() + sig.size() / 2, sig.end());
-  return 1.0 / (sig[sig.size() / 2] * std::sqrt(8.0 * std::log(2.0)));
+  return 1.0 / (median_upper(std::move(sig)) * std::sqrt(8.0 * std::log(2.0)));
 }
 
 }  // namespace velox
