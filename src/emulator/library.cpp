@@ -63,6 +63,12 @@ double TemplateLibrary::template_fwhm_A(double lam_A) const {
   return 0.0;
 }
 
+double TemplateLibrary::template_fwhm_at_ln(double ln_lam) const {
+  if (!lsf_fwhm_A.empty() && n_tpix > 0)
+    return at_nearest_pixel_ln(lsf_fwhm_A, lnlam0, dlnlam, ln_lam);
+  return template_fwhm_A(std::exp(ln_lam));
+}
+
 std::vector<float> TemplateLibrary::evaluate(const double* labels, const float* basis_in) const {
   const float* b = basis_in ? basis_in : basis.data();
   std::vector<double> c(n_comp), dc(static_cast<size_t>(n_label) * n_comp);

@@ -51,6 +51,9 @@ struct TemplateLibrary {
   double wave_vac_A(int t) const;
   // FWHM [A] of the templates' line spread at vacuum wavelength lam [A] (0 if unknown).
   double template_fwhm_A(double lam_A) const;
+  // The same at ln(lam): bitwise template_fwhm_A(lam) for ln_lam = std::log(lam) where the library
+  // has a per-pixel line spread (lsf_fwhm_A; joined libraries), else from exp(ln_lam).
+  double template_fwhm_at_ln(double ln_lam) const;
   // model_sigma at vacuum wavelength lam [A] (nearest pixel, clamped to the grid); 0 if absent.
   double model_sigma_at(double lam_A) const;
   // The same at ln(lam) (lam in A): bitwise model_sigma_at(lam) for ln_lam = std::log(lam).

@@ -163,6 +163,10 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
         if (w >= b.first && w <= b.second) return false;
       return true;
     };
+    // Per pixel: 1 usable data, 2 usable data inside the fit range (the rows worth folding).
+    std::vector<char> use(n);
+    for (size_t j = 0; j < n; ++j)
+      use[j] = data_ok(j) ? (in_fit_range(arm.wave_vac_A[j]) ? 2 : 1) : 0;
     std::vector<float> rows;
     std::vector<char> row_ok;
     if (use_rm) {
@@ -170,24 +174,27 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       if (!lib.lsf_fwhm_A.empty()) {
         fwhm_pp.resize(n);
         for (size_t j = 0; j < n; ++j)
-          fwhm_pp[j] = std::isfinite(arm.wave_vac_A[j]) ? lib.template_fwhm_A(arm.wave_vac_A[j]) : 0.0;
+          fwhm_pp[j] = std::isfinite(arm.wave_vac_A[j]) ? lib.template_fwhm_at_ln(ln_wave[j]) : 0.0;
       }
       // Only the rows of pixels the fit can use are folded (the others are never applied).
       std::vector<char> want(n);
-      for (size_t j = 0; j < n; ++j) want[j] = data_ok(j) && in_fit_range(arm.wave_vac_A[j]);
+      for (size_t j = 0; j < n; ++j) want[j] = use[j] == 2;
       fold_resolution_rows(arm.wave_vac_A, n, arm.resolution, arm.ndiag,
                            std::isfinite(lib.fwhm_A) ? lib.fwhm_A : 0.0, &rows, &row_ok,
                            fwhm_pp.empty() ? nullptr : fwhm_pp.data(), want.data());
     }
     std::vector<size_t> idx;
-    size_t n_valid = 0;
-    for (size_t j = 0; j < n; ++j) {
-      if (!data_ok(j) || (use_rm && !row_ok[j])) continue;
-      ++n_valid;
-      if (in_fit_range(arm.wave_vac_A[j])) idx.push_back(j);
-    }
+    for (size_t j = 0; j < n; ++j)
+      if (use[j] == 2 && (!use_rm || row_ok[j])) idx.push_back(j);
     if (static_cast<int>(idx.size()) < cfg.min_arm_pixels) {
-      if (n_valid > 0) {
+      // Excluded: noted where the arm has any usable pixel (data, and with the matrix a usable
+      // row), inside the fit range or not.
+      bool any_valid = !idx.empty();
+      if (!any_valid && !use_rm)
+        any_valid = std::any_of(use.begin(), use.end(), [](char u) { return u != 0; });
+      if (!any_valid && use_rm)
+        any_valid = any_resolution_row_ok(arm.resolution, n, arm.ndiag, use.data());
+      if (any_valid) {
         row.FIT_INFO |= info::kArmExcluded;
         note(
             fmt::format("arm {}: {} usable pixels inside the template coverage "

@@ -37,10 +37,23 @@ void fold_resolution_rows(const double* wave, size_t n_pix, const float* res, in
   row_ok->assign(n_pix, 0);
   if (ndiag <= 0 || ndiag > kMaxResolutionDiagonals) return;
   const double fwhm_to_sigma = 1.0 / std::sqrt(8.0 * std::log(2.0));
-  // Moments of every row (sum, sum o, sum o^2 of its weights over offsets o), one contiguous
+  // Moments of the rows (sum, sum o, sum o^2 of its weights over offsets o), one contiguous
   // pass per diagonal (vectorised; the same order of additions per row as a row-by-row loop).
   // Row i: weight of model[i + o] is res[d * n + i + o] with o = k - half, d = ndiag - 1 - k.
-  // A non-finite weight makes the row's sum non-finite: such rows are unusable.
+  // A non-finite weight makes the row's sum non-finite: such rows are unusable. With `want`,
+  // only the rows from the first to the last wanted one (and the complete rows their edge rows
+  // borrow): the matrix beyond the templates' range is never read (the rest of a DESI arm past
+  // MILES' 7410 A, the whole z arm).
+  auto borrowed = [&](int i) { return n > 2 * half ? std::clamp(i, half, n - 1 - half) : i; };
+  int row_lo = 0, row_hi = n;  // rows [row_lo, row_hi) get moments
+  if (want) {
+    row_lo = n, row_hi = 0;
+    for (int i = 0; i < n; ++i)
+      if (want[i]) {
+        row_lo = std::min({row_lo, i, borrowed(i)});
+        row_hi = std::max({row_hi, i + 1, borrowed(i) + 1});
+      }
+  }
   thread_local std::vector<double> mom;
   mom.assign(3 * n_pix, 0.0);
   double *m0 = mom.data(), *m1 = m0 + n, *m2 = m1 + n;
@@ -48,7 +61,7 @@ void fold_resolution_rows(const double* wave, size_t n_pix, const float* res, in
     const int o = k - half;
     const double od = o;
     const float* rd = res + static_cast<size_t>(ndiag - 1 - k) * n + o;
-    for (int i = std::max(0, -o), hi = std::min(n, n - o); i < hi; ++i) {
+    for (int i = std::max(row_lo, -o), hi = std::min(row_hi, n - o); i < hi; ++i) {
       const double r = rd[i];
       m0[i] += r;
       m1[i] += r * od;
@@ -56,14 +69,14 @@ void fold_resolution_rows(const double* wave, size_t n_pix, const float* res, in
     }
   }
   auto usable = [&](int i) { return std::isfinite(m0[i]) && m0[i] > 1e-6; };
-  for (int i = 0; i < n; ++i) {
+  for (int i = row_lo; i < row_hi; ++i) {
     if (!usable(i)) continue;
     (*row_ok)[i] = 1;
     if (want && !want[i]) continue;
     // The first and last `half` rows reach beyond the arm, where the matrix stores nothing: their
     // stored weights lose part of the row and pull its centroid inward. They take the shape and
     // weight of the nearest complete row (the LSF varies slowly along an arm).
-    int ir = n > 2 * half ? std::clamp(i, half, n - 1 - half) : i;
+    int ir = borrowed(i);
     if (!usable(ir)) ir = i;
     const double s0 = m0[ir], s1 = m1[ir], s2 = m2[ir];
     const double mu = s1 / s0;
@@ -103,6 +116,21 @@ void fold_resolution_rows(const double* wave, size_t n_pix, const float* res, in
       row[k0 + 1] = static_cast<float>(s0 * f);
     }
   }
+}
+
+bool any_resolution_row_ok(const float* res, size_t n_pix, int ndiag, const char* candidates) {
+  if (ndiag <= 0 || ndiag > kMaxResolutionDiagonals) return false;
+  const int n = static_cast<int>(n_pix), half = ndiag / 2;
+  for (int i = 0; i < n; ++i) {
+    if (!candidates[i]) continue;
+    double s0 = 0;  // the row's sum, its terms in the order of the fold's pass
+    for (int k = 0; k < ndiag; ++k) {
+      const int o = k - half;
+      if (i + o >= 0 && i + o < n) s0 += res[static_cast<size_t>(ndiag - 1 - k) * n + i + o];
+    }
+    if (std::isfinite(s0) && s0 > 1e-6) return true;
+  }
+  return false;
 }
 
 }  // namespace velox

@@ -25,13 +25,17 @@ constexpr int kMaxResolutionDiagonals = 32;
 // the arm where the matrix stores nothing, take the shape and weight of the nearest complete row.
 // template_fwhm_pp[n], when not null, gives the templates' FWHM [A] per arm pixel instead (joined
 // libraries, whose line spread varies with wavelength). want[n], when not null, names the rows
-// the caller will use: the others get row_ok (from the row's moments) but stay zero, unfolded
-// (the fold is most of a DESI spectrum's preparation; rows beyond the templates' range or with
-// ivar 0 are never read).
+// the caller will use: only they are folded (the others stay zero), and row_ok is given for the
+// rows from the first to the last wanted one (0 beyond them, where the matrix is not read: the
+// fold is most of a DESI spectrum's preparation).
 void fold_resolution_rows(const double* wave_A, size_t n, const float* res, int ndiag,
                           double template_fwhm_A, std::vector<float>* out,
                           std::vector<char>* row_ok, const double* template_fwhm_pp = nullptr,
                           const char* want = nullptr);
+// Whether any row i with candidates[i] != 0 is usable (the row_ok test of fold_resolution_rows),
+// reading rows only until the first usable one. res[ndiag * n] as above.
+bool any_resolution_row_ok(const float* res, size_t n, int ndiag, const char* candidates);
+
 inline void fold_resolution_rows(const std::vector<double>& wave_A, const std::vector<float>& res,
                                  int ndiag, double template_fwhm_A, std::vector<float>* out,
                                  std::vector<char>* row_ok) {

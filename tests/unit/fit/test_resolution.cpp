@@ -136,8 +136,9 @@ TEST_CASE("matrix rows of an arm's edge pixels keep their whole weight (padded m
 
 TEST_CASE("only the rows and the model grid of used pixels are folded and evaluated",
           "[resolution][fit]") {
-  // fold_resolution_rows with `want`: the same row_ok for every row, the wanted rows bit for bit
-  // as folded without it, the others left zero.
+  // fold_resolution_rows with `want` (every third row of the arm's first half): the wanted rows
+  // bit for bit as folded without it, the others left zero; row_ok as without it up to the last
+  // wanted row, 0 beyond (the matrix is not read there); any_resolution_row_ok answers for them.
   const auto file = read_spectra(test::data("spectra/desi_lamost/coadd-lamost-dr8.fits"));
   REQUIRE(!file.spectra.empty());
   const auto& arm = file.spectra[0].arms.at(2);  // z: LAMOST's data end near 9100 A
@@ -145,11 +146,36 @@ TEST_CASE("only the rows and the model grid of used pixels are folded and evalua
   const int n = static_cast<int>(arm.size()), nd = arm.ndiag;
   std::vector<float> all_rows, some_rows;
   std::vector<char> all_ok, some_ok, want(n, 0);
-  for (int i = 0; i < n; i += 3) want[i] = 1;
+  for (int i = 0; i < n / 2; i += 3) want[i] = 1;
+  int last_wanted = 0;
+  for (int i = 0; i < n; ++i)
+    if (want[i]) last_wanted = i;
   fold_resolution_rows(arm.wave_vac_A, arm.resolution, nd, 2.5, &all_rows, &all_ok);
   fold_resolution_rows(arm.wave_vac_A.data(), n, arm.resolution.data(), nd, 2.5, &some_rows,
                        &some_ok, nullptr, want.data());
-  CHECK(some_ok == all_ok);
+  int n_beyond_ok = 0;
+  for (int i = 0; i < n; ++i) {
+    if (i <= last_wanted) {
+      REQUIRE(some_ok[i] == all_ok[i]);
+    } else {
+      REQUIRE(some_ok[i] == 0);
+      n_beyond_ok += all_ok[i];
+    }
+  }
+  REQUIRE(n_beyond_ok > 100);
+  std::vector<char> beyond(n);
+  for (int i = last_wanted + 1; i < n; ++i) beyond[i] = 1;
+  CHECK(any_resolution_row_ok(arm.resolution.data(), n, nd, beyond.data()));
+  // Rows 100-199 with every weight zeroed (the matrix's columns 95-204): none usable, and row 50
+  // among the candidates is.
+  std::vector<float> holed = arm.resolution;
+  for (int d = 0; d < nd; ++d)
+    for (int j = 100 - nd / 2; j < 200 + nd / 2; ++j) holed[static_cast<size_t>(d) * n + j] = 0.0f;
+  std::vector<char> hole(n, 0);
+  for (int i = 100; i < 200; ++i) hole[i] = 1;
+  CHECK_FALSE(any_resolution_row_ok(holed.data(), n, nd, hole.data()));
+  hole[50] = 1;
+  CHECK(any_resolution_row_ok(holed.data(), n, nd, hole.data()));
   int n_zero_checked = 0;
   for (int i = 0; i < n; ++i)
     for (int k = 0; k < nd; ++k) {
