@@ -2,7 +2,7 @@
 // templates → chi^2 grid → Levenberg-Marquardt from the best starts (VSINI held at 0) → with
 // VSINI fitted, one LM with VSINI free from the best start → one re-fit after clipping outliers →
 // per-arm chi^2, the continuum-only chi^2, the VSINI upper limit of slow rotators. The CPU
-// backend runs it with SerialTeam (src/backend/cpu), the CUDA backend with one warp per spectrum
+// backend runs it with SimdTeam (src/backend/cpu), the CUDA backend with one warp per spectrum
 // (src/backend/cuda). Host code does the masking/packing before and the flags after; everything
 // numerical is here.
 #pragma once

@@ -1,6 +1,8 @@
 // The "team" abstraction: the group of workers that cooperates on ONE spectrum.
 // Every per-spectrum kernel is written once against this interface and instantiated for
-//  - SerialTeam (CPU backend, all tests): a plain loop, one spectrum per CPU thread;
+//  - SerialTeam (tests, velox.model): a plain loop, one spectrum per thread, every sum in FP64;
+//    the CPU backend runs kern::cpu::SimdTeam, a SerialTeam with the host SIMD forms
+//    (src/backend/cpu/isa/simd_forms.hpp, selected by host_simd<Team>() below);
 //  - WarpTeam (CUDA backend, kernels/team_cuda.hpp): the 32 lanes of one warp, shuffle
 //    reductions, __syncwarp() at phase boundaries, no atomics and no block barriers;
 //  - LaneTeam (CPU, tests): emulates WarpTeam's decomposition lane by lane (the same pixel-to-lane

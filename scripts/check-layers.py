@@ -2,14 +2,16 @@
 """Fail on any #include that runs upward between velox's layers (issue 27, docs/design.md).
 
 The layers, bottom to top (a folder may include its own layer and those below):
-  0 kernels/, src/common/   the per-spectrum math and what every layer uses
+  0 kernels/                the per-spectrum math
+  0.5 src/common/           what every layer above uses (errors, stop, YAML keys, thread pool)
   1 src/io/                 readers, catalog data model, HDF5/FITS
   2 src/emulator/           template sources and the emulator
   3 src/model/              per-resolution arm models
   4 src/fit/                prepare and finish of one fit, the host-side statistics
   5 src/backend/            the CPU and CUDA backends
   6 src/app/                the engine, the job, templates build, validation, bench
-  7 mpi/, python/src/       the MPI driver and the Python module (each on app only)
+  7 mpi/, python/src/       the MPI driver and the Python module (each on app only; neither
+                            includes the other)
 src/main.cpp (the command line) may include anything.
 
 Usage: check-layers.py [ROOT]   (ROOT: the repository, default this script's parent)
@@ -19,8 +21,11 @@ import os
 import re
 import sys
 
-LAYERS = {"kernels": 0, "common": 0, "io": 1, "emulator": 2, "model": 3, "fit": 4,
+# common links kernels (CMakeLists.txt), not the other way round: 0.5.
+LAYERS = {"kernels": 0, "common": 0.5, "io": 1, "emulator": 2, "model": 3, "fit": 4,
           "backend": 5, "app": 6, "mpi": 7, "python": 7}
+# Same level, still forbidden: the Python module links velox_app only, without MPI.
+FORBIDDEN = {("python", "mpi"), ("mpi", "python")}
 INCLUDE = re.compile(r'\s*#\s*include\s+"([A-Za-z_]+)/')
 
 
@@ -48,7 +53,8 @@ def main(root):
                 with open(path, encoding="utf-8", errors="replace") as fh:
                     for i, line in enumerate(fh, 1):
                         m = INCLUDE.match(line)
-                        if m and LAYERS.get(m.group(1), -1) > LAYERS[layer]:
+                        if m and (LAYERS.get(m.group(1), -1) > LAYERS[layer] or
+                                  (layer, m.group(1)) in FORBIDDEN):
                             bad.append(f"{rel}:{i}: {layer} includes {m.group(1)}/ "
                                        f"({line.strip()})")
     for b in bad:

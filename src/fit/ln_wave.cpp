@@ -17,6 +17,7 @@ struct Entry {
 }  // namespace
 
 const double* ln_wavelengths(const double* wave, size_t n) {
+  if (n == 0) return nullptr;  // nothing to look up, nothing to evict
   thread_local std::array<Entry, 8> cache;
   thread_local unsigned long clock = 0;
   ++clock;

@@ -9,7 +9,7 @@ namespace velox {
 // ln(wave[j]) for j < n (std::log of each element, so bitwise the values a direct call gives;
 // NaN or -inf where wave[j] is not positive or not finite). The pointer stays valid on this thread
 // until the 8th call after this one with another grid (the cache keeps the last 8 grids, compared
-// element by element, never by address).
+// element by element, never by address). n == 0: nullptr.
 const double* ln_wavelengths(const double* wave, size_t n);
 
 }  // namespace velox

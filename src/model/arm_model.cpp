@@ -48,7 +48,7 @@ ArmModel make_arm_model(const TemplateLibrary& lib, double R) {
     sigma_pix[t] = d2 > 0 ? std::sqrt(d2) * fwhm_to_sigma / (lam * lib.dlnlam) : 0.0;
   }
   // kBasisPad zero floats past the last row: the CPU's FP32 component sums read whole float
-  // vectors from a pixel's 4th stencil row (kern::component_sums_f32).
+  // vectors from a pixel's 4th stencil row (kern::cpu::component_sums_f32).
   m.basis.assign(lib.basis.size() + kern::kBasisPad, 0.0f);
   for (int k = 0; k < K1; ++k)
     kern::gaussian_convolve_column(lib.basis.data() + k, m.basis.data() + k, T, K1,

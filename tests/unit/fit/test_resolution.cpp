@@ -1,5 +1,6 @@
 // Resolution-matrix convention (desispec.resolution, offsets +5..-5, column-aligned storage) with
 // an ASYMMETRIC matrix: a symmetric one would hide a transposition bug.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
@@ -136,9 +137,10 @@ TEST_CASE("matrix rows of an arm's edge pixels keep their whole weight (padded m
 
 TEST_CASE("only the rows and the model grid of used pixels are folded and evaluated",
           "[resolution][fit]") {
-  // fold_resolution_rows with `want` (every third row of the arm's first half): the wanted rows
-  // bit for bit as folded without it, the others left zero; row_ok as without it up to the last
-  // wanted row, 0 beyond (the matrix is not read there); any_resolution_row_ok answers for them.
+  // fold_resolution_rows with `want` (every third row of the arm's second quarter): the wanted
+  // rows bit for bit as folded without it, the others left zero; row_ok as without it from the
+  // first to the last wanted row, 0 before and beyond (the matrix is not read there; no edge row
+  // is wanted, so none borrows); any_resolution_row_ok answers for those rows.
   const auto file = read_spectra(test::data("spectra/desi_lamost/coadd-lamost-dr8.fits"));
   REQUIRE(!file.spectra.empty());
   const auto& arm = file.spectra[0].arms.at(2);  // z: LAMOST's data end near 9100 A
@@ -146,22 +148,23 @@ TEST_CASE("only the rows and the model grid of used pixels are folded and evalua
   const int n = static_cast<int>(arm.size()), nd = arm.ndiag;
   std::vector<float> all_rows, some_rows;
   std::vector<char> all_ok, some_ok, want(n, 0);
-  for (int i = 0; i < n / 2; i += 3) want[i] = 1;
-  int last_wanted = 0;
+  for (int i = n / 4; i < n / 2; i += 3) want[i] = 1;
+  int first_wanted = n, last_wanted = 0;
   for (int i = 0; i < n; ++i)
-    if (want[i]) last_wanted = i;
+    if (want[i]) first_wanted = std::min(first_wanted, i), last_wanted = i;
   fold_resolution_rows(arm.wave_vac_A, arm.resolution, nd, 2.5, &all_rows, &all_ok);
   fold_resolution_rows(arm.wave_vac_A.data(), n, arm.resolution.data(), nd, 2.5, &some_rows,
                        &some_ok, nullptr, want.data());
-  int n_beyond_ok = 0;
+  int n_before_ok = 0, n_beyond_ok = 0;
   for (int i = 0; i < n; ++i) {
-    if (i <= last_wanted) {
+    if (i >= first_wanted && i <= last_wanted) {
       REQUIRE(some_ok[i] == all_ok[i]);
     } else {
       REQUIRE(some_ok[i] == 0);
-      n_beyond_ok += all_ok[i];
+      (i < first_wanted ? n_before_ok : n_beyond_ok) += all_ok[i];
     }
   }
+  REQUIRE(n_before_ok > 100);
   REQUIRE(n_beyond_ok > 100);
   std::vector<char> beyond(n);
   for (int i = last_wanted + 1; i < n; ++i) beyond[i] = 1;
