@@ -58,6 +58,25 @@ VX_HD VX_INLINE SlotCounts slot_counts(long long slot_pix, long long slot_full, 
   return c;
 }
 
+// f(array, per_slot_count) for each per-slot scratch array of `s` (host code: the host batch's
+// vectors, the CUDA engine's device arrays, both named as SlotCounts' fields), so that the
+// allocations follow this one table. The CPU's Tr is not in it (sized as Tg by the host batch).
+template <class S, class F>
+void for_each_slot_array(S& s, const SlotCounts& c, F&& f) {
+  f(s.T, c.T);
+  f(s.dT, c.dT);
+  f(s.fn, c.fn);
+  f(s.wts, c.wts);
+  f(s.frac, c.frac);
+  f(s.t0, c.t0);
+  f(s.Tf, c.Tf);
+  f(s.dTf, c.dTf);
+  f(s.Tg, c.Tg);
+  f(s.ccf, c.ccf);
+  f(s.acc, c.acc);
+  f(s.emu, c.emu);
+}
+
 struct BatchView {
   EmulatorView em;
   GridView grid;

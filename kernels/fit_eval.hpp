@@ -151,24 +151,17 @@ VX_HD VX_INLINE void apply_rmat_np(const FitData& d, int a, int i, const double*
   }
   for (int q = 0; q < NP; ++q) out[q] = s[q];
 }
+template <int NP = 1>
 VX_HD VX_INLINE void apply_rmat_all(const FitData& d, int a, int i, const double* v, int np,
                                     double* out) {
-  switch (np) {  // the component count at compile time: the accumulators stay in registers
-    case 1:
-      return apply_rmat_np<1>(d, a, i, v, out);
-    case 2:
-      return apply_rmat_np<2>(d, a, i, v, out);
-    case 3:
-      return apply_rmat_np<3>(d, a, i, v, out);
-    case 4:
-      return apply_rmat_np<4>(d, a, i, v, out);
-    case 5:
-      return apply_rmat_np<5>(d, a, i, v, out);
-    case 6:
-      return apply_rmat_np<6>(d, a, i, v, out);
-    default:
-      for (int q = 0; q < np; ++q) out[q] = apply_rmat(d, a, i, v, np, q);
+  // The component count at compile time, NP = 1 .. kMaxParams: the accumulators stay in registers.
+  if constexpr (NP < kMaxParams) {
+    if (np != NP) return apply_rmat_all<NP + 1>(d, a, i, v, np, out);
+  } else if (np != NP) {
+    for (int q = 0; q < np; ++q) out[q] = apply_rmat(d, a, i, v, np, q);
+    return;
   }
+  apply_rmat_np<NP>(d, a, i, v, out);
 }
 
 // Per-spectrum shared workspace (one per spectrum; lives in shared memory on the GPU).

@@ -6,33 +6,16 @@
 namespace velox {
 
 void SlotScratch::ensure(int n, const SlotSizes& s) {
-  if (n <= n_slots && s.slot_pix <= sizes.slot_pix && s.slot_full <= sizes.slot_full &&
-      s.np <= sizes.np && s.n_out <= sizes.n_out && s.emu <= sizes.emu &&
-      s.slot_grid <= sizes.slot_grid)
-    return;
+  if (n <= n_slots && sizes.covers(s)) return;
   n_slots = std::max(n, n_slots);
-  sizes.slot_pix = std::max(s.slot_pix, sizes.slot_pix);
-  sizes.slot_full = std::max(s.slot_full, sizes.slot_full);
-  sizes.np = std::max(s.np, sizes.np);
-  sizes.n_out = std::max(s.n_out, sizes.n_out);
-  sizes.emu = std::max(s.emu, sizes.emu);
-  sizes.slot_grid = std::max(s.slot_grid, sizes.slot_grid);
+  sizes.widen(s);
   const size_t ns = static_cast<size_t>(n_slots);
-  const kern::SlotCounts c = slot_counts(sizes);
+  kern::SlotCounts c = slot_counts(sizes);
+  c.emu = std::max<long long>(c.emu, 1);
   auto count = [ns](long long per_slot) { return ns * static_cast<size_t>(per_slot); };
-  T.assign(count(c.T), 0.0);
-  dT.assign(count(c.dT), 0.0);
-  fn.assign(count(c.fn), 0.0);
-  wts.assign(count(c.wts), 0.0);
-  frac.assign(count(c.frac), 0.0);
-  t0.assign(count(c.t0), 0);
-  Tf.assign(count(c.Tf), 0.0);
-  dTf.assign(count(c.dTf), 0.0);
-  Tg.assign(count(c.Tg), 0.0);
+  kern::for_each_slot_array(*this, c,
+                            [&](auto& v, long long per_slot) { v.assign(count(per_slot), 0); });
   Tr.assign(count(c.Tg), 0.0);
-  ccf.assign(count(c.ccf), 0.0);
-  acc.assign(count(c.acc), 0.0);
-  emu.assign(count(std::max<long long>(c.emu, 1)), 0.0);
   shared = std::make_unique<kern::PipelineShared[]>(ns);
 }
 

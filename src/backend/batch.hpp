@@ -2,6 +2,7 @@
 // The CPU backend fits from it in place; the CUDA backend copies the same arrays to the device
 // and swaps the pointers (src/backend/cuda/gpu_engine.cu). No physics here.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <vector>
@@ -20,6 +21,20 @@ struct SlotSizes {
   int n_out = 0;            // max(ccf_lags, 7)
   long long emu = 0;        // emulator_scratch_size(em)
   long long slot_grid = 0;  // template-grid rows of the rotated model's scratch (0: no VSINI)
+  // Every size at least o's.
+  bool covers(const SlotSizes& o) const {
+    return o.slot_pix <= slot_pix && o.slot_full <= slot_full && o.np <= np && o.n_out <= n_out &&
+           o.emu <= emu && o.slot_grid <= slot_grid;
+  }
+  // Each size the larger of this one and o's.
+  void widen(const SlotSizes& o) {
+    slot_pix = std::max(slot_pix, o.slot_pix);
+    slot_full = std::max(slot_full, o.slot_full);
+    np = std::max(np, o.np);
+    n_out = std::max(n_out, o.n_out);
+    emu = std::max(emu, o.emu);
+    slot_grid = std::max(slot_grid, o.slot_grid);
+  }
 };
 // The per-slot element counts of each scratch array (kern::slot_counts, the one table).
 inline kern::SlotCounts slot_counts(const SlotSizes& s) {

@@ -244,28 +244,11 @@ class CudaBackend final : public Backend {
   }
 
   void ensure_slots(BufferSet& set, const SlotSizes& s) {
-    SlotSizes& c = set.slots;
-    c.slot_pix = std::max(c.slot_pix, s.slot_pix);
-    c.slot_full = std::max(c.slot_full, s.slot_full);
-    c.np = std::max(c.np, s.np);
-    c.n_out = std::max(c.n_out, s.n_out);
-    c.emu = std::max(c.emu, s.emu);
-    c.slot_grid = std::max(c.slot_grid, s.slot_grid);
+    set.slots.widen(s);
     const size_t ns = static_cast<size_t>(n_slots_);
-    const kern::SlotCounts k = slot_counts(c);
     auto n = [ns](long long per_slot) { return std::max<size_t>(ns * per_slot, 1); };
-    grow(set.T, n(k.T));
-    grow(set.dT, n(k.dT));
-    grow(set.fn, n(k.fn));
-    grow(set.wts, n(k.wts));
-    grow(set.frac, n(k.frac));
-    grow(set.t0, n(k.t0));
-    grow(set.Tf, n(k.Tf));
-    grow(set.dTf, n(k.dTf));
-    grow(set.Tg, n(k.Tg));
-    grow(set.ccf, n(k.ccf));
-    grow(set.acc, n(k.acc));
-    grow(set.emu, n(k.emu));
+    kern::for_each_slot_array(set, slot_counts(set.slots),
+                              [&](auto& a, long long per_slot) { grow(a, n(per_slot)); });
     grow(set.shared, ns);
     grow(set.counter, 1);
   }
