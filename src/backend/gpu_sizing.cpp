@@ -19,10 +19,17 @@ size_t gpu_bytes_per_slot(long long slot_pix, long long slot_full, int np, int n
   const kern::SlotCounts c =
       kern::slot_counts(std::max(0LL, slot_pix), std::max(0LL, slot_full), np, std::max(n_out, 7),
                         std::max(0LL, emu), std::max(0LL, slot_grid));
-  const long long doubles =
-      c.T + c.dT + c.fn + c.wts + c.frac + c.Tf + c.dTf + c.Tg + c.ccf + c.acc + c.emu;
-  return static_cast<size_t>(doubles) * sizeof(double) + static_cast<size_t>(c.t0) * sizeof(int) +
-         sizeof(kern::PipelineShared);
+  // Element types of the engine's arrays (null pointers: only their types are read).
+  struct {
+    double *T, *dT, *fn, *wts, *frac;
+    int* t0;
+    double *Tf, *dTf, *Tg, *ccf, *acc, *emu;
+  } elem{};
+  size_t bytes = sizeof(kern::PipelineShared);
+  kern::for_each_slot_array(elem, c, [&](auto* p, long long per_slot) {
+    bytes += static_cast<size_t>(per_slot) * sizeof(*p);
+  });
+  return bytes;
 }
 
 size_t gpu_batch_size(size_t free_bytes, double safety, size_t fixed_bytes,
