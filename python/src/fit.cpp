@@ -106,16 +106,20 @@ std::vector<std::vector<double>> models_of(const EngineBatch& b, size_t i,
 }
 
 // Fit arrays in memory in the context of input format `format` (format_name(), whose defaults
-// apply: default_R, error floors, arm split; or "arrays": none of them unless configured).
+// apply: default_R, error floors, arm split; or "arrays": none of them unless configured), or
+// "format:SURVEY": that format with its survey's calibrations (FitConfig, format_entry).
 // Chunks of `chunk` spectra go through submit/finish, one chunk in flight on an asynchronous
 // (GPU) backend; Ctrl-C is honoured between chunks. Returns (records, models): models[spectrum]
 // [arm] when want_models, else None.
 pyb::tuple fit_arrays(Engine& e, const pyb::list& spectra, const std::string& format,
                       bool want_models, size_t chunk) {
-  if (format != "arrays") parse_format(format);  // ConfigError (ValueError) if unknown
+  const size_t colon = format.find(':');
+  const std::string base = format.substr(0, colon);
+  const std::string survey = colon == std::string::npos ? "" : format.substr(colon + 1);
+  if (base != "arrays") parse_format(base);  // ConfigError (ValueError) if unknown
   std::deque<std::string> names;
   const std::vector<ArraySpectrum> specs = views_of(spectra, names);
-  const FitContext ctx = e.engine->context(format);
+  const FitContext ctx = e.engine->context(base, survey);
   std::vector<CatalogRow> rows(specs.size());
   std::vector<std::vector<std::vector<double>>> models(want_models ? specs.size() : 0);
   chunk = std::max<size_t>(chunk, 1);

@@ -56,6 +56,7 @@ pyb::tuple read_spectra_py(const std::string& path, const std::string& format) {
     d["row_in_file"] = s.row_in_file;
     d["meta"] = s.meta;
     d["problem"] = s.problem;
+    d["survey"] = f.survey;
     pyb::list arms;
     for (auto& a : s.arms) arms.append(arm_dict(std::move(a)));
     d["arms"] = arms;

@@ -68,8 +68,11 @@ def fit(wave, flux, ivar, *, library, mask=None, resolution=None, vacuum=True, f
     format : None or "lamost-dr8", "lamost-dr10", "sdss", "desi"
         The survey the arrays come from: its configured defaults apply as for its files, i.e.
         the systematic error floors added to the errors (``*_ERR`` vs ``*_ERR_STAT``,
-        docs/quality.md), the split of one-arm spectra for VRAD_B/VRAD_R and ``default_R``.
-        None: no floors, no split (the config's entries for "arrays" if it has any).
+        docs/quality.md), the split of one-arm spectra for VRAD_B/VRAD_R, the per-arm zero
+        points and scatter (docs/rv-zero-point.md) and ``default_R``. "FORMAT:SURVEY" (e.g.
+        "desi:lamost-regrid"): the survey's own calibrations of the format, as for a file whose
+        primary header says SURVEY. None: no floors, no split (the config's entries for
+        "arrays" if it has any).
     device : "auto", "cpu" or "gpu"
         auto uses a CUDA device when one exists and the batch is large enough (docs/gpu.md).
     threads : int
@@ -140,10 +143,11 @@ def fit_spectra(spectra, *, library, device="auto", threads=0, config=None,
         return as_output(records_to_rows(np.zeros(0, np.uint8)), table)
     specs, fmt = [], None
     for s in spectra:
-        fmt = fmt or s.format
-        if s.format != fmt:
+        key = s.format + (":" + s.survey if getattr(s, "survey", "") else "")
+        fmt = fmt or key
+        if key != fmt:
             raise ValueError("spectra: mixed formats %s and %s: fit them separately (the format "
-                             "picks the default resolution)" % (fmt, s.format))
+                             "picks the default resolution and calibrations)" % (fmt, key))
         arms = []
         for arm in ([] if s.problem else s.arms):  # a reader's problem: a BAD_INPUT row
             lab = "[%s %d %s]" % (s.source_file, s.row_in_file, arm.name)

@@ -37,6 +37,8 @@ class Spectrum:
     the file's basename. row_in_file: fibre / row index. meta: header and FIBERMAP values as
     strings (Z, Z_ERR, SUBCLASS, OBJTYPE, ...). problem: why the reader found this target
     unusable ("" if it is fine). format: the file's layout (lamost-dr8, lamost-dr10, sdss, desi).
+    survey: the file's primary-header SURVEY (DESI: main, sv3, ...; "" where absent), whose own
+    calibrations (``desi:lamost-regrid``, docs/rv-zero-point.md) ``fit_spectra`` applies.
     """
 
     targetid: int
@@ -46,6 +48,7 @@ class Spectrum:
     problem: str
     format: str
     arms: list = field(default_factory=list)
+    survey: str = ""
 
     def arm(self, name):
         """The arm called ``name`` (KeyError if absent)."""

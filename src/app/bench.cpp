@@ -59,7 +59,7 @@ BenchResult bench_device(const FitOptions& base, const std::string& device, int 
   std::vector<std::unique_ptr<FitContext>> ctxs;
   std::vector<FitJob> jobs;
   for (const auto& f : files) {
-    ctxs.push_back(std::make_unique<FitContext>(engine.context(format_name(f.format))));
+    ctxs.push_back(std::make_unique<FitContext>(engine.context(format_name(f.format), f.survey)));
     for (const auto& s : f.spectra) jobs.push_back({&s, ctxs.back().get()});
   }
   for (int r = 0; r < repeat; ++r) {
@@ -80,7 +80,8 @@ BenchResult bench_device(const FitOptions& base, const std::string& device, int 
       const BatchOutput out = backend.run(batch);
       b.backend_rates[isas[k]].push_back(n / seconds_since(t0));
       if (r > 0 || k > 0) continue;
-      const FitContext ctx = engine.context(format_name(files.front().format));
+      const FitContext ctx =
+          engine.context(format_name(files.front().format), files.front().survey);
       const kern::PipelineConfig pc = pipeline_config(ctx.cfg, ctx.lib);
       for (size_t i = 0; i < out.results.size(); ++i) {
         const kern::PipelineResult& res = out.results[i];

@@ -117,7 +117,7 @@ std::vector<CatalogRow> fit_epochs(const SpectrumFile& file,
       const size_t si = spectrum_of_row[g[e]];
       if (si < file.spectra.size()) pass2[e].MJD = meta_number(file.spectra[si], "MJD");
     }
-    CatalogRow star = star_row(pass2, j, ctx.lib, ctx.cfg, ctx.format);
+    CatalogRow star = star_row(pass2, j, ctx.lib, ctx.cfg, ctx.format, ctx.survey);
     for (size_t e = 0; e < g.size(); ++e) {
       CatalogRow& r = pass2[e];
       r.EPOCH = static_cast<int32_t>(e);

@@ -99,7 +99,9 @@ class FitEngine {
   void finish(EngineBatch& b, std::vector<FitDiagnostics>* diags = nullptr);
 
   // The context spectra of input format `format` (format_name()) are fitted in.
-  FitContext context(const std::string& format) { return FitContext{*lib_, *cache_, cfg_, format}; }
+  FitContext context(const std::string& format, const std::string& survey = "") {
+    return FitContext{*lib_, *cache_, cfg_, format, survey};
+  }
   // prepare_spectrum for every job, in parallel on the engine's threads; input order.
   std::vector<PreparedSpectrum> prepare(const std::vector<FitJob>& jobs);
   // The backend a batch goes to: the GPU when there is one and it supports the request, else the

@@ -71,7 +71,7 @@ void FitEngine::read_input(InputFile& in) {
           if (any && more.format != in.file.format)
             throw IoError(m + ": format " + format_name(more.format) + " differs from " +
                           format_name(in.file.format) + " in the same --group-by star");
-          if (!any) in.file.format = more.format;
+          if (!any) in.file.format = more.format, in.file.survey = more.survey;
           any = true;
           for (auto& s : more.spectra) in.file.spectra.push_back(std::move(s));
         } catch (const std::exception& e) {
@@ -212,7 +212,7 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
     auto& in = static_cast<InputFile&>(item);
     read_input(in);
     if (!in.read_ok) return 0;
-    in.ctx = std::make_unique<FitContext>(context(in.format));
+    in.ctx = std::make_unique<FitContext>(context(in.format, in.file.survey));
     for (size_t i = 0; i < in.selected.size(); ++i) {
       if (in.selected[i])
         in.spectra.push_back(i);

@@ -171,7 +171,7 @@ ValidationResult cross_validate(const TemplateSet& set, const BuildConfig& bc, c
       return;
     }
     ArmModelCache cache(lib);
-    const FitContext ctx{lib, cache, fc, "validation"};
+    const FitContext ctx{lib, cache, fc, "validation", ""};
     size_t n_done = 0;
     for (auto& s : res.stars) {
       if (s.fold != job) continue;

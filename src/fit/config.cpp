@@ -46,10 +46,13 @@ std::map<std::string, std::map<std::string, double>> default_error_floors() {
 
 FitConfig load_fit_config(const std::string& path) {
   // Keys of the per-format maps must name an input format (the formats of default_R).
-  auto check_format = [&](const char* key, const std::string& format) {
+  // The calibration maps (survey = true) also take "format:SURVEY" keys (format_entry): a
+  // survey's own calibration of a format.
+  auto check_format = [&](const char* key, const std::string& format, bool survey = true) {
     std::vector<std::string> formats;
     for (const auto& kv : FitConfig{}.default_R) formats.push_back(kv.first);
-    if (!FitConfig{}.default_R.count(format))
+    const std::string base = survey ? format.substr(0, format.find(':')) : format;
+    if (!FitConfig{}.default_R.count(base) || base.size() + 1 == format.size())
       throw ConfigError(path + ": fit." + key + "." + format +
                         ": unknown input format (did you mean " + nearest_name(format, formats) +
                         "?)");
@@ -122,6 +125,24 @@ FitConfig load_fit_config(const std::string& path) {
         c.arm_zero_point_kms[format][arm] = value;
       }
   }
+  if (f["arm_rv_scatter_kms"]) {
+    std::map<std::string, std::map<std::string, double>> sc;
+    get(f, "arm_rv_scatter_kms", sc, path);
+    for (const auto& [format, m] : sc) {
+      check_format("arm_rv_scatter_kms", format);
+      // A format given replaces its whole entry: an arm left out reads as 0.
+      c.arm_rv_scatter_kms[format].clear();
+      for (const auto& [arm, value] : m) {
+        if (arm != "B" && arm != "R" && arm != "Z")
+          throw ConfigError(path + ": fit.arm_rv_scatter_kms." + format + "." + arm +
+                            ": unknown arm (B, R, Z)");
+        if (!(value >= 0 && value < 1000))
+          throw ConfigError(path + ": fit.arm_rv_scatter_kms." + format + "." + arm +
+                            " must be in [0, 1000) km/s");
+        c.arm_rv_scatter_kms[format][arm] = value;
+      }
+    }
+  }
   if (f["mask_bands_A"]) {
     std::vector<std::vector<double>> bands;
     get(f, "mask_bands_A", bands, path);
@@ -139,7 +160,7 @@ FitConfig load_fit_config(const std::string& path) {
     std::map<std::string, double> given;
     get(f, key, given, path);
     for (const auto& [format, value] : given) {
-      check_format(key, format);
+      check_format(key, format, false);
       (*m)[format] = value;
     }
   }
@@ -203,6 +224,7 @@ std::string dump_fit_config(const FitConfig& c) {
   e << YAML::Key << "arm_rv_pvalue_min" << YAML::Value << c.arm_rv_pvalue_min;
   e << YAML::Key << "error_floor" << YAML::Value << c.error_floor;
   e << YAML::Key << "arm_zero_point_kms" << YAML::Value << c.arm_zero_point_kms;
+  e << YAML::Key << "arm_rv_scatter_kms" << YAML::Value << c.arm_rv_scatter_kms;
   e << YAML::EndMap << YAML::EndMap;
   return e.c_str();
 }

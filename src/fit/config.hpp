@@ -11,6 +11,20 @@ namespace velox {
 // The shipped error floors (config.cpp, with their sources).
 std::map<std::string, std::map<std::string, double>> default_error_floors();
 
+// The entry of a per-format map (error floors, arm zero points and scatter) for a file: the
+// survey's own key "format:SURVEY" (the primary header's SURVEY, e.g. desi:lamost-regrid) where
+// the map has one, else the format's; nullptr when neither is listed.
+template <class V>
+const V* format_entry(const std::map<std::string, V>& m, const std::string& format,
+                      const std::string& survey) {
+  if (!survey.empty()) {
+    const auto it = m.find(format + ":" + survey);
+    if (it != m.end()) return &it->second;
+  }
+  const auto it = m.find(format);
+  return it == m.end() ? nullptr : &it->second;
+}
+
 struct FitConfig {
   double vmin_kms = -1000.0, vmax_kms = 1000.0;  // velocity search range
   int cont_deg = 8;         // Legendre degree of the per-arm multiplicative continuum
@@ -67,8 +81,27 @@ struct FitConfig {
   // median VRAD_R - VRAD_B of the shared stars fitted without it (DR8 109 stars: +9.5 km/s, 5-fold
   // spread 8.8-10.8; DR10 25 stars: +18.7, 13.7-20.2), validated by 5-fold cross-validation
   // (docs/rv-zero-point.md).
+  // desi:lamost-regrid (LAMOST spectra re-gridded into the DESI layout, primary SURVEY
+  // 'lamost-regrid'): R +14.2, Z +8.0 from the 84 DESI-layout LAMOST stars, 5-fold spread
+  // 13.3-14.8 and 6.6-8.9 (docs/rv-zero-point.md). Real DESI arms share one wavelength solution.
   std::map<std::string, std::map<std::string, double>> arm_zero_point_kms = {
-      {"lamost-dr8", {{"R", 9.5}}}, {"lamost-dr10", {{"R", 18.7}}}};
+      {"lamost-dr8", {{"R", 9.5}}},
+      {"lamost-dr10", {{"R", 18.7}}},
+      {"desi:lamost-regrid", {{"R", 14.2}, {"Z", 8.0}}}};
+  // Per-arm velocity scatter [km/s] per input format and arm: the star-to-star scatter of an
+  // arm's velocity about the reference (B) arm's beyond their statistical errors, from the arm's
+  // wavelength calibration (the moments of VRAD_<arm> - VRAD_B over a format's stars,
+  // scripts/arm_rv_scatter.py). Where a format lists any, VRAD is the weighted mean of the
+  // per-arm velocities, weights 1 / (statistical error^2 + scatter^2), VRAD_ERR_STAT its error,
+  // and FIT_INFO VRAD_FROM_ARMS is set; elsewhere VRAD is the joint fit's (arms that share one
+  // wavelength solution: DESI, SDSS). The LAMOST red arm's per-star calibration errors, from the
+  // shared stars (5-fold spread in brackets): lamost-dr8 R 15.1 (109 stars; 12.8-16.7),
+  // lamost-dr10 R 12.0 (25; 10.3-13.9), desi:lamost-regrid R 18.3 (84; 17.0-20.9), Z 34.9
+  // (33.4-38.5).
+  std::map<std::string, std::map<std::string, double>> arm_rv_scatter_kms = {
+      {"lamost-dr8", {{"R", 15.1}}},
+      {"lamost-dr10", {{"R", 12.0}}},
+      {"desi:lamost-regrid", {{"R", 18.3}, {"Z", 34.9}}}};
   // RVS_WARN ARM_RV_DISAGREE when the per-arm velocities' chi^2 about their weighted mean (errors
   // with the VRAD_ARM floor) has a p-value below this.
   double arm_rv_pvalue_min = 1e-3;

@@ -142,7 +142,8 @@ JointLabels joint_labels(const std::vector<CatalogRow>& epochs, const TemplateLi
 }
 
 CatalogRow star_row(const std::vector<CatalogRow>& epochs, const JointLabels& j,
-                    const TemplateLibrary& lib, const FitConfig& cfg, const std::string& format) {
+                    const TemplateLibrary& lib, const FitConfig& cfg, const std::string& format,
+                    const std::string& survey) {
   if (!j.ok || epochs.empty()) {
     CatalogRow r = epochs.empty() ? CatalogRow{} : epochs.front();
     r.EPOCH = -1;
@@ -165,7 +166,7 @@ CatalogRow star_row(const std::vector<CatalogRow>& epochs, const JointLabels& j,
     r.*q.value = value;
     if (q.err_stat) {
       r.*q.err_stat = stat;
-      const double f = error_floor(cfg, format, q.name);
+      const double f = error_floor(cfg, format, q.name, survey);
       r.*q.err = std::sqrt(stat * stat + f * f);
     } else {
       r.*q.err = stat;

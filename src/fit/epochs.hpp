@@ -61,6 +61,7 @@ JointLabels joint_labels(const std::vector<CatalogRow>& epochs, const TemplateLi
 // VRAD_MAXDIFF_SIG; FIT_INFO RV_VARIABLE when VRAD_LOGP_CONST < cfg.rv_variable_logp.
 // A star without usable epochs gets the first epoch's row with SUCCESS false.
 CatalogRow star_row(const std::vector<CatalogRow>& epochs, const JointLabels& j,
-                    const TemplateLibrary& lib, const FitConfig& cfg, const std::string& format);
+                    const TemplateLibrary& lib, const FitConfig& cfg, const std::string& format,
+                    const std::string& survey = "");
 
 }  // namespace velox

@@ -73,11 +73,12 @@ CatalogRow failure(CatalogRow row, int64_t bits) {
 
 }  // namespace
 
-double error_floor(const FitConfig& cfg, const std::string& format, const std::string& column) {
-  auto f = cfg.error_floor.find(format);
-  if (f == cfg.error_floor.end()) return 0.0;
-  auto c = f->second.find(column);
-  return c == f->second.end() ? 0.0 : c->second;
+double error_floor(const FitConfig& cfg, const std::string& format, const std::string& column,
+                   const std::string& survey) {
+  const auto* f = format_entry(cfg.error_floor, format, survey);
+  if (!f) return 0.0;
+  auto c = f->find(column);
+  return c == f->end() ? 0.0 : c->second;
 }
 
 kern::PipelineConfig pipeline_config(const FitConfig& cfg, const TemplateLibrary& lib) {
@@ -238,13 +239,13 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     // Per-arm velocity zero point (FitConfig::arm_zero_point_kms): ln lambda - ln(1 + zp/c) for
     // the segment's pixels (one-arm formats: the halves at arm_split_A).
     double zp_b = 0.0, zp_r = 0.0;
-    const auto zp_fmt = cfg.arm_zero_point_kms.find(ctx.format);
+    const auto* zp_fmt = format_entry(cfg.arm_zero_point_kms, ctx.format, ctx.survey);
     const auto split_fmt = cfg.arm_split_A.find(ctx.format);
     const bool split_arm = split_fmt != cfg.arm_split_A.end() && arms.size() == 1;
-    if (zp_fmt != cfg.arm_zero_point_kms.end()) {
+    if (zp_fmt) {
       auto zp = [&](const std::string& name) {
-        const auto z = zp_fmt->second.find(name);
-        return z == zp_fmt->second.end() ? 0.0 : z->second;
+        const auto z = zp_fmt->find(name);
+        return z == zp_fmt->end() ? 0.0 : z->second;
       };
       zp_b = std::log1p((split_arm ? zp("B") : zp(std::string(arm.name))) / kSpeedOfLight_kms);
       zp_r = split_arm ? std::log1p(zp("R") / kSpeedOfLight_kms) : zp_b;
@@ -403,7 +404,7 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
   // Every parameter of the table: theta -> value, covariance -> statistical error, + floor.
   const int np = best.np;
   auto add_floor = [&](double stat, const char* column, double* total) {
-    const double f = error_floor(cfg, ctx.format, column);
+    const double f = error_floor(cfg, ctx.format, column, ctx.survey);
     *total = std::sqrt(stat * stat + f * f);
   };
   const int dof = row.NPIX_TOT - np - all.n_arms * (cfg.cont_deg + 1);
@@ -487,6 +488,43 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
     seg.emplace_back(v, e);
     sw += 1.0 / (e * e);
     swv += v / (e * e);
+  }
+  // ---- VRAD from the arms where their wavelength calibrations scatter ----------------------
+  // (FitConfig::arm_rv_scatter_kms): each arm's velocity weighs 1 / (stat^2 + scatter^2), so an
+  // arm whose calibration wanders from star to star (LAMOST's red arms) cannot pull VRAD off the
+  // reference arm's scale; the joint fit weighs arms by their noise alone. An arm's velocity
+  // error is at fixed labels and continuum; each is scaled by k = the joint VRAD's statistical
+  // error / the arms' combined one (>= 1: what marginalising the labels adds), so that with no
+  // scatter the combination's error is the joint fit's.
+  if (const auto* sc = format_entry(cfg.arm_rv_scatter_kms, ctx.format, ctx.survey)) {
+    double w0 = 0.0;
+    for (int s = 0; s < all.n_seg; ++s) {
+      const double e = chi_scale * res.v_seg_err[s];
+      if (std::isfinite(res.v_seg[s]) && e > 0) w0 += 1.0 / (e * e);
+    }
+    const double k = w0 > 0.0 && row.VRAD_ERR_STAT > 0.0
+                         ? std::max(1.0, row.VRAD_ERR_STAT * std::sqrt(w0))
+                         : 1.0;
+    double w_sum = 0.0, wv_sum = 0.0;
+    for (int s = 0; s < all.n_seg; ++s) {
+      const double v = res.v_seg[s], e = k * chi_scale * res.v_seg_err[s];
+      if (!std::isfinite(v) || !(e > 0)) continue;
+      const auto t = sc->find(all.seg_names[s]);
+      const double tau = t == sc->end() ? 0.0 : t->second;
+      w_sum += 1.0 / (e * e + tau * tau);
+      wv_sum += v / (e * e + tau * tau);
+    }
+    if (w_sum > 0.0 && !sc->empty()) {
+      row.VRAD = wv_sum / w_sum;
+      row.VRAD_ERR_STAT = 1.0 / std::sqrt(w_sum);
+      add_floor(row.VRAD_ERR_STAT, "VRAD", &row.VRAD_ERR);
+      row.FIT_INFO |= info::kVradFromArms;
+      // The velocity flags above, for this VRAD.
+      row.RVS_WARN &= ~(warn::kRvEdge | warn::kRvErrLarge);
+      if (row.VRAD - cfg.vmin_kms < 5.0 || cfg.vmax_kms - row.VRAD < 5.0)
+        row.RVS_WARN |= warn::kRvEdge;
+      if (!(row.VRAD_ERR <= cfg.rv_err_max_kms)) row.RVS_WARN |= warn::kRvErrLarge;
+    }
   }
   if (seg.size() >= 2) {
     double chi2 = 0.0;

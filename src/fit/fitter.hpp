@@ -21,6 +21,7 @@ struct FitContext {
   ArmModelCache& cache;
   const FitConfig& cfg;
   std::string format;  // format_name() of the input, for the default resolution
+  std::string survey;  // SpectrumFile::survey: "format:survey" calibrations (format_entry)
 };
 
 // The usable pixels of one spectrum, arms contiguous, plus the views the kernels take.
@@ -108,7 +109,8 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const FitContext& ctx);
 
 // The systematic floor of catalog column `column` (VRAD, TEFF, ..., VRAD_ARM) for input format
 // `format` (fit.error_floor; 0 if none is configured).
-double error_floor(const FitConfig& cfg, const std::string& format, const std::string& column);
+double error_floor(const FitConfig& cfg, const std::string& format, const std::string& column,
+                   const std::string& survey = "");
 
 // Turn the pipeline result into the catalog row (values, errors, RVS_WARN, SUCCESS).
 // `ivar` is the pipeline's working ivar after clipping.

@@ -76,6 +76,7 @@ void read_desi_coadd(fits::File& f, SpectrumFile& out, size_t first, size_t coun
   // nested); tile coadds have none.
   f.move_to(0);
   const std::string hpx = f.has_key("HPXPIXEL") ? std::to_string(f.key_long("HPXPIXEL", -1)) : "";
+  out.survey = f.key_string("SURVEY", "");
   std::vector<ArmArrays> arms;
   for (const char* arm : {"B", "R", "Z"}) {
     if (std::find(hdus.begin(), hdus.end(), std::string(arm) + "_FLUX") != hdus.end()) {

@@ -61,12 +61,15 @@ enum : int64_t {
                                  //   fit.vsini_min_R: VSINI not fitted, NaN
   kRvVariable = 1LL << 6,        // --epochs: VRAD_LOGP_CONST < fit.rv_variable_logp (a velocity
                                  //   that varies between epochs: binary, pulsator)
+  kVradFromArms = 1LL << 7,      // VRAD is the weighted mean of the per-arm velocities with the
+                                 //   format's arm scatter (fit.arm_rv_scatter_kms), not the joint
+                                 //   fit's
 };
 
 // The bits' names, in bit order: the /catalog attribute FIT_INFO_BITS ("0:ARM_EXCLUDED,...").
 inline constexpr const char* kBitNames[] = {
-    "ARM_EXCLUDED",      "CLIPPED",          "ARM_SPLIT",  "NO_CLASSIFICATION",
-    "VSINI_UPPER_LIMIT", "VSINI_UNRESOLVED", "RV_VARIABLE"};
+    "ARM_EXCLUDED",      "CLIPPED",          "ARM_SPLIT",   "NO_CLASSIFICATION",
+    "VSINI_UPPER_LIMIT", "VSINI_UNRESOLVED", "RV_VARIABLE", "VRAD_FROM_ARMS"};
 inline constexpr int kNumBits = sizeof(kBitNames) / sizeof(kBitNames[0]);
 
 }  // namespace velox::info

@@ -75,6 +75,9 @@ enum class SpectrumFormat { Auto, LamostDR8, LamostDR10, SdssSpec, DesiCoadd };
 struct SpectrumFile {
   std::string path;
   SpectrumFormat format = SpectrumFormat::Auto;
+  // The primary header's SURVEY (DESI coadds: main, sv3, ...; "" where absent): the key of a
+  // survey's own calibration of its format (FitConfig, format_entry).
+  std::string survey;
   std::vector<Spectrum> spectra;
 };
 

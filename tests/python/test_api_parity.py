@@ -102,9 +102,16 @@ class DesiParity(unittest.TestCase):
         spectra = velox.read_spectra(DESI_DR10)[:n]
         arms = ("B", "R", "Z")
         get = lambda attr: {a: np.array([getattr(s.arm(a), attr) for s in spectra]) for a in arms}
+        # The file's primary header says SURVEY 'lamost-regrid' (LAMOST stars re-gridded): its
+        # calibrations (zero points, VRAD from the arms) apply to arrays given that key.
+        self.assertEqual({s.survey for s in spectra}, {"lamost-regrid"})
         rows = velox.fit(get("wave"), get("flux"), get("ivar"), mask=get("mask"),
                          resolution=get("resolution"), library=library(),
-                         targetid=[s.targetid for s in spectra], format="desi")
+                         targetid=[s.targetid for s in spectra], format="desi:lamost-regrid")
+        self.assertTrue(((rows["FIT_INFO"] >> 7) & 1).all())  # VRAD_FROM_ARMS
+        plain = velox.fit(get("wave"), get("flux"), get("ivar"), mask=get("mask"),
+                          resolution=get("resolution"), library=library(), format="desi")
+        self.assertFalse(((plain["FIT_INFO"] >> 7) & 1).any())  # DESI's own: the joint VRAD
         fibermap = ("TARGET_RA", "TARGET_DEC", "REF_ID", "REF_CAT", "FIBER", "EXPID", "HEALPIX")
         assert_rows_equal(self, rows, cli, skip=("SOURCE_FILE", "ROW_IN_FILE") + fibermap)
         assert_rows_equal(self, velox.fit_spectra(spectra, library=library()), cli,

@@ -109,7 +109,7 @@ TEST_CASE("CPU backend results equal fit_spectrum bit for bit with 1, 2 and 3 th
   std::vector<const Spectrum*> specs;
   std::vector<const FitContext*> spec_ctx;
   for (size_t f = 0; f < in.files.size(); ++f) {
-    ctxs.push_back(std::make_unique<FitContext>(FitContext{lib, cache, cfg, in.formats[f]}));
+    ctxs.push_back(std::make_unique<FitContext>(FitContext{lib, cache, cfg, in.formats[f], ""}));
     for (const auto& s : in.files[f].spectra) {
       specs.push_back(&s);
       spec_ctx.push_back(ctxs.back().get());

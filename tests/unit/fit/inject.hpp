@@ -93,9 +93,9 @@ inline double median_of(std::vector<double> v) {
 }
 
 // The default fit configuration on a library, without telluric bands, systematic error floors,
-// per-arm velocity zero points and the emulator's model variance (injected spectra are the
-// emulator's own model plus noise: they have none of these): the errors are the statistical
-// ones, whose pulls must be ~1.
+// per-arm velocity zero points and scatter, and the emulator's model variance (injected spectra
+// are the emulator's own model plus noise: they have none of these): the errors are the
+// statistical ones, whose pulls must be ~1.
 struct InjectionSetup {
   explicit InjectionSetup(const TemplateLibrary& lib)
       : cache(lib), ctx{lib, cache, cfg(), "lamost-dr10"} {}
@@ -106,6 +106,7 @@ struct InjectionSetup {
       f.error_floor.clear();
       f.model_variance = false;
       f.arm_zero_point_kms.clear();
+      f.arm_rv_scatter_kms.clear();
       return f;
     }();
     return c;

@@ -66,6 +66,33 @@ TEST_CASE("every key the fit configuration writes is a key it reads", "[config]"
   CHECK(dump_fit_config(back) == dump_fit_config(c));
 }
 
+TEST_CASE("arm velocity scatter: per format or format:SURVEY, checked, survey key first",
+          "[config]") {
+  const FitConfig c = load_fit_config(write_yaml(
+      "sc", "fit:\n  arm_rv_scatter_kms:\n    desi:main: {Z: 2.5}\n    lamost-dr8: {R: 7}\n"));
+  CHECK(c.arm_rv_scatter_kms.at("desi:main").at("Z") == 2.5);
+  // A format given replaces its entry; the others keep their defaults.
+  CHECK(c.arm_rv_scatter_kms.at("lamost-dr8").size() == 1);
+  CHECK(c.arm_rv_scatter_kms.at("lamost-dr8").at("R") == 7.0);
+  CHECK(c.arm_rv_scatter_kms.at("desi:lamost-regrid").at("Z") > 0.0);
+  CHECK(load_fit_config(write_yaml("dump2", dump_fit_config(c))).arm_rv_scatter_kms ==
+        c.arm_rv_scatter_kms);
+  // The survey's own key wins over its format's; another survey of the format reads the format.
+  const std::map<std::string, int> m = {{"desi", 1}, {"desi:lamost-regrid", 2}};
+  CHECK(*format_entry(m, "desi", "lamost-regrid") == 2);
+  CHECK(*format_entry(m, "desi", "main") == 1);
+  CHECK(*format_entry(m, "desi", "") == 1);
+  CHECK(format_entry(m, "sdss", "main") == nullptr);
+  for (const char* bad : {"fit:\n  arm_rv_scatter_kms:\n    desi: {Q: 1}\n",
+                          "fit:\n  arm_rv_scatter_kms:\n    desi: {R: -1}\n",
+                          "fit:\n  arm_rv_scatter_kms:\n    dsei:main: {R: 1}\n",
+                          "fit:\n  arm_rv_scatter_kms:\n    desi: {R: .nan}\n",
+                          "fit:\n  arm_zero_point_kms:\n    desi:: {R: 1}\n",
+                          // Resolutions and arm splits are per format only.
+                          "fit:\n  default_R:\n    desi:main: 3000\n"})
+    CHECK_THROWS_AS(load_fit_config(write_yaml("bad", bad)), ConfigError);
+}
+
 TEST_CASE("one file may hold every section, and each command reads its own", "[config]") {
   const auto path = write_yaml("all",
                                "fit:\n  vmin_kms: -600\n  vmax_kms: 600\n"
