@@ -143,11 +143,10 @@ def fit_spectra(spectra, *, library, device="auto", threads=0, config=None,
         return as_output(records_to_rows(np.zeros(0, np.uint8)), table)
     specs, fmt = [], None
     for s in spectra:
-        key = s.format + (":" + s.survey if getattr(s, "survey", "") else "")
-        fmt = fmt or key
-        if key != fmt:
+        fmt = fmt or s.format
+        if s.format != fmt:
             raise ValueError("spectra: mixed formats %s and %s: fit them separately (the format "
-                             "picks the default resolution and calibrations)" % (fmt, key))
+                             "picks the default resolution)" % (fmt, s.format))
         arms = []
         for arm in ([] if s.problem else s.arms):  # a reader's problem: a BAD_INPUT row
             lab = "[%s %d %s]" % (s.source_file, s.row_in_file, arm.name)
@@ -155,14 +154,29 @@ def fit_spectra(spectra, *, library, device="auto", threads=0, config=None,
             a.res = (arm.resolution_R, arm.resolution)  # both, as the reader gives them
             arms.append(a)
         specs.append(arms)
-    spectra_t = core_spectra(specs, errors=errors, targetid=[s.targetid for s in spectra],
-                             objtypes=[s.meta.get("OBJTYPE", "") for s in spectra],
-                             sources=[s.source_file for s in spectra],
-                             rows=[s.row_in_file for s in spectra],
-                             problems=[s.problem for s in spectra])
-    rows, models = _run(lib, spectra_t, fmt, config=config, device=device, threads=threads,
-                        resolution_matrix=resolution_matrix, return_models=return_models,
-                        table=table)
+    # Each file's SURVEY (DESI) picks its survey's calibrations ("format:SURVEY", e.g. the
+    # zero points of desi:lamost-regrid): spectra of different surveys are fitted group by group
+    # and their rows put back in the input order.
+    groups = {}
+    for i, s in enumerate(spectra):
+        groups.setdefault(getattr(s, "survey", ""), []).append(i)
+    engine = lib.engine(config, device, threads, resolution_matrix)
+    records, models = [None] * len(spectra), [None] * len(spectra)
+    for survey, idx in groups.items():
+        spectra_t = core_spectra([specs[i] for i in idx], errors=errors,
+                                 targetid=[spectra[i].targetid for i in idx],
+                                 objtypes=[spectra[i].meta.get("OBJTYPE", "") for i in idx],
+                                 sources=[spectra[i].source_file for i in idx],
+                                 rows=[spectra[i].row_in_file for i in idx],
+                                 problems=[spectra[i].problem for i in idx])
+        rec, mod = _core.fit_arrays(engine, spectra_t, fmt + (":" + survey if survey else ""),
+                                    bool(return_models), _chunk(engine))
+        rows_g = records_to_rows(rec)
+        for k, i in enumerate(idx):
+            records[i] = rows_g[k:k + 1]
+            if return_models:
+                models[i] = mod[k]
+    rows = as_output(np.concatenate(records), table)
     return (rows, models) if return_models else rows
 
 

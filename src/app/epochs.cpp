@@ -12,14 +12,16 @@ namespace velox {
 namespace {
 
 // The columns of an epoch row that describe the target rather than the fit (pass 1's: the reader,
-// the FIBERMAP, the classification), and its per-arm velocities (step 3 does not measure them
-// again: with the labels held at the star's they move by a small part of their errors), copied
-// over the step-3 row.
-void copy_identity(const CatalogRow& from, CatalogRow& to) {
-  to.VRAD_B = from.VRAD_B, to.VRAD_B_ERR = from.VRAD_B_ERR;
-  to.VRAD_R = from.VRAD_R, to.VRAD_R_ERR = from.VRAD_R_ERR;
-  to.VRAD_Z = from.VRAD_Z, to.VRAD_Z_ERR = from.VRAD_Z_ERR;
-  to.RVS_WARN = (to.RVS_WARN & ~warn::kArmRvDisagree) | (from.RVS_WARN & warn::kArmRvDisagree);
+// the FIBERMAP, the classification), and with `arms` its per-arm velocities (step 3 does not
+// measure them again unless VRAD is their weighted mean: with the labels held at the star's they
+// move by a small part of their errors), copied over the step-3 row.
+void copy_identity(const CatalogRow& from, CatalogRow& to, bool arms) {
+  if (arms) {
+    to.VRAD_B = from.VRAD_B, to.VRAD_B_ERR = from.VRAD_B_ERR;
+    to.VRAD_R = from.VRAD_R, to.VRAD_R_ERR = from.VRAD_R_ERR;
+    to.VRAD_Z = from.VRAD_Z, to.VRAD_Z_ERR = from.VRAD_Z_ERR;
+    to.RVS_WARN = (to.RVS_WARN & ~warn::kArmRvDisagree) | (from.RVS_WARN & warn::kArmRvDisagree);
+  }
   to.SPECTYPE = from.SPECTYPE;
   to.SUBTYPE = from.SUBTYPE;
   to.CLASS_DCHI2 = from.CLASS_DCHI2;
@@ -68,9 +70,14 @@ std::vector<CatalogRow> fit_epochs(const SpectrumFile& file,
     if (si < file.spectra.size()) keys[k] = epoch_group_key(file.spectra[si], rows[k], group_by);
   }
   const std::vector<std::vector<size_t>> groups = group_by_key(keys);
-  // Step 3 does not measure the per-arm velocities again (copy_identity).
+  // Step 3 does not measure the per-arm velocities again (copy_identity), except where the
+  // format's VRAD is the arms' weighted mean (fit.arm_rv_scatter_kms): there each epoch's arms
+  // are measured at the star's labels and VRAD combines them, as in a fit without --epochs.
   kern::PipelineConfig pc = pipeline_config(ctx.cfg, ctx.lib);
-  pc.seg_max_iter = 0;
+  bool arms_vrad = false;
+  for (const char* arm : {"B", "R", "Z"})
+    arms_vrad = arms_vrad || format_value(ctx.cfg.arm_rv_scatter_kms, ctx.format, ctx.survey, arm);
+  if (!arms_vrad) pc.seg_max_iter = 0;
   std::vector<CatalogRow> stars, epochs;
   for (const auto& g : groups) {
     std::vector<CatalogRow> pass1;
@@ -108,7 +115,7 @@ std::vector<CatalogRow> fit_epochs(const SpectrumFile& file,
         for (size_t m = 0; m < prep.size(); ++m) {
           finish_row(prep[m], out.results[m], out.ivar[m], ctx);
           CatalogRow& r = prep[m].row;
-          copy_identity(pass1[member[m]], r);
+          copy_identity(pass1[member[m]], r, !arms_vrad);
           pass2[member[m]] = std::move(r);
         }
       }

@@ -71,6 +71,9 @@ void FitEngine::read_input(InputFile& in) {
           if (any && more.format != in.file.format)
             throw IoError(m + ": format " + format_name(more.format) + " differs from " +
                           format_name(in.file.format) + " in the same --group-by star");
+          if (any && more.survey != in.file.survey)  // the survey picks the calibrations
+            throw IoError(m + ": SURVEY '" + more.survey + "' differs from '" + in.file.survey +
+                          "' in the same --group-by star");
           if (!any) in.file.format = more.format, in.file.survey = more.survey;
           any = true;
           for (auto& s : more.spectra) in.file.spectra.push_back(std::move(s));

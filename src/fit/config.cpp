@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <iterator>
 
 #include "common/error.hpp"
@@ -51,11 +52,21 @@ FitConfig load_fit_config(const std::string& path) {
   auto check_format = [&](const char* key, const std::string& format, bool survey = true) {
     std::vector<std::string> formats;
     for (const auto& kv : FitConfig{}.default_R) formats.push_back(kv.first);
-    const std::string base = survey ? format.substr(0, format.find(':')) : format;
-    if (!FitConfig{}.default_R.count(base) || base.size() + 1 == format.size())
+    const size_t colon = survey ? format.find(':') : std::string::npos;
+    const std::string base = format.substr(0, colon);
+    if (!FitConfig{}.default_R.count(base))
       throw ConfigError(path + ": fit." + key + "." + format +
-                        ": unknown input format (did you mean " + nearest_name(format, formats) +
+                        ": unknown input format (did you mean " + nearest_name(base, formats) +
                         "?)");
+    if (colon == std::string::npos) return;
+    // Only DESI coadds name a survey (their primary header's SURVEY: main, sv3, ...; lower case).
+    const std::string s = format.substr(colon + 1);
+    if (base != "desi" || s.empty() || s.find(':') != std::string::npos ||
+        std::any_of(s.begin(), s.end(),
+                    [](char ch) { return std::isupper(static_cast<unsigned char>(ch)); }))
+      throw ConfigError(path + ": fit." + key + "." + format +
+                        ": a survey key is desi:SURVEY, SURVEY as a DESI coadd's primary header "
+                        "writes it (lower case: main, sv3, ...)");
   };
   FitConfig c;
   YamlSection f(path, "fit");
@@ -99,9 +110,9 @@ FitConfig load_fit_config(const std::string& path) {
     std::map<std::string, std::map<std::string, double>> floors;
     get(f, "error_floor", floors, path);
     static const char* const kFloorKeys[] = {"VRAD", "TEFF", "LOGG", "FEH", "ALPHAFE", "VRAD_ARM"};
-    for (const auto& [format, m] : floors)
+    for (const auto& [format, m] : floors) {
+      check_format("error_floor", format);
       for (const auto& [key, value] : m) {
-        check_format("error_floor", format);
         if (std::find(std::begin(kFloorKeys), std::end(kFloorKeys), key) == std::end(kFloorKeys))
           throw ConfigError(path + ": fit.error_floor." + format + "." + key +
                             ": unknown column (VRAD, TEFF, LOGG, FEH, ALPHAFE, VRAD_ARM)");
@@ -109,13 +120,17 @@ FitConfig load_fit_config(const std::string& path) {
           throw ConfigError(path + ": fit.error_floor." + format + "." + key + " must be >= 0");
         c.error_floor[format][key] = value;
       }
+    }
   }
   if (f["arm_zero_point_kms"]) {
     std::map<std::string, std::map<std::string, double>> zp;
     get(f, "arm_zero_point_kms", zp, path);
-    for (const auto& [format, m] : zp)
+    for (const auto& [format, m] : zp) {
+      check_format("arm_zero_point_kms", format);
+      // A format given replaces its whole entry (as arm_rv_scatter_kms): {} removes its zero
+      // points, an arm left out reads as the format's (for a format:SURVEY key) or 0.
+      c.arm_zero_point_kms[format].clear();
       for (const auto& [arm, value] : m) {
-        check_format("arm_zero_point_kms", format);
         if (arm != "B" && arm != "R" && arm != "Z")
           throw ConfigError(path + ": fit.arm_zero_point_kms." + format + "." + arm +
                             ": unknown arm (B, R, Z)");
@@ -124,13 +139,15 @@ FitConfig load_fit_config(const std::string& path) {
                             " must be finite, |value| < 1000 km/s");
         c.arm_zero_point_kms[format][arm] = value;
       }
+    }
   }
   if (f["arm_rv_scatter_kms"]) {
     std::map<std::string, std::map<std::string, double>> sc;
     get(f, "arm_rv_scatter_kms", sc, path);
     for (const auto& [format, m] : sc) {
       check_format("arm_rv_scatter_kms", format);
-      // A format given replaces its whole entry: an arm left out reads as 0.
+      // A format given replaces its whole entry: {} turns VRAD from the arms off; an arm left
+      // out reads as the format's (for a format:SURVEY key) or 0.
       c.arm_rv_scatter_kms[format].clear();
       for (const auto& [arm, value] : m) {
         if (arm != "B" && arm != "R" && arm != "Z")

@@ -11,18 +11,22 @@ namespace velox {
 // The shipped error floors (config.cpp, with their sources).
 std::map<std::string, std::map<std::string, double>> default_error_floors();
 
-// The entry of a per-format map (error floors, arm zero points and scatter) for a file: the
-// survey's own key "format:SURVEY" (the primary header's SURVEY, e.g. desi:lamost-regrid) where
-// the map has one, else the format's; nullptr when neither is listed.
+// A file's value of `key` (a column or an arm) in a per-format calibration map (error floors,
+// arm zero points and scatter): the survey's own entry "format:SURVEY" (the primary header's
+// SURVEY, e.g. desi:lamost-regrid) where it lists the key, else the format's entry; nullptr when
+// neither does.
 template <class V>
-const V* format_entry(const std::map<std::string, V>& m, const std::string& format,
-                      const std::string& survey) {
-  if (!survey.empty()) {
-    const auto it = m.find(format + ":" + survey);
-    if (it != m.end()) return &it->second;
+const V* format_value(const std::map<std::string, std::map<std::string, V>>& m,
+                      const std::string& format, const std::string& survey,
+                      const std::string& key) {
+  for (const std::string& k : {survey.empty() ? std::string() : format + ":" + survey, format}) {
+    if (k.empty()) continue;
+    const auto e = m.find(k);
+    if (e == m.end()) continue;
+    const auto v = e->second.find(key);
+    if (v != e->second.end()) return &v->second;
   }
-  const auto it = m.find(format);
-  return it == m.end() ? nullptr : &it->second;
+  return nullptr;
 }
 
 struct FitConfig {

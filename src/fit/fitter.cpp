@@ -75,10 +75,8 @@ CatalogRow failure(CatalogRow row, int64_t bits) {
 
 double error_floor(const FitConfig& cfg, const std::string& format, const std::string& column,
                    const std::string& survey) {
-  const auto* f = format_entry(cfg.error_floor, format, survey);
-  if (!f) return 0.0;
-  auto c = f->find(column);
-  return c == f->end() ? 0.0 : c->second;
+  const double* f = format_value(cfg.error_floor, format, survey, column);
+  return f ? *f : 0.0;
 }
 
 kern::PipelineConfig pipeline_config(const FitConfig& cfg, const TemplateLibrary& lib) {
@@ -239,17 +237,14 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     // Per-arm velocity zero point (FitConfig::arm_zero_point_kms): ln lambda - ln(1 + zp/c) for
     // the segment's pixels (one-arm formats: the halves at arm_split_A).
     double zp_b = 0.0, zp_r = 0.0;
-    const auto* zp_fmt = format_entry(cfg.arm_zero_point_kms, ctx.format, ctx.survey);
     const auto split_fmt = cfg.arm_split_A.find(ctx.format);
     const bool split_arm = split_fmt != cfg.arm_split_A.end() && arms.size() == 1;
-    if (zp_fmt) {
-      auto zp = [&](const std::string& name) {
-        const auto z = zp_fmt->find(name);
-        return z == zp_fmt->end() ? 0.0 : z->second;
-      };
-      zp_b = std::log1p((split_arm ? zp("B") : zp(std::string(arm.name))) / kSpeedOfLight_kms);
-      zp_r = split_arm ? std::log1p(zp("R") / kSpeedOfLight_kms) : zp_b;
-    }
+    auto zp = [&](const std::string& name) {
+      const double* z = format_value(cfg.arm_zero_point_kms, ctx.format, ctx.survey, name);
+      return z ? *z : 0.0;
+    };
+    zp_b = std::log1p((split_arm ? zp("B") : zp(std::string(arm.name))) / kSpeedOfLight_kms);
+    zp_r = split_arm ? std::log1p(zp("R") / kSpeedOfLight_kms) : zp_b;
     const double split_A = split_arm ? split_fmt->second : INFINITY;
     // Exact capacity, one arm at a time: grown by push_back, these vectors held up to twice
     // their size while a batch of prepared spectra waits for the GPU.
@@ -466,7 +461,9 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
 
   // ---- Per-arm velocities ------------------------------------------------------------------
   double sw = 0.0, swv = 0.0;
-  std::vector<std::pair<double, double>> seg;  // (v, total error) of the measured segments
+  // (v, total error) of the measured segments; the error includes the format's arm scatter
+  // (fit.arm_rv_scatter_kms) for ARM_RV_DISAGREE: a disagreement beyond the calibration's wander.
+  std::vector<std::pair<double, double>> seg;
   for (int s = 0; s < all.n_seg; ++s) {
     const double v = res.v_seg[s];
     double e = NAN;
@@ -485,9 +482,12 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
     if (!col || !std::isfinite(v) || !(e > 0)) continue;
     *col = v;
     *col_err = e;
-    seg.emplace_back(v, e);
-    sw += 1.0 / (e * e);
-    swv += v / (e * e);
+    const double* tau =
+        format_value(cfg.arm_rv_scatter_kms, ctx.format, ctx.survey, all.seg_names[s]);
+    const double et = tau ? std::sqrt(e * e + *tau * *tau) : e;
+    seg.emplace_back(v, et);
+    sw += 1.0 / (et * et);
+    swv += v / (et * et);
   }
   // ---- VRAD from the arms where their wavelength calibrations scatter ----------------------
   // (FitConfig::arm_rv_scatter_kms): each arm's velocity weighs 1 / (stat^2 + scatter^2), so an
@@ -496,7 +496,10 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
   // error is at fixed labels and continuum; each is scaled by k = the joint VRAD's statistical
   // error / the arms' combined one (>= 1: what marginalising the labels adds), so that with no
   // scatter the combination's error is the joint fit's.
-  if (const auto* sc = format_entry(cfg.arm_rv_scatter_kms, ctx.format, ctx.survey)) {
+  auto scatter = [&](const std::string& arm) {
+    return format_value(cfg.arm_rv_scatter_kms, ctx.format, ctx.survey, arm);
+  };
+  if (scatter("B") || scatter("R") || scatter("Z")) {
     double w0 = 0.0;
     for (int s = 0; s < all.n_seg; ++s) {
       const double e = chi_scale * res.v_seg_err[s];
@@ -509,12 +512,12 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
     for (int s = 0; s < all.n_seg; ++s) {
       const double v = res.v_seg[s], e = k * chi_scale * res.v_seg_err[s];
       if (!std::isfinite(v) || !(e > 0)) continue;
-      const auto t = sc->find(all.seg_names[s]);
-      const double tau = t == sc->end() ? 0.0 : t->second;
+      const double* t = scatter(all.seg_names[s]);
+      const double tau = t ? *t : 0.0;
       w_sum += 1.0 / (e * e + tau * tau);
       wv_sum += v / (e * e + tau * tau);
     }
-    if (w_sum > 0.0 && !sc->empty()) {
+    if (w_sum > 0.0) {
       row.VRAD = wv_sum / w_sum;
       row.VRAD_ERR_STAT = 1.0 / std::sqrt(w_sum);
       add_floor(row.VRAD_ERR_STAT, "VRAD", &row.VRAD_ERR);

@@ -33,10 +33,6 @@ const float* ArmModel::ccf_phases(int n_tmpl, int step, int n_out) const {
   return t.second.data();
 }
 
-namespace {
-// kern::gaussian_convolve_column for every column of an interleaved [n][ncol] array at once: the
-// same sums, each column's in the order of k, with a pixel's Gaussian weights (its exp() calls)
-// computed once for all columns instead of once per column (make_arm_model: 31 components).
 void convolve_columns(const float* in, float* out, int n, int ncol, const double* sigma_pix) {
   std::vector<double> wk, acc(ncol);
   for (int t = 0; t < n; ++t) {
@@ -65,7 +61,6 @@ void convolve_columns(const float* in, float* out, int n, int ncol, const double
     for (int c = 0; c < ncol; ++c) o[c] = static_cast<float>(acc[c] / wsum);
   }
 }
-}  // namespace
 
 ArmModel make_arm_model(const TemplateLibrary& lib, double R) {
   ArmModel m;

@@ -46,6 +46,12 @@ class ArmModelCache {
 // Build one ArmModel (exposed for tests).
 ArmModel make_arm_model(const TemplateLibrary& lib, double resolution_R);
 
+// kern::gaussian_convolve_column for every column of an interleaved [n][ncol] float array at
+// once (in -> out, sigma_pix[n] in pixels): bitwise the same sums, each column's in the order of
+// the taps, with a pixel's Gaussian weights (its exp() calls) computed once for all columns
+// (make_arm_model's basis: 31 components).
+void convolve_columns(const float* in, float* out, int n, int ncol, const double* sigma_pix);
+
 // Effective resolving power of a DESI-style resolution matrix (res[d*n_pix + j], ndiag
 // diagonals): lambda_mid / FWHM, FWHM from the median second moment of the rows. NaN if unusable.
 double effective_resolution(const double* wave_A, size_t n_pix, const float* res, int ndiag);

@@ -7,7 +7,7 @@
 #    and --merge of the per-input catalogs equals the job's merged catalog;
 #  - the same LAMOST repeats written as a DESI spectra file (tests/python/make_desi_spectra.py:
 #    one FIBERMAP row per exposure, grouped by TARGETID) give the same epochs, within what the
-#    re-gridding changes, when fitted with the LAMOST DR8 floors and zero point;
+#    re-gridding changes, when fitted with the LAMOST DR8 floors, zero point and arm scatter;
 #  - a group with a corrupt member: the member is one BAD_INPUT epoch, the others are fitted.
 source "$(dirname "$0")/mpi_env.sh"
 W="$VELOX_BUILD_DIR/test-tmp/epochs"
@@ -79,6 +79,10 @@ assert len(multi) == repeats and repeats >= 5, (len(multi), repeats)
 assert len(e) == 109 + 1 and len(c) == len(n_files), (len(e), len(c))
 assert (e["SOURCE_FILE"] == b"corrupt.fits").sum() == 1
 assert e[e["SOURCE_FILE"] == b"corrupt.fits"]["RVS_WARN"][0] & (1 << 8)
+# LAMOST DR8's VRAD is the arms' weighted mean (fit.arm_rv_scatter_kms, FIT_INFO bit 7) for
+# every fitted epoch, repeats (measured again at the star's labels) and single ones alike.
+ok = e[e["SUCCESS"]]
+assert np.all(ok["FIT_INFO"] & (1 << 7)), ok["FIT_INFO"]
 # The repeats are constant stars (docs/epochs.md): none flagged RV_VARIABLE (bit 6).
 assert not np.any(multi["FIT_INFO"] & (1 << 6)), multi["VRAD_LOGP_CONST"]
 assert np.all(multi["VRAD_LOGP_CONST"] > -3), multi["VRAD_LOGP_CONST"]
@@ -162,6 +166,8 @@ cat >"$W/desi-as-lamost.yaml" <<'YAML'
 fit:
   arm_zero_point_kms:
     desi: {R: 9.5, Z: 9.5}
+  arm_rv_scatter_kms:
+    desi: {R: 15.1, Z: 15.1}
   error_floor:
     desi: {VRAD: 5.0, TEFF: 16, LOGG: 0.075, FEH: 0.04}
 YAML

@@ -66,8 +66,7 @@ TEST_CASE("every key the fit configuration writes is a key it reads", "[config]"
   CHECK(dump_fit_config(back) == dump_fit_config(c));
 }
 
-TEST_CASE("arm velocity scatter: per format or format:SURVEY, checked, survey key first",
-          "[config]") {
+TEST_CASE("arm velocity scatter and survey keys: checked and looked up per key", "[config]") {
   const FitConfig c = load_fit_config(write_yaml(
       "sc", "fit:\n  arm_rv_scatter_kms:\n    desi:main: {Z: 2.5}\n    lamost-dr8: {R: 7}\n"));
   CHECK(c.arm_rv_scatter_kms.at("desi:main").at("Z") == 2.5);
@@ -77,19 +76,44 @@ TEST_CASE("arm velocity scatter: per format or format:SURVEY, checked, survey ke
   CHECK(c.arm_rv_scatter_kms.at("desi:lamost-regrid").at("Z") > 0.0);
   CHECK(load_fit_config(write_yaml("dump2", dump_fit_config(c))).arm_rv_scatter_kms ==
         c.arm_rv_scatter_kms);
-  // The survey's own key wins over its format's; another survey of the format reads the format.
-  const std::map<std::string, int> m = {{"desi", 1}, {"desi:lamost-regrid", 2}};
-  CHECK(*format_entry(m, "desi", "lamost-regrid") == 2);
-  CHECK(*format_entry(m, "desi", "main") == 1);
-  CHECK(*format_entry(m, "desi", "") == 1);
-  CHECK(format_entry(m, "sdss", "main") == nullptr);
-  for (const char* bad : {"fit:\n  arm_rv_scatter_kms:\n    desi: {Q: 1}\n",
-                          "fit:\n  arm_rv_scatter_kms:\n    desi: {R: -1}\n",
-                          "fit:\n  arm_rv_scatter_kms:\n    dsei:main: {R: 1}\n",
-                          "fit:\n  arm_rv_scatter_kms:\n    desi: {R: .nan}\n",
-                          "fit:\n  arm_zero_point_kms:\n    desi:: {R: 1}\n",
-                          // Resolutions and arm splits are per format only.
-                          "fit:\n  default_R:\n    desi:main: 3000\n"})
+  // Per key: the survey's own entry where it lists the key, else its format's; another survey of
+  // the format reads the format's.
+  const std::map<std::string, std::map<std::string, int>> m = {
+      {"desi", {{"VRAD", 1}, {"TEFF", 3}}}, {"desi:lamost-regrid", {{"VRAD", 2}}}};
+  CHECK(*format_value(m, "desi", "lamost-regrid", "VRAD") == 2);
+  CHECK(*format_value(m, "desi", "lamost-regrid", "TEFF") == 3);  // not in the survey's entry
+  CHECK(*format_value(m, "desi", "main", "VRAD") == 1);
+  CHECK(*format_value(m, "desi", "", "VRAD") == 1);
+  CHECK(format_value(m, "desi", "lamost-regrid", "LOGG") == nullptr);
+  CHECK(format_value(m, "sdss", "main", "VRAD") == nullptr);
+  // A survey's error floor for one column keeps the format's others.
+  const FitConfig f =
+      load_fit_config(write_yaml("fl", "fit:\n  error_floor:\n    desi:main: {VRAD: 0.5}\n"));
+  CHECK(*format_value(f.error_floor, "desi", "main", "VRAD") == 0.5);
+  CHECK(*format_value(f.error_floor, "desi", "main", "TEFF") ==
+        f.error_floor.at("desi").at("TEFF"));
+  // {} empties an entry: the zero points of desi:lamost-regrid removed, VRAD from the arms off.
+  const FitConfig off =
+      load_fit_config(write_yaml("off",
+                                 "fit:\n  arm_zero_point_kms:\n    desi:lamost-regrid: {}\n"
+                                 "  arm_rv_scatter_kms:\n    desi:lamost-regrid: {}\n"));
+  for (const char* arm : {"B", "R", "Z"}) {
+    CHECK(format_value(off.arm_zero_point_kms, "desi", "lamost-regrid", arm) == nullptr);
+    CHECK(format_value(off.arm_rv_scatter_kms, "desi", "lamost-regrid", arm) == nullptr);
+  }
+  for (const char* bad :
+       {"fit:\n  arm_rv_scatter_kms:\n    desi: {Q: 1}\n",
+        "fit:\n  arm_rv_scatter_kms:\n    desi: {R: -1}\n",
+        "fit:\n  arm_rv_scatter_kms:\n    dsei:main: {R: 1}\n",
+        "fit:\n  arm_rv_scatter_kms:\n    desi: {R: .nan}\n",
+        "fit:\n  arm_zero_point_kms:\n    desi:: {R: 1}\n",
+        "fit:\n  arm_zero_point_kms:\n    dsei:main: {}\n",  // checked empty too
+        "fit:\n  error_floor:\n    desi:: {}\n",
+        "fit:\n  error_floor:\n    desi:MAIN: {VRAD: 1}\n",  // SURVEY is lower case
+        "fit:\n  error_floor:\n    desi:main:x: {VRAD: 1}\n",
+        "fit:\n  error_floor:\n    lamost-dr8:x: {VRAD: 1}\n",  // no SURVEY there
+        // Resolutions and arm splits are per format only.
+        "fit:\n  default_R:\n    desi:main: 3000\n"})
     CHECK_THROWS_AS(load_fit_config(write_yaml("bad", bad)), ConfigError);
 }
 
