@@ -9,6 +9,7 @@ backend -> finish path, and the arrays carry exactly the values the C++ reader p
 tolerance is needed, so none is allowed. SOURCE_FILE and ROW_IN_FILE identify the file for the
 CLI and the batch position for arrays, so they are the only columns not compared.
 """
+import os
 import unittest
 
 import numpy as np
@@ -117,6 +118,24 @@ class DesiParity(unittest.TestCase):
         assert_rows_equal(self, velox.fit_spectra(spectra, library=library()), cli,
                           skip=fibermap)
         self.assertTrue((rows["NPIX_B"] > 0).all() and (rows["NPIX_R"] > 0).all())
+
+    def test_spectra_of_several_surveys_keep_their_calibrations_and_order(self):
+        # Re-gridded LAMOST stars (SURVEY lamost-regrid) between fibres of DESI EDR coadds (sv3;
+        # a tile coadd without SURVEY): fitted survey by survey, rows in the input order, and
+        # VRAD from the arms (FIT_INFO bit 7) only where the survey's calibration asks for it.
+        edr = os.path.join(os.path.dirname(DESI_DR10), "..", "desi_edr")
+        regrid = velox.read_spectra(DESI_DR10)[:3]
+        sv3 = velox.read_spectra(os.path.join(edr, "coadd-sv3-dark-26065.fits"))[:2]
+        tile = velox.read_spectra(os.path.join(edr, "coadd-5-169-thru20210419.fits"))[:2]
+        self.assertEqual([s.survey for s in regrid + sv3 + tile],
+                         ["lamost-regrid"] * 3 + ["sv3"] * 2 + [""] * 2)
+        mixed = regrid[:1] + tile + regrid[1:] + sv3
+        rows = velox.fit_spectra(mixed, library=library())
+        self.assertEqual(list(rows["TARGETID"]), [s.targetid for s in mixed])
+        self.assertEqual(list((rows["FIT_INFO"] >> 7) & 1), [1, 0, 0, 1, 1, 0, 0])
+        # Each row is its survey group's fit alone.
+        alone = velox.fit_spectra(regrid, library=library())
+        self.assertTrue((rows["VRAD"][[0, 3, 4]] == alone["VRAD"]).all())
 
 
 if __name__ == "__main__":
