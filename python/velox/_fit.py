@@ -18,12 +18,18 @@ def _chunk(engine):
     return _GPU_CHUNK if engine.uses_gpu else max(64, 4 * engine.threads)
 
 
+def _fit_rows(engine, spectra, fmt, return_models):
+    """The catalog rows (structured array) and models of _core.fit_arrays on one engine."""
+    records, models = _core.fit_arrays(engine, spectra, fmt, bool(return_models),
+                                       _chunk(engine))
+    return records_to_rows(records), models
+
+
 def _run(library, spectra, fmt, *, config, device, threads, resolution_matrix, return_models,
          table):
     engine = library.engine(config, device, threads, resolution_matrix)
-    records, models = _core.fit_arrays(engine, spectra, fmt, bool(return_models),
-                                       _chunk(engine))
-    return as_output(records_to_rows(records), table), models
+    rows, models = _fit_rows(engine, spectra, fmt, return_models)
+    return as_output(rows, table), models
 
 
 def fit(wave, flux, ivar, *, library, mask=None, resolution=None, vacuum=True, format=None,
@@ -169,9 +175,8 @@ def fit_spectra(spectra, *, library, device="auto", threads=0, config=None,
                                  sources=[spectra[i].source_file for i in idx],
                                  rows=[spectra[i].row_in_file for i in idx],
                                  problems=[spectra[i].problem for i in idx])
-        rec, mod = _core.fit_arrays(engine, spectra_t, fmt + (":" + survey if survey else ""),
-                                    bool(return_models), _chunk(engine))
-        rows_g = records_to_rows(rec)
+        rows_g, mod = _fit_rows(engine, spectra_t, fmt + (":" + survey if survey else ""),
+                                return_models)
         for k, i in enumerate(idx):
             records[i] = rows_g[k:k + 1]
             if return_models:

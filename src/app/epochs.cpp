@@ -74,9 +74,7 @@ std::vector<CatalogRow> fit_epochs(const SpectrumFile& file,
   // format's VRAD is the arms' weighted mean (fit.arm_rv_scatter_kms): there each epoch's arms
   // are measured at the star's labels and VRAD combines them, as in a fit without --epochs.
   kern::PipelineConfig pc = pipeline_config(ctx.cfg, ctx.lib);
-  bool arms_vrad = false;
-  for (const char* arm : {"B", "R", "Z"})
-    arms_vrad = arms_vrad || format_value(ctx.cfg.arm_rv_scatter_kms, ctx.format, ctx.survey, arm);
+  const bool arms_vrad = vrad_from_arms(ctx.cfg, ctx.format, ctx.survey);
   if (!arms_vrad) pc.seg_max_iter = 0;
   std::vector<CatalogRow> stars, epochs;
   for (const auto& g : groups) {

@@ -19,6 +19,12 @@ void get(YamlSection& f, const char* key, T& out, const std::string&) {
 }
 }  // namespace
 
+bool vrad_from_arms(const FitConfig& cfg, const std::string& format, const std::string& survey) {
+  for (const char* arm : {"B", "R", "Z"})
+    if (format_value(cfg.arm_rv_scatter_kms, format, survey, arm)) return true;
+  return false;
+}
+
 std::map<std::string, std::map<std::string, double>> default_error_floors() {
   // LAMOST (scripts/calibrate_floors.py on the 8 repeat pairs of lamost_dr8, docs/quality.md),
   //   with the model variance and the chi^2/dof scaling in the statistical errors: the
@@ -122,44 +128,32 @@ FitConfig load_fit_config(const std::string& path) {
       }
     }
   }
-  if (f["arm_zero_point_kms"]) {
-    std::map<std::string, std::map<std::string, double>> zp;
-    get(f, "arm_zero_point_kms", zp, path);
-    for (const auto& [format, m] : zp) {
-      check_format("arm_zero_point_kms", format);
-      // A format given replaces its whole entry (as arm_rv_scatter_kms): {} removes its zero
-      // points, an arm left out reads as the format's (for a format:SURVEY key) or 0.
-      c.arm_zero_point_kms[format].clear();
+  // Per-format, per-arm maps [km/s]: a format given replaces its whole entry ({} empties it:
+  // no zero points, VRAD from the joint fit); an arm left out reads as the format's (for a
+  // desi:SURVEY key) or 0. `ok` checks a value, `bound` names the check.
+  auto arm_map = [&](const char* key, std::map<std::string, std::map<std::string, double>>* out,
+                     bool (*ok)(double), const char* bound) {
+    if (!f[key]) return;
+    std::map<std::string, std::map<std::string, double>> given;
+    get(f, key, given, path);
+    for (const auto& [format, m] : given) {
+      check_format(key, format);
+      (*out)[format].clear();
       for (const auto& [arm, value] : m) {
+        const std::string where = path + ": fit." + key + "." + format + "." + arm;
         if (arm != "B" && arm != "R" && arm != "Z")
-          throw ConfigError(path + ": fit.arm_zero_point_kms." + format + "." + arm +
-                            ": unknown arm (B, R, Z)");
-        if (!(std::fabs(value) < 1000))
-          throw ConfigError(path + ": fit.arm_zero_point_kms." + format + "." + arm +
-                            " must be finite, |value| < 1000 km/s");
-        c.arm_zero_point_kms[format][arm] = value;
+          throw ConfigError(where + ": unknown arm (B, R, Z)");
+        if (!ok(value)) throw ConfigError(where + " must be " + bound);
+        (*out)[format][arm] = value;
       }
     }
-  }
-  if (f["arm_rv_scatter_kms"]) {
-    std::map<std::string, std::map<std::string, double>> sc;
-    get(f, "arm_rv_scatter_kms", sc, path);
-    for (const auto& [format, m] : sc) {
-      check_format("arm_rv_scatter_kms", format);
-      // A format given replaces its whole entry: {} turns VRAD from the arms off; an arm left
-      // out reads as the format's (for a format:SURVEY key) or 0.
-      c.arm_rv_scatter_kms[format].clear();
-      for (const auto& [arm, value] : m) {
-        if (arm != "B" && arm != "R" && arm != "Z")
-          throw ConfigError(path + ": fit.arm_rv_scatter_kms." + format + "." + arm +
-                            ": unknown arm (B, R, Z)");
-        if (!(value >= 0 && value < 1000))
-          throw ConfigError(path + ": fit.arm_rv_scatter_kms." + format + "." + arm +
-                            " must be in [0, 1000) km/s");
-        c.arm_rv_scatter_kms[format][arm] = value;
-      }
-    }
-  }
+  };
+  arm_map(
+      "arm_zero_point_kms", &c.arm_zero_point_kms, [](double v) { return std::fabs(v) < 1000; },
+      "finite, |value| < 1000 km/s");
+  arm_map(
+      "arm_rv_scatter_kms", &c.arm_rv_scatter_kms, [](double v) { return v >= 0 && v < 1000; },
+      "in [0, 1000) km/s");
   if (f["mask_bands_A"]) {
     std::vector<std::vector<double>> bands;
     get(f, "mask_bands_A", bands, path);

@@ -139,6 +139,10 @@ struct FitConfig {
       {"lamost-dr8", 1800.0}, {"lamost-dr10", 1800.0}, {"sdss", 2000.0}, {"desi", 4000.0}};
 };
 
+// True where VRAD of a file of `format` (and `survey`) is the arms' weighted mean: its
+// arm_rv_scatter_kms values (format_value) list any of B, R, Z.
+bool vrad_from_arms(const FitConfig& cfg, const std::string& format, const std::string& survey);
+
 // Load `fit:` from a YAML file (missing keys keep defaults). Throws ConfigError naming the file
 // and key on a malformed file or value.
 FitConfig load_fit_config(const std::string& path);

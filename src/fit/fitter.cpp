@@ -444,6 +444,42 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
     }
     if (row.VSINI > cfg.vsini_max_ok_kms) row.RVS_WARN |= warn::kVsiniLarge;
   }
+  // The format's arm scatter [km/s] of a velocity segment (B, R, Z), nullptr where not listed.
+  auto scatter = [&](const std::string& arm) {
+    return format_value(cfg.arm_rv_scatter_kms, ctx.format, ctx.survey, arm);
+  };
+  // ---- VRAD from the arms where their wavelength calibrations scatter ----------------------
+  // (FitConfig::arm_rv_scatter_kms): each arm's velocity weighs 1 / (stat^2 + scatter^2), so an
+  // arm whose calibration wanders from star to star (LAMOST's red arms) cannot pull VRAD off the
+  // reference arm's scale; the joint fit weighs arms by their noise alone. An arm's velocity
+  // error is at fixed labels and continuum; each is scaled by k = the joint VRAD's statistical
+  // error / the arms' combined one (>= 1: what marginalising the labels adds), so that with no
+  // scatter the combination's error is the joint fit's.
+  if (vrad_from_arms(cfg, ctx.format, ctx.survey)) {
+    double w0 = 0.0;
+    for (int s = 0; s < all.n_seg; ++s) {
+      const double e = chi_scale * res.v_seg_err[s];
+      if (std::isfinite(res.v_seg[s]) && e > 0) w0 += 1.0 / (e * e);
+    }
+    const double k = w0 > 0.0 && row.VRAD_ERR_STAT > 0.0
+                         ? std::max(1.0, row.VRAD_ERR_STAT * std::sqrt(w0))
+                         : 1.0;
+    double w_sum = 0.0, wv_sum = 0.0;
+    for (int s = 0; s < all.n_seg; ++s) {
+      const double v = res.v_seg[s], e = k * chi_scale * res.v_seg_err[s];
+      if (!std::isfinite(v) || !(e > 0)) continue;
+      const double* t = scatter(all.seg_names[s]);
+      const double tau = t ? *t : 0.0;
+      w_sum += 1.0 / (e * e + tau * tau);
+      wv_sum += v / (e * e + tau * tau);
+    }
+    if (w_sum > 0.0) {
+      row.VRAD = wv_sum / w_sum;
+      row.VRAD_ERR_STAT = 1.0 / std::sqrt(w_sum);
+      add_floor(row.VRAD_ERR_STAT, "VRAD", &row.VRAD_ERR);
+      row.FIT_INFO |= info::kVradFromArms;
+    }
+  }
   if (!best.hess_ok) row.RVS_WARN |= warn::kHessianSingular;
   if (best.status == kern::kLMMaxIter) row.RVS_WARN |= warn::kNotConverged;
   if (row.CHISQ_C - row.CHISQ_TOT < cfg.chisq_improvement_min)
@@ -482,52 +518,11 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
     if (!col || !std::isfinite(v) || !(e > 0)) continue;
     *col = v;
     *col_err = e;
-    const double* tau =
-        format_value(cfg.arm_rv_scatter_kms, ctx.format, ctx.survey, all.seg_names[s]);
+    const double* tau = scatter(all.seg_names[s]);
     const double et = tau ? std::sqrt(e * e + *tau * *tau) : e;
     seg.emplace_back(v, et);
     sw += 1.0 / (et * et);
     swv += v / (et * et);
-  }
-  // ---- VRAD from the arms where their wavelength calibrations scatter ----------------------
-  // (FitConfig::arm_rv_scatter_kms): each arm's velocity weighs 1 / (stat^2 + scatter^2), so an
-  // arm whose calibration wanders from star to star (LAMOST's red arms) cannot pull VRAD off the
-  // reference arm's scale; the joint fit weighs arms by their noise alone. An arm's velocity
-  // error is at fixed labels and continuum; each is scaled by k = the joint VRAD's statistical
-  // error / the arms' combined one (>= 1: what marginalising the labels adds), so that with no
-  // scatter the combination's error is the joint fit's.
-  auto scatter = [&](const std::string& arm) {
-    return format_value(cfg.arm_rv_scatter_kms, ctx.format, ctx.survey, arm);
-  };
-  if (scatter("B") || scatter("R") || scatter("Z")) {
-    double w0 = 0.0;
-    for (int s = 0; s < all.n_seg; ++s) {
-      const double e = chi_scale * res.v_seg_err[s];
-      if (std::isfinite(res.v_seg[s]) && e > 0) w0 += 1.0 / (e * e);
-    }
-    const double k = w0 > 0.0 && row.VRAD_ERR_STAT > 0.0
-                         ? std::max(1.0, row.VRAD_ERR_STAT * std::sqrt(w0))
-                         : 1.0;
-    double w_sum = 0.0, wv_sum = 0.0;
-    for (int s = 0; s < all.n_seg; ++s) {
-      const double v = res.v_seg[s], e = k * chi_scale * res.v_seg_err[s];
-      if (!std::isfinite(v) || !(e > 0)) continue;
-      const double* t = scatter(all.seg_names[s]);
-      const double tau = t ? *t : 0.0;
-      w_sum += 1.0 / (e * e + tau * tau);
-      wv_sum += v / (e * e + tau * tau);
-    }
-    if (w_sum > 0.0) {
-      row.VRAD = wv_sum / w_sum;
-      row.VRAD_ERR_STAT = 1.0 / std::sqrt(w_sum);
-      add_floor(row.VRAD_ERR_STAT, "VRAD", &row.VRAD_ERR);
-      row.FIT_INFO |= info::kVradFromArms;
-      // The velocity flags above, for this VRAD.
-      row.RVS_WARN &= ~(warn::kRvEdge | warn::kRvErrLarge);
-      if (row.VRAD - cfg.vmin_kms < 5.0 || cfg.vmax_kms - row.VRAD < 5.0)
-        row.RVS_WARN |= warn::kRvEdge;
-      if (!(row.VRAD_ERR <= cfg.rv_err_max_kms)) row.RVS_WARN |= warn::kRvErrLarge;
-    }
   }
   if (seg.size() >= 2) {
     double chi2 = 0.0;
