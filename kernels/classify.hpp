@@ -62,12 +62,19 @@ VX_HD VX_INLINE double class_chi2(const ClassBasisView& t, const ClassData& d, d
     double p[kClassPolyDeg + 1];
     legendre(d.xleg[k], kClassPolyDeg, p);
     for (int j = 0; j < np; ++j) z[nb + d.arm[k] * np + j] = p[j];
-    for (int i = 0; i < m; ++i) {
-      if (z[i] == 0.0) continue;
+    // Only the basis columns and this bin's own arm's polynomial columns can be non-zero: the
+    // other arms' columns add nothing to g or q, and skipping them halves the sums of a
+    // three-arm spectrum (each product is added in the same order as over all columns).
+    const int p0 = nb + d.arm[k] * np, p1 = p0 + np;
+    auto add_row = [&](int i) {
+      if (z[i] == 0.0) return;
       const double wz = w * z[i];
       q[i] += wz * d.flux[k];
-      for (int j = i; j < m; ++j) g[i * m + j] += wz * z[j];
-    }
+      for (int j = i; j < nb; ++j) g[i * m + j] += wz * z[j];
+      for (int j = i > p0 ? i : p0; j < p1; ++j) g[i * m + j] += wz * z[j];
+    };
+    for (int i = 0; i < nb; ++i) add_row(i);
+    for (int i = p0; i < p1; ++i) add_row(i);
     ff += w * d.flux[k] * d.flux[k];
   }
   // Symmetrise; a tiny ridge keeps columns that are zero on these bins (an arm without bins, a

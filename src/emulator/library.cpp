@@ -70,15 +70,31 @@ double TemplateLibrary::template_fwhm_at_ln(double ln_lam) const {
 }
 
 std::vector<float> TemplateLibrary::evaluate(const double* labels, const float* basis_in) const {
+  return evaluate_many(labels, 1, basis_in);
+}
+
+std::vector<float> TemplateLibrary::evaluate_many(const double* labels, int n,
+                                                  const float* basis_in) const {
   const float* b = basis_in ? basis_in : basis.data();
-  std::vector<double> c(n_comp), dc(static_cast<size_t>(n_label) * n_comp);
+  const size_t K1 = static_cast<size_t>(n_comp), N = static_cast<size_t>(std::max(n, 0));
+  // ct[k][j]: coefficient k of template j
+  std::vector<double> c(K1), dc(static_cast<size_t>(n_label) * K1), ct(K1 * N);
   const auto v = view();
-  kern::emulator_coeffs(v, labels, c.data(), dc.data());
-  std::vector<float> out(n_tpix);
+  for (size_t j = 0; j < N; ++j) {
+    kern::emulator_coeffs(v, labels + j * n_label, c.data(), dc.data());
+    for (size_t k = 0; k < K1; ++k) ct[k * N + j] = c[k];
+  }
+  std::vector<float> out(N * n_tpix);
+  std::vector<double> s(N);
   for (int t = 0; t < n_tpix; ++t) {
-    double s = 0.0;
-    for (int k = 0; k < n_comp; ++k) s += c[k] * b[static_cast<size_t>(t) * n_comp + k];
-    out[t] = static_cast<float>(s);
+    const float* bt = b + static_cast<size_t>(t) * K1;
+    std::fill(s.begin(), s.end(), 0.0);
+    for (size_t k = 0; k < K1; ++k) {  // per template, k in order: evaluate()'s sum
+      const double bk = bt[k];
+      const double* ck = ct.data() + k * N;
+      for (size_t j = 0; j < N; ++j) s[j] += ck[j] * bk;
+    }
+    for (size_t j = 0; j < N; ++j) out[j * n_tpix + t] = static_cast<float>(s[j]);
   }
   return out;
 }

@@ -62,6 +62,11 @@ struct TemplateLibrary {
   // Model on the template grid at physical labels: flux[n_tpix] (normalised), using `basis_in`
   // (default: this library's own basis, i.e. the template resolution).
   std::vector<float> evaluate(const double* labels, const float* basis_in = nullptr) const;
+  // evaluate() at n label vectors labels[n][L] at once: [n][n_tpix], row j equal to
+  // evaluate(labels + j L, basis_in) bit for bit (the same sums in the same order, the n
+  // templates interleaved so that they vectorise; the arm models' n_ccf CCF templates).
+  std::vector<float> evaluate_many(const double* labels, int n,
+                                   const float* basis_in = nullptr) const;
 
   void save(const std::string& path) const;              // atomic; throws IoError
   static TemplateLibrary load(const std::string& path);  // throws IoError

@@ -86,11 +86,7 @@ ArmModel make_arm_model(const TemplateLibrary& lib, double R) {
       m.basis_t[static_cast<size_t>(k) * T + t] = m.basis[static_cast<size_t>(t) * K1 + k];
   const int L = lib.n_label;
   m.n_ccf = static_cast<int>(lib.ccf_labels.size()) / L;
-  m.ccf_templates.resize(static_cast<size_t>(m.n_ccf) * T);
-  for (int j = 0; j < m.n_ccf; ++j) {
-    auto f = lib.evaluate(lib.ccf_labels.data() + j * L, m.basis.data());
-    std::copy(f.begin(), f.end(), m.ccf_templates.begin() + static_cast<size_t>(j) * T);
-  }
+  m.ccf_templates = lib.evaluate_many(lib.ccf_labels.data(), m.n_ccf, m.basis.data());
   return m;
 }
 

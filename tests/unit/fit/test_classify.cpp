@@ -2,10 +2,13 @@
 // real redrock bases themselves: the class and the redshift that made a spectrum win.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <vector>
 
 #include "fit/classify.hpp"
 #include "io/redrock.hpp"
+#include "kernels/classify.hpp"
 #include "kernels/physics.hpp"
 #include "test_util.hpp"
 
@@ -132,4 +135,78 @@ TEST_CASE("a normal star's MK letter follows its Teff (Pecaut & Mamajek dwarf bo
   CHECK(mk_class_of_teff(2400) == "M");
   CHECK(mk_class_of_teff(NAN).empty());
   CHECK(mk_class_of_teff(-5).empty());
+}
+
+TEST_CASE("class_chi2 of a three-arm spectrum equals the sums over every column, bit for bit",
+          "[classify]") {
+  // class_chi2 adds each bin's products for the basis and its own arm's polynomial columns
+  // only (the other arms' columns are zero there). Reference: the normal equations summed over
+  // all columns, zeros included, in the same order, then the same solve.
+  const int nb = 5, na = 3, np = kern::kClassPolyDeg + 1, m = nb + na * np, n_bin = 400;
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(0.2, 1.5);
+  std::vector<float> basis(static_cast<size_t>(nb) * n_bin);
+  for (auto& b : basis) b = static_cast<float>(u(rng));
+  const kern::ClassBasisView t{nb, n_bin, std::log(3500.0), 2e-3, basis.data()};
+  std::vector<double> lnlam, flux, ivar, xleg;
+  std::vector<int> arm;
+  for (int a = 0; a < na; ++a)  // three arms of 150 bins, the last one partly beyond the basis
+    for (int k = 0; k < 150; ++k) {
+      lnlam.push_back(std::log(3600.0) + (a * 150 + k) * 2.1e-3);
+      flux.push_back(u(rng));
+      ivar.push_back(k % 17 == 0 ? 0.0 : u(rng));
+      xleg.push_back(2.0 * k / 149.0 - 1.0);
+      arm.push_back(a);
+    }
+  kern::ClassData d;
+  d.n = static_cast<int>(flux.size());
+  d.n_arms = na;
+  d.lnlam = lnlam.data(), d.flux = flux.data(), d.ivar = ivar.data(), d.xleg = xleg.data();
+  d.arm = arm.data();
+  auto dense = [&](double ln1pz) -> double {
+    double g[kern::kClassMaxParams * kern::kClassMaxParams] = {}, q[kern::kClassMaxParams] = {};
+    double ff = 0.0;
+    for (int k = 0; k < d.n; ++k) {
+      const double w = d.ivar[k];
+      if (!(w > 0)) continue;
+      double z[kern::kClassMaxParams] = {};
+      const double x = (d.lnlam[k] - ln1pz - t.lnlam0) / t.dlnlam - 0.5;
+      const int k0 = static_cast<int>(std::floor(x));
+      const double f = x - k0;
+      for (int b = 0; b < nb; ++b) {
+        const float* row = t.basis + static_cast<size_t>(b) * t.n_bin;
+        const double lo = k0 >= 0 && k0 < t.n_bin ? row[k0] : 0.0;
+        const double hi = k0 + 1 >= 0 && k0 + 1 < t.n_bin ? row[k0 + 1] : 0.0;
+        z[b] = (1.0 - f) * lo + f * hi;
+      }
+      double p[kern::kClassPolyDeg + 1];
+      kern::legendre(d.xleg[k], kern::kClassPolyDeg, p);
+      for (int j = 0; j < np; ++j) z[nb + d.arm[k] * np + j] = p[j];
+      for (int i = 0; i < m; ++i) {
+        if (z[i] == 0.0) continue;
+        const double wz = w * z[i];
+        q[i] += wz * d.flux[k];
+        for (int j = i; j < m; ++j) g[i * m + j] += wz * z[j];
+      }
+      ff += w * d.flux[k] * d.flux[k];
+    }
+    double scale = 0.0;
+    for (int i = 0; i < m; ++i) scale = std::fmax(scale, g[i * m + i]);
+    for (int i = 0; i < m; ++i) {
+      for (int j = 0; j < i; ++j) g[i * m + j] = g[j * m + i];
+      g[i * m + i] += 1e-12 * scale + 1e-300;
+    }
+    double a[kern::kClassMaxParams];
+    for (int i = 0; i < m; ++i) a[i] = q[i];
+    if (!kern::cholesky(g, m)) return INFINITY;
+    kern::cholesky_solve(g, m, a);
+    double fit = 0.0;
+    for (int i = 0; i < m; ++i) fit += a[i] * q[i];
+    return ff - fit;
+  };
+  for (double ln1pz : {0.0, 0.05, 0.3, -0.02}) {
+    const double ref = dense(ln1pz), got = kern::class_chi2(t, d, ln1pz);
+    REQUIRE(std::isfinite(ref));
+    CHECK(std::memcmp(&ref, &got, sizeof ref) == 0);
+  }
 }

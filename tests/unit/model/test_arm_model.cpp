@@ -4,8 +4,11 @@
 #include <random>
 #include <vector>
 
+#include "emulator/library.hpp"
 #include "kernels/convolve.hpp"
+#include "kernels/emulator_eval.hpp"
 #include "model/arm_model.hpp"
+#include "thin_library.hpp"
 
 TEST_CASE("convolve_columns equals gaussian_convolve_column bit for bit in every column",
           "[kernels][model]") {
@@ -24,4 +27,32 @@ TEST_CASE("convolve_columns equals gaussian_convolve_column bit for bit in every
   for (int c = 0; c < ncol; ++c)
     velox::kern::gaussian_convolve_column(in.data() + c, ref.data() + c, n, ncol, sigma.data());
   CHECK(std::memcmp(out.data(), ref.data(), out.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("evaluate_many equals the emulator's sum per template, bit for bit", "[model]") {
+  // make_arm_model's CCF templates come from evaluate_many (the templates interleaved so that
+  // they vectorise); each must equal the plain per-template sum sum_k c_k basis[t][k] in k
+  // order, with the library's own basis and with a convolved one.
+  const auto& lib = velox::test::thin_library();
+  const int L = lib.n_label, K1 = lib.n_comp, T = lib.n_tpix;
+  const int n = static_cast<int>(lib.ccf_labels.size()) / L;
+  REQUIRE(n >= 2);
+  std::vector<float> conv(lib.basis.size());
+  std::vector<double> sigma(T, 1.7);
+  velox::convolve_columns(lib.basis.data(), conv.data(), T, K1, sigma.data());
+  for (const float* basis : {lib.basis.data(), static_cast<const float*>(conv.data())}) {
+    const auto many = lib.evaluate_many(lib.ccf_labels.data(), n, basis);
+    REQUIRE(many.size() == static_cast<size_t>(n) * T);
+    std::vector<double> c(K1), dc(static_cast<size_t>(L) * K1);
+    int differ = 0;
+    for (int j = 0; j < n; ++j) {
+      velox::kern::emulator_coeffs(lib.view(), lib.ccf_labels.data() + j * L, c.data(), dc.data());
+      for (int t = 0; t < T; ++t) {
+        double s = 0.0;
+        for (int k = 0; k < K1; ++k) s += c[k] * basis[static_cast<size_t>(t) * K1 + k];
+        differ += static_cast<float>(s) != many[static_cast<size_t>(j) * T + t];
+      }
+    }
+    CHECK(differ == 0);
+  }
 }
