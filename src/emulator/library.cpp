@@ -1,4 +1,3 @@
-#include "common/fnv.hpp"
 #include "emulator/library.hpp"
 
 #include <fmt/format.h>
@@ -6,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "common/error.hpp"
+#include "common/fnv.hpp"
 #include "common/version.hpp"
 #include "io/h5.hpp"
 
@@ -84,18 +85,29 @@ std::vector<float> TemplateLibrary::evaluate_many(const double* labels, int n,
     kern::emulator_coeffs(v, labels + j * n_label, c.data(), dc.data());
     for (size_t k = 0; k < K1; ++k) ct[k * N + j] = c[k];
   }
+  // Blocks of W templates (8, then single ones), their sums in local registers (a vector the
+  // compiler cannot keep there is reloaded and stored at every k).
   std::vector<float> out(N * n_tpix);
-  std::vector<double> s(N);
-  for (int t = 0; t < n_tpix; ++t) {
-    const float* bt = b + static_cast<size_t>(t) * K1;
-    std::fill(s.begin(), s.end(), 0.0);
-    for (size_t k = 0; k < K1; ++k) {  // per template, k in order: evaluate()'s sum
-      const double bk = bt[k];
-      const double* ck = ct.data() + k * N;
-      for (size_t j = 0; j < N; ++j) s[j] += ck[j] * bk;
+  std::vector<double> cb;
+  auto run_block = [&](size_t j0, auto width) {
+    constexpr size_t W = decltype(width)::value;
+    cb.resize(K1 * W);  // this block's coefficients, W per k
+    for (size_t k = 0; k < K1; ++k)
+      for (size_t j = 0; j < W; ++j) cb[k * W + j] = ct[k * N + j0 + j];
+    for (int t = 0; t < n_tpix; ++t) {
+      const float* bt = b + static_cast<size_t>(t) * K1;
+      double s[W] = {};
+      for (size_t k = 0; k < K1; ++k) {  // per template, k in order: evaluate()'s sum
+        const double bk = bt[k];
+        const double* ck = cb.data() + k * W;
+        for (size_t j = 0; j < W; ++j) s[j] += ck[j] * bk;
+      }
+      for (size_t j = 0; j < W; ++j) out[(j0 + j) * n_tpix + t] = static_cast<float>(s[j]);
     }
-    for (size_t j = 0; j < N; ++j) out[j * n_tpix + t] = static_cast<float>(s[j]);
-  }
+  };
+  size_t j0 = 0;
+  for (; j0 + 8 <= N; j0 += 8) run_block(j0, std::integral_constant<size_t, 8>{});
+  for (; j0 < N; ++j0) run_block(j0, std::integral_constant<size_t, 1>{});
   return out;
 }
 

@@ -54,5 +54,11 @@ TEST_CASE("evaluate_many equals the emulator's sum per template, bit for bit", "
       }
     }
     CHECK(differ == 0);
+    // evaluate() (one template: the single-template blocks) equals its row of evaluate_many
+    for (int j : {0, n - 1}) {
+      const auto one = lib.evaluate(lib.ccf_labels.data() + j * L, basis);
+      CHECK(std::memcmp(one.data(), many.data() + static_cast<size_t>(j) * T,
+                        one.size() * sizeof(float)) == 0);
+    }
   }
 }
