@@ -20,6 +20,7 @@ kern::ClassData ClassSpectrum::view() const {
   d.ivar = ivar.data();
   d.xleg = xleg.data();
   d.arm = arm.data();
+  d.leg = leg.size() == xleg.size() * (kern::kClassPolyDeg + 1) ? leg.data() : nullptr;
   return d;
 }
 
@@ -72,6 +73,9 @@ ClassSpectrum rebin_for_classes(const std::vector<ArmView>& arms,
     }
     ++cs.n_arms;
   }
+  cs.leg.resize(cs.xleg.size() * (kern::kClassPolyDeg + 1));
+  for (size_t k = 0; k < cs.xleg.size(); ++k)
+    kern::legendre(cs.xleg[k], kern::kClassPolyDeg, cs.leg.data() + k * (kern::kClassPolyDeg + 1));
   return cs;
 }
 
@@ -80,6 +84,8 @@ ClassResult classify(const TemplateLibrary& lib, const ClassSpectrum& cs, double
   ClassResult r;
   if (lib.classes.empty() || cs.flux.empty() || !std::isfinite(vrad_kms)) return r;
   const kern::ClassData d = cs.view();
+  kern::ClassPolySums ps;  // the same for every class and redshift
+  kern::class_poly_sums(d, &ps);
   enum Kind { kStar, kWd, kCv, kQso, kGalaxy, kNumKinds };
   double best[kNumKinds] = {INFINITY, INFINITY, INFINITY, INFINITY, INFINITY};
   const ClassTemplate* best_t[kNumKinds] = {};
@@ -92,7 +98,7 @@ ClassResult classify(const TemplateLibrary& lib, const ClassSpectrum& cs, double
                       : c.subtype == "CV"      ? kCv
                                                : kStar;
     auto consider = [&](double ln1pz) {
-      const double chi2 = kern::class_chi2(t, d, ln1pz);
+      const double chi2 = kern::class_chi2(t, d, ln1pz, ps);
       if (chi2 < best[kind]) {
         best[kind] = chi2;
         best_t[kind] = &c;

@@ -24,6 +24,7 @@ constexpr double kGalaxyZMin = 0.005;
 // A spectrum rebinned for classification (arrays behind kern::ClassData).
 struct ClassSpectrum {
   std::vector<double> lnlam, flux, ivar, xleg;
+  std::vector<double> leg;  // [n][kern::kClassPolyDeg + 1] Legendre values at xleg
   std::vector<int> arm;
   int n_arms = 0;
   kern::ClassData view() const;
