@@ -302,13 +302,11 @@ VX_HD void fixed_template_at_pixels(const Team& team, const GridView& g, const F
     team.for_each(n_eval, [&](int jf) { t_out[jf] = value_at(t, ll[jf]); });
     if (!rm) continue;
     team.sync();
-    team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
-      // CPU teams: the same sum with the row's bounds found once (apply_rmat_all).
-      if constexpr (Team::kVec > 1)
-        apply_rmat_all(d, a, i0 + ii, t_out, 1, &T[i0 + ii]);
-      else
-        T[i0 + ii] = apply_rmat(d, a, i0 + ii, t_out, 1, 0);
-    });
+    if constexpr (Team::kVec > 1)  // CPU teams: the same sums, blocks of pixels at once
+      apply_rmat_rows(d, a, i0, d.arm_start[a + 1], t_out, 1, T);
+    else
+      team.for_each(d.arm_start[a + 1] - i0,
+                    [&](int ii) { T[i0 + ii] = apply_rmat(d, a, i0 + ii, t_out, 1, 0); });
   }
   team.sync();
 }

@@ -164,6 +164,65 @@ VX_HD VX_INLINE void apply_rmat_all(const FitData& d, int a, int i, const double
   apply_rmat_np<NP>(d, a, i, v, out);
 }
 
+// apply_rmat_np for P used pixels i .. i + P - 1 at once (out[(i + p) NP + q]), every row
+// complete (the full grid's padding makes the used pixels' rows complete): each pixel's sums are
+// apply_rmat_np's, the same products added in the same order; the P pixels' accumulators are
+// independent, so one pixel's chain of dependent additions does not hold up the next.
+template <int NP, int P>
+VX_HD VX_INLINE void apply_rmat_np_block(const FitData& d, int a, int i, const double* v,
+                                         double* out) {
+  const int nd = d.ndiag[a], half = nd / 2;
+  const float* rows[P];
+  const double* vb[P];
+  for (int p = 0; p < P; ++p) {
+    const int j = d.full_idx[i + p];
+    rows[p] = d.rmat[a] + (size_t)j * nd;
+    vb[p] = v + (size_t)(j - half) * NP;
+  }
+  double s[P][NP];
+  for (int p = 0; p < P; ++p)
+    for (int q = 0; q < NP; ++q) s[p][q] = 0.0;
+  for (int k = 0; k < nd; ++k)
+    for (int p = 0; p < P; ++p) {
+      const double r = rows[p][k];
+      const double* vk = vb[p] + (size_t)k * NP;
+      for (int q = 0; q < NP; ++q) s[p][q] += r * vk[q];
+    }
+  for (int p = 0; p < P; ++p)
+    for (int q = 0; q < NP; ++q) out[(size_t)(i + p) * NP + q] = s[p][q];
+}
+
+// apply_rmat_all for the used pixels [i0, i1) of arm a into out[i][np] (the CPU teams' form):
+// blocks of pixels whose rows are complete go through apply_rmat_np_block, the others one at a
+// time. The same sums, bit for bit, as apply_rmat_all pixel by pixel.
+template <int NP = 1>
+VX_HD VX_INLINE void apply_rmat_rows(const FitData& d, int a, int i0, int i1, const double* v,
+                                     int np, double* out) {
+  if constexpr (NP < kMaxParams) {
+    if (np != NP) return apply_rmat_rows<NP + 1>(d, a, i0, i1, v, np, out);
+  } else if (np != NP) {
+    for (int i = i0; i < i1; ++i) apply_rmat_all(d, a, i, v, np, out + (size_t)i * np);
+    return;
+  }
+  constexpr int P = NP == 1 ? 8 : 4;
+  const int nd = d.ndiag[a], half = nd / 2, n = d.n_full[a];
+  auto complete = [&](int i) {
+    const int j = d.full_idx[i];
+    return j - half >= 0 && j - half + nd <= n;
+  };
+  int i = i0;
+  for (; i + P <= i1; i += P) {
+    bool all = true;
+    for (int p = 0; p < P; ++p) all = all && complete(i + p);
+    if (all) {
+      apply_rmat_np_block<NP, P>(d, a, i, v, out);
+    } else {
+      for (int p = 0; p < P; ++p) apply_rmat_np<NP>(d, a, i + p, v, out + (size_t)(i + p) * NP);
+    }
+  }
+  for (; i < i1; ++i) apply_rmat_np<NP>(d, a, i, v, out + (size_t)i * NP);
+}
+
 // Per-spectrum shared workspace (one per spectrum; lives in shared memory on the GPU).
 struct EvalWork {
   double c[kMaxComp];
@@ -808,17 +867,17 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
     }
     if (!rm) continue;
     team.sync();
-    team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
-      const int i = i0 + ii;
-      if constexpr (V > 1) {
-        apply_rmat_all(d, a, i, t_out, 1, &T[i]);
-        if (need_jac) apply_rmat_all(d, a, i, dt_out, np, &dT[(size_t)i * np]);
-      } else {
+    if constexpr (V > 1) {  // CPU teams: blocks of pixels (apply_rmat_rows), the same sums
+      apply_rmat_rows(d, a, i0, d.arm_start[a + 1], t_out, 1, T);
+      if (need_jac) apply_rmat_rows(d, a, i0, d.arm_start[a + 1], dt_out, np, dT);
+    } else {
+      team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
+        const int i = i0 + ii;
         T[i] = apply_rmat(d, a, i, t_out, 1, 0);
         if (need_jac)
           for (int q = 0; q < np; ++q) dT[i * np + q] = apply_rmat(d, a, i, dt_out, np, q);
-      }
-    });
+      });
+    }
   }
   team.sync();
 }

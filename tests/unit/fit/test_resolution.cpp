@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -304,4 +305,34 @@ TEST_CASE("a per-arm velocity zero point moves that half's wavelengths and VRAD_
   REQUIRE(r_off.SUCCESS);
   CHECK(r_on.VRAD_R - r_off.VRAD_R == Approx(-30.0).margin(3.0));
   CHECK(std::fabs(r_on.VRAD_B - r_off.VRAD_B) < 5.0);
+}
+
+TEST_CASE("apply_rmat_rows equals apply_rmat_all pixel by pixel, bit for bit, for 1 to 8 columns",
+          "[resolution]") {
+  // The CPU teams apply the rows of a block of used pixels at once (independent accumulators);
+  // each pixel's sums must stay apply_rmat_all's. Used pixels with gaps (masked pixels), rows
+  // complete in the interior and cut at both ends of the full grid, a tail shorter than a block.
+  const int n = 97, nd = 11;
+  std::vector<float> rows(static_cast<size_t>(n) * nd);
+  for (size_t k = 0; k < rows.size(); ++k) rows[k] = static_cast<float>(std::sin(0.37 * k) + 1.1);
+  std::vector<int> full_idx;
+  for (int j = 0; j < n; ++j)
+    if (j % 13 != 7) full_idx.push_back(j);  // includes j < 5 and j > n - 6: cut rows
+  const int n_used = static_cast<int>(full_idx.size());
+  kern::FitData d;
+  d.n_full[0] = n;
+  d.ndiag[0] = nd;
+  d.rmat[0] = rows.data();
+  d.full_idx = full_idx.data();
+  for (int np = 1; np <= 8; ++np) {
+    std::vector<double> v(static_cast<size_t>(n) * np);
+    for (size_t k = 0; k < v.size(); ++k) v[k] = std::cos(0.11 * k) * (1.0 + 1e-3 * k);
+    std::vector<double> ref(static_cast<size_t>(n_used) * np), got(ref.size(), -1.0);
+    for (int i = 0; i < n_used; ++i) kern::apply_rmat_all(d, 0, i, v.data(), np, &ref[i * np]);
+    // From the second used pixel: blocks that do not start at 0
+    kern::apply_rmat_rows(d, 0, 0, 1, v.data(), np, got.data());
+    kern::apply_rmat_rows(d, 0, 1, n_used, v.data(), np, got.data());
+    CAPTURE(np);
+    CHECK(std::memcmp(ref.data(), got.data(), ref.size() * sizeof(double)) == 0);
+  }
 }
