@@ -138,18 +138,38 @@ VX_HD void pseudo_normalise_simd(const Team& team, const FitData& d, int deg, in
   }
 }
 
-// The chi^2 grid's template positions: every pixel's cubic stencil at velocity v_kms,
-// t0[i] (grid_stencil's first interior tap) and frac[i], computed once for all the grid's
-// templates (fixed_template_stencils). Only for arms without a resolution matrix.
+// The chi^2 grid's template positions at velocity v_kms, computed once for all the grid's
+// templates (fixed_template_stencils; the CPU teams): every used pixel's cubic stencil,
+// t0[i] (grid_stencil's first interior tap) and frac[i]; for an arm with a resolution matrix,
+// every point of its full grid instead, as the pair (frac, t0) at d.dTf[2 (full_off + jf)]
+// (dTf, 1 + L >= 2 doubles per full-grid point, is free until the LM's first evaluation).
 template <class Team>
 VX_HD void grid_stencils_at(const Team& team, const GridView& g, const FitData& d, double v_kms,
                             int* t0, double* frac) {
   const double lnd = ln_doppler(v_kms);
-  team.for_each(d.n_pix, [&](int i) { grid_stencil(g, d.lnlam[i], lnd, &t0[i], &frac[i]); });
+  for (int a = 0; a < d.n_arms; ++a) {
+    if (d.n_full[a] > 0) {
+      const double* ll = d.full_lnlam[a];
+      double* st = d.dTf + 2 * (size_t)d.full_off[a];
+      team.for_each(d.n_full[a], [&](int jf) {
+        int k;
+        double f;
+        grid_stencil(g, ll[jf], lnd, &k, &f);
+        st[2 * jf] = f;
+        st[2 * jf + 1] = k;
+      });
+    } else {
+      const int i0 = d.arm_start[a];
+      team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
+        grid_stencil(g, d.lnlam[i0 + ii], lnd, &t0[i0 + ii], &frac[i0 + ii]);
+      });
+    }
+  }
   team.sync();
 }
 
-// fixed_template_at_pixels from the stencils of grid_stencils_at (arms without a matrix).
+// fixed_template_at_pixels from the stencils of grid_stencils_at: the same values (an arm with
+// a matrix: its full grid's values, then its used pixels' rows, apply_rmat_rows).
 template <class Team>
 VX_HD void fixed_template_stencils(const Team& team, const GridView& g, const FitData& d,
                                    const float* const* tmpl, int j, const int* t0,
@@ -157,6 +177,22 @@ VX_HD void fixed_template_stencils(const Team& team, const GridView& g, const Fi
   for (int a = 0; a < d.n_arms; ++a) {
     const float* t = tmpl[a] + (size_t)j * g.n_tpix;
     const int i0 = d.arm_start[a];
+    if (d.n_full[a] > 0) {
+      const double* st = d.dTf + 2 * (size_t)d.full_off[a];
+      double* t_out = d.Tf + d.full_off[a];
+      team.for_each(d.n_full[a], [&](int jf) {
+        double wt[4], dwt[4];
+        cubic_weights(st[2 * jf], wt, dwt);
+        t_out[jf] = taps4(wt, t + (int)st[2 * jf + 1] - 1);
+      });
+      team.sync();
+      if constexpr (Team::kVec > 1)
+        apply_rmat_rows(d, a, i0, d.arm_start[a + 1], t_out, 1, T);
+      else
+        team.for_each(d.arm_start[a + 1] - i0,
+                      [&](int ii) { T[i0 + ii] = apply_rmat(d, a, i0 + ii, t_out, 1, 0); });
+      continue;
+    }
     team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
       const int i = i0 + ii, k = t0[i];
       double wt[4], dwt[4];

@@ -403,10 +403,9 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
   out->v_ccf = v_ccf;
 
   // ---- chi^2 grid: every coarse template at the CCF velocity, sorted (insertion) -------------
-  // The CPU computes the pixels' stencils once for all templates (sc.t0 and sc.frac are free
-  // after the CCF); arms with a resolution matrix evaluate on their full grid instead.
-  bool stencils = Team::kVec > 1;
-  for (int a = 0; a < d.n_arms; ++a) stencils = stencils && d.n_full[a] == 0;
+  // The CPU computes the stencils once for all templates (sc.t0 and sc.frac are free after the
+  // CCF; an arm with a resolution matrix keeps its full grid's in d.dTf, free until the LM).
+  const bool stencils = Team::kVec > 1;
   if (stencils) grid_stencils_at(team, g, d, v_ccf, sc.t0, sc.frac);
   for (int j = 0; j < n_ccf; ++j) {
     if (stencils)
