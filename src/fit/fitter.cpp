@@ -217,16 +217,21 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       size_t a = 0, b = 0, m = 0;  // window [a, b) of used pixels, m = b - a values in win
       for (size_t k = 0; k < idx.size(); ++k) {
         const size_t a1 = k >= kHalf ? k - kHalf : 0, b1 = std::min(idx.size(), k + kHalf + 1);
+        // Positions by counting (lower_bound: values below v; upper_bound: values not above v),
+        // without branches: a binary search's branches mispredict on noisy flux.
         for (; a < a1; ++a) {
-          float* p = std::lower_bound(win, win + m, arm.flux[idx[a]]);
-          std::copy(p + 1, win + m, p);
+          const float v = arm.flux[idx[a]];
+          size_t p = 0;
+          for (size_t q = 0; q < m; ++q) p += win[q] < v;
+          std::copy(win + p + 1, win + m, win + p);
           --m;
         }
         for (; b < b1; ++b) {
           const float v = arm.flux[idx[b]];
-          float* p = std::upper_bound(win, win + m, v);
-          std::copy_backward(p, win + m, win + m + 1);
-          *p = v;
+          size_t p = 0;
+          for (size_t q = 0; q < m; ++q) p += win[q] <= v;
+          std::copy_backward(win + p, win + m, win + m + 1);
+          win[p] = v;
           ++m;
         }
         const double F = std::fabs(win[m / 2]);
