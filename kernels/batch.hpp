@@ -99,7 +99,7 @@ struct BatchView {
   float* ivar = nullptr;                // [n_pix_total] in: ivar; out: ivar after clipping
   const int* full_idx = nullptr;        // [n_pix_total] index in the arm's full grid (-1: none)
   const double* full_lnlam = nullptr;   // [n_full_total]
-  const float* rmat = nullptr;          // [sum over arms of n_full * ndiag]
+  const float* rmat = nullptr;          // [sum over arms of n_full * ndiag], each diagonal-major
   PipelineResult* results = nullptr;    // [n_spec]
   // Per slot.
   int n_slots = 0;

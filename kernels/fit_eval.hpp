@@ -60,9 +60,12 @@ struct FitData {
   const float* basis[kMaxArms] = {};  // per arm: basis at the arm's resolution, [n_tpix][K+1]
   // Optional resolution-matrix forward model per arm (DESI): the model is evaluated on the arm's
   // full pixel grid (full_lnlam[a][n_full[a]]) and the used pixel i gets
-  //   model_i = sum_k rmat[a][j * ndiag + k] * model_full[j + k - ndiag/2],  j = full_idx[i].
+  //   model_i = sum_k rmat[a][k * n_full[a] + j] * model_full[j + k - ndiag/2],  j = full_idx[i].
   // rmat rows are the instrument's resolution-matrix rows with the template LSF folded in
-  // (src/fit/resolution.cpp). n_full[a] == 0: the arm has no matrix (Gaussian LSF in the basis).
+  // (src/fit/resolution.cpp), stored diagonal-major as the DESI files store the matrix ([ndiag]
+  // [n_full]): consecutive pixels' weights of one diagonal are adjacent (a GPU warp's lanes and
+  // the CPU's vector lanes read them together). n_full[a] == 0: the arm has no matrix (Gaussian
+  // LSF in the basis).
   int n_full[kMaxArms] = {};
   int ndiag[kMaxArms] = {};
   int full_off[kMaxArms] = {};  // offset of the arm in the full-grid scratch
@@ -125,11 +128,11 @@ VX_HD VX_INLINE FitData segment_view(const FitData& d, int s) {
 VX_HD VX_INLINE double apply_rmat(const FitData& d, int a, int i, const double* v, int stride,
                                   int c) {
   const int nd = d.ndiag[a], half = nd / 2, j = d.full_idx[i], n = d.n_full[a];
-  const float* row = d.rmat[a] + (size_t)j * nd;
+  const float* row = d.rmat[a] + j;  // weight k at row[k * n]
   double s = 0.0;
   for (int k = 0; k < nd; ++k) {
     const int jj = j + k - half;
-    if (jj >= 0 && jj < n) s += row[k] * v[(size_t)jj * stride + c];
+    if (jj >= 0 && jj < n) s += row[(size_t)k * n] * v[(size_t)jj * stride + c];
   }
   return s;
 }
@@ -140,12 +143,12 @@ VX_HD VX_INLINE double apply_rmat(const FitData& d, int a, int i, const double* 
 template <int NP>
 VX_HD VX_INLINE void apply_rmat_np(const FitData& d, int a, int i, const double* v, double* out) {
   const int nd = d.ndiag[a], half = nd / 2, j = d.full_idx[i], n = d.n_full[a];
-  const float* row = d.rmat[a] + (size_t)j * nd;
+  const float* row = d.rmat[a] + j;  // weight k at row[k * n]
   const int k_lo = half - j > 0 ? half - j : 0, k_hi = n - j + half < nd ? n - j + half : nd;
   double s[NP];
   for (int q = 0; q < NP; ++q) s[q] = 0.0;
   for (int k = k_lo; k < k_hi; ++k) {
-    const double r = row[k];
+    const double r = row[(size_t)k * n];
     const double* vk = v + (size_t)(j + k - half) * NP;
     for (int q = 0; q < NP; ++q) s[q] += r * vk[q];
   }
@@ -171,23 +174,34 @@ VX_HD VX_INLINE void apply_rmat_all(const FitData& d, int a, int i, const double
 template <int NP, int P>
 VX_HD VX_INLINE void apply_rmat_np_block(const FitData& d, int a, int i, const double* v,
                                          double* out) {
-  const int nd = d.ndiag[a], half = nd / 2;
-  const float* rows[P];
-  const double* vb[P];
-  for (int p = 0; p < P; ++p) {
-    const int j = d.full_idx[i + p];
-    rows[p] = d.rmat[a] + (size_t)j * nd;
-    vb[p] = v + (size_t)(j - half) * NP;
-  }
+  const int nd = d.ndiag[a], half = nd / 2, n = d.n_full[a], j0 = d.full_idx[i];
   double s[P][NP];
   for (int p = 0; p < P; ++p)
     for (int q = 0; q < NP; ++q) s[p][q] = 0.0;
-  for (int k = 0; k < nd; ++k)
-    for (int p = 0; p < P; ++p) {
-      const double r = rows[p][k];
-      const double* vk = vb[p] + (size_t)k * NP;
-      for (int q = 0; q < NP; ++q) s[p][q] += r * vk[q];
+  bool consecutive = true;
+  for (int p = 1; p < P; ++p) consecutive = consecutive && d.full_idx[i + p] == j0 + p;
+  // Adjacent pixels (the usual case) load each diagonal's weights and values together. Not for
+  // NP = 1: vectorised over the pixels there, the compiler fuses those sums' multiply-adds
+  // differently and the last bits change; the form below keeps apply_rmat_np's.
+  if (consecutive && NP > 1) {
+    for (int k = 0; k < nd; ++k) {
+      const float* rk = d.rmat[a] + (size_t)k * n + j0;
+      const double* vk = v + (size_t)(j0 + k - half) * NP;
+      for (int p = 0; p < P; ++p) {
+        const double r = rk[p];
+        const double* vp = vk + (size_t)p * NP;
+        for (int q = 0; q < NP; ++q) s[p][q] += r * vp[q];
+      }
     }
+  } else {
+    for (int k = 0; k < nd; ++k)
+      for (int p = 0; p < P; ++p) {
+        const int j = d.full_idx[i + p];
+        const double r = d.rmat[a][(size_t)k * n + j];
+        const double* vk = v + (size_t)(j + k - half) * NP;
+        for (int q = 0; q < NP; ++q) s[p][q] += r * vk[q];
+      }
+  }
   for (int p = 0; p < P; ++p)
     for (int q = 0; q < NP; ++q) out[(size_t)(i + p) * NP + q] = s[p][q];
 }

@@ -286,6 +286,8 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       std::vector<double> full(n_grid);
       const double d0 = std::log(arm.wave_vac_A[1] / arm.wave_vac_A[0]);
       const double d1 = std::log(arm.wave_vac_A[n - 1] / arm.wave_vac_A[n - 2]);
+      // Diagonal-major ([ndiag][n_grid], kern::FitData::rmat): weight k of grid pixel jj at
+      // k * n_grid + jj.
       std::vector<float> grid_rows(static_cast<size_t>(n_grid) * arm.ndiag, 0.0f);
       for (long jj = 0; jj < n_grid; ++jj) {
         const long j = jj + j_lo;
@@ -294,7 +296,8 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
                               : ln_wave[j]) -
                    zp_b;  // a matrix arm is never split: one zero point
         if (j >= 0 && j < nl)
-          std::copy_n(rows.begin() + j * arm.ndiag, arm.ndiag, grid_rows.begin() + jj * arm.ndiag);
+          for (int k = 0; k < arm.ndiag; ++k)
+            grid_rows[static_cast<size_t>(k) * n_grid + jj] = rows[j * arm.ndiag + k];
       }
       all.full_lnlam.push_back(std::move(full));
       all.rmat.push_back(std::move(grid_rows));

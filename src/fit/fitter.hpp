@@ -38,7 +38,7 @@ struct Packed {
   // Resolution-matrix arms (n_full[a] > 0): full-grid ln(lambda), folded rows, and for every used
   // pixel its index in its arm's full grid (-1 for Gaussian-LSF arms).
   std::vector<std::vector<double>> full_lnlam;  // per arm slot (empty: no matrix)
-  std::vector<std::vector<float>> rmat;         // per arm slot, [n_full][ndiag]
+  std::vector<std::vector<float>> rmat;         // per arm slot, [ndiag][n_full] (diagonal-major)
   std::vector<int> ndiag;                       // per arm slot
   std::vector<int> full_idx;                    // per used pixel
   // Velocity segments (kern::FitData::seg_*): one per arm, or the blue/red halves of a one-arm

@@ -33,10 +33,14 @@ double apply_to_ramp(const std::vector<float>& rows, int i, int n) {
   for (int j = 0; j < n; ++j) ramp[j] = j;
   std::vector<int> full_idx(n);
   for (int j = 0; j < n; ++j) full_idx[j] = j;
+  // The fold's rows ([n][11]) diagonal-major, as prepare_spectrum packs them (FitData::rmat).
+  std::vector<float> dia(rows.size());
+  for (int j = 0; j < n; ++j)
+    for (int k = 0; k < 11; ++k) dia[static_cast<size_t>(k) * n + j] = rows[j * 11 + k];
   kern::FitData d;
   d.n_full[0] = n;
   d.ndiag[0] = 11;
-  d.rmat[0] = rows.data();
+  d.rmat[0] = dia.data();
   d.full_idx = full_idx.data();
   return kern::apply_rmat(d, 0, i, ramp.data(), 1, 0);
 }
