@@ -73,7 +73,8 @@ struct FitData {
   const float* rmat[kMaxArms] = {};
   const int* full_idx = nullptr;  // [n_pix] index of each used pixel in its arm's grid
   double* Tf = nullptr;           // scratch [sum n_full] template on the full grids
-  double* dTf = nullptr;          // scratch [sum n_full][np]
+  double* dTf = nullptr;          // scratch [sum n_full][np]; the CPU's chi^2 grid keeps its
+                                  // (frac, t0) stencil pairs there until the LM (ccf.hpp)
   // Scratch [n_tpix][np] for the rotated model: the template (and its label derivatives) on the
   // grid rows an arm spans, computed once per evaluation. nullptr: per-pixel sums instead.
   double* Tg = nullptr;

@@ -18,7 +18,9 @@ namespace velox {
 // row is reported unusable.
 constexpr int kMaxResolutionDiagonals = 32;
 
-// Rows for the kernels' apply_rmat: out[i * ndiag + k] multiplies model[i + k - ndiag/2].
+// Rows of the matrix with the template LSF folded in: out[i * ndiag + k] multiplies
+// model[i + k - ndiag/2] (prepare_spectrum packs the used span diagonal-major for the kernels,
+// kern::FitData::rmat).
 // wave_A[n] vacuum wavelengths of the arm, res[ndiag * n] the file's matrix, template_fwhm_A the
 // templates' Gaussian FWHM (0 = infinitely sharp). row_ok[i] = 0 for rows that are all zero or not
 // finite (those pixels must not be fitted). The first and last ndiag/2 rows, which reach beyond

@@ -115,7 +115,9 @@ double fixed_flops(const FlopShape& s) {
   // cross_correlate: two weighted means (7), then per pixel and lag the linear interpolation
   // (3) and four weighted sums (10); n_ccf_use templates at the coarse lags, one at 7 fine lags.
   f += (s.n_ccf_use + 1) * 7.0 * n + (s.n_ccf_use * double(s.n_lags) + 7.0) * 13.0 * n;
-  // chi^2 grid: each coarse template interpolated (stencil + 7) and profiled (chi^2 only).
+  // chi^2 grid: each coarse template interpolated (stencil + 7) and profiled (chi^2 only). The
+  // CPU finds the stencils once for all templates (grid_stencils_at); the model counts the
+  // algorithm as the GPU runs it, a stencil per template.
   for (size_t a = 0; a < s.n_used.size(); ++a) {
     f += s.n_ccf * (s.n_points[a] * (kStencil + 7.0) + 2.0 * s.ndiag[a] * s.n_used[a] +
                     profile_arm(s, s.n_used[a], 1, false));

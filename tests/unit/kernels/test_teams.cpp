@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <random>
@@ -533,4 +534,45 @@ TEST_CASE("the CPU's register-accumulator emulator sums equal the lane team's, b
     }
     CHECK(cs[1] != 0.0);  // real coefficients, not an untouched buffer
   }
+}
+
+TEST_CASE(
+    "the chi^2 grid's precomputed stencils give fixed_template_at_pixels' values, bit for bit",
+    "[kernels][team][real]") {
+  // The CPU's chi^2 grid computes every stencil once for all coarse templates (grid_stencils_at:
+  // used pixels' of arms without a matrix, the full grid's of a matrix arm, kept in dTf) and
+  // fixed_template_stencils then interpolates each template: the values of
+  // fixed_template_at_pixels, which finds the stencil per template. Both teams' forms.
+  const auto& lib = thin30();
+  FitConfig cfg;  // resolution matrices on (the DESI default)
+  ArmModelCache cache(lib);
+  int n = 0, n_matrix = 0;
+  each_real_spectrum(
+      lib, cache, cfg,
+      [&](const PreparedSpectrum& p, const FitContext& ctx, const std::string& path, int64_t row) {
+        INFO(path << " row " << row);
+        const Packed& all = p.packed;
+        const int np = kern::n_fit_params(lib.n_label, 0), npix = static_cast<int>(all.flux.size());
+        std::vector<double> Tf(all.n_full_total()), dTf(all.n_full_total() * np);
+        const kern::FitData d = all.view(Tf.data(), dTf.data());
+        const float* tmpl[kern::kMaxArms] = {};
+        for (int a = 0; a < all.n_arms; ++a) {
+          tmpl[a] = all.models[a]->ccf_templates.data();
+          n_matrix += d.n_full[a] > 0;
+        }
+        std::vector<int> t0(npix);
+        std::vector<double> frac(npix), Ta(npix), Tb(npix);
+        for (const double v : {-212.7, 3.1, 96.4}) {
+          kern::grid_stencils_at(CpuTeam{}, lib.grid(), d, v, t0.data(), frac.data());
+          for (int j : {0, all.models[0]->n_ccf - 1}) {
+            kern::fixed_template_stencils(CpuTeam{}, lib.grid(), d, tmpl, j, t0.data(), frac.data(),
+                                          Ta.data());
+            kern::fixed_template_at_pixels(CpuTeam{}, lib.grid(), d, tmpl, j, v, Tb.data());
+            CHECK(std::memcmp(Ta.data(), Tb.data(), Ta.size() * sizeof(double)) == 0);
+          }
+        }
+        ++n;
+      });
+  CHECK(n >= 12);
+  CHECK(n_matrix >= 4);  // the DESI-layout spectra's matrix arms were among them
 }
