@@ -94,6 +94,29 @@ uint64_t product(const std::vector<uint64_t>& shape) {
   return n;
 }
 
+size_t checked_count(const File& f, const std::string& object, const std::vector<uint64_t>& shape,
+                     size_t elem_bytes) {
+  // Deflate, HDF5's usual filter, compresses by at most ~1030:1; velox's arrays and tables by far
+  // less. The floor keeps small files' ordinary reads clear of the bound.
+  constexpr uint64_t kMaxExpansion = 4096, kFloorBytes = uint64_t{64} << 20;
+  hsize_t file_bytes = 0;
+  if (H5Fget_filesize(f.id(), &file_bytes) < 0) file_bytes = 0;
+  const uint64_t limit = std::max<uint64_t>(kFloorBytes, kMaxExpansion * file_bytes);
+  uint64_t n = 1;
+  for (const uint64_t d : shape) {
+    if (d != 0 && n > limit / d) {
+      n = UINT64_MAX;
+      break;
+    }
+    n *= d;
+  }
+  if (n != 0 && (n == UINT64_MAX || n > limit / std::max<size_t>(elem_bytes, 1)))
+    fail(f.path(), object, "cannot read",
+         fmt::format("shape [{}] holds more than a {}-byte file can (damaged header?)",
+                     fmt::join(shape, ", "), static_cast<uint64_t>(file_bytes)));
+  return static_cast<size_t>(n);
+}
+
 std::vector<uint64_t> space_shape(hid_t space) {
   int nd = H5Sget_simple_extent_ndims(space);
   std::vector<hsize_t> dims(nd > 0 ? nd : 0);
@@ -263,7 +286,7 @@ std::vector<T> read_array(const File& f, const std::string& name, std::vector<ui
     fail(f.path(), name, "cannot read as numbers", "dataset type is " + type_name(type.get()));
   Handle space = own(H5Dget_space(ds.get()), f.path(), name, "cannot get shape");
   auto dims = space_shape(space.get());
-  std::vector<T> out(product(dims));
+  std::vector<T> out(checked_count(f, name, dims, sizeof(T)));
   if (!out.empty())
     check(H5Dread(ds.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), f.path(),
           name, "cannot read");
@@ -329,7 +352,8 @@ OpenAttr open_attr(const File& f, const std::string& obj, const std::string& att
                f.path(), label, "cannot open");
   a.type = own(H5Aget_type(a.attr.get()), f.path(), label, "cannot get type");
   a.space = own(H5Aget_space(a.attr.get()), f.path(), label, "cannot get shape");
-  a.n = static_cast<size_t>(H5Sget_simple_extent_npoints(a.space.get()));
+  const hssize_t points = H5Sget_simple_extent_npoints(a.space.get());
+  a.n = points > 0 ? checked_count(f, label, space_shape(a.space.get()), sizeof(double)) : 0;
   return a;
 }
 

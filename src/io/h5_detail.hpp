@@ -24,6 +24,13 @@ Handle fixed_string_type(size_t size);  // null-padded, ASCII (numpy 'S<size>')
 std::string type_name(hid_t type);      // "float64", "int32", "string[99]", "compound[23]", ...
 std::vector<uint64_t> space_shape(hid_t space);
 uint64_t product(const std::vector<uint64_t>& shape);
+// The element count of `shape` for reading `object` into memory at `elem_bytes` per element,
+// refused (IoError naming the object) where no file of f's size could hold it: more than
+// kMaxExpansion times the file's bytes (beyond a 64 MiB floor) or a count that overflows. A
+// damaged or forged header otherwise makes the reader allocate what it says (fuzzing: a shape of
+// 2^59 doubles in an 81 kB template library, which ASan reports as out of memory).
+size_t checked_count(const File& f, const std::string& object, const std::vector<uint64_t>& shape,
+                     size_t elem_bytes);
 
 // Create dataset `name` (replacing an existing one, creating parent groups) / open one.
 Handle create_dataset(const File& f, const std::string& name, hid_t type, hid_t space,

@@ -57,7 +57,7 @@ std::vector<std::string> File::read_strings(const std::string& name) const {
   if (H5Tget_class(type.get()) != H5T_STRING)
     fail(path_, name, "cannot read as strings", "dataset type is " + type_name(type.get()));
   Handle space = own(H5Dget_space(ds.get()), path_, name, "cannot get shape");
-  size_t n = product(space_shape(space.get()));
+  const size_t n = checked_count(*this, name, space_shape(space.get()), sizeof(std::string));
   hid_t id = ds.get();
   auto v = read_string_elements(type.get(), n, [id](hid_t mem, void* buf) {
     return H5Dread(id, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
@@ -141,6 +141,7 @@ std::vector<unsigned char> File::read_table(const std::string& name,
   auto dims = space_shape(space.get());
   if (dims.size() != 1) fail(path_, name, "cannot read table", "dataset is not 1-D");
   if (present.empty()) fail(path_, name, "cannot read table", "none of its columns is known");
+  checked_count(*this, name, dims, record_size);
   Handle type = compound_type(present, record_size);
   if (!type.valid()) fail(path_, name, "cannot read table", "bad member layout: " + hdf5_reason());
   std::vector<unsigned char> out(dims[0] * record_size);

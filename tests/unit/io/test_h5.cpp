@@ -1,4 +1,6 @@
 // The HDF5 wrapper: arrays, attributes, atomic output, errors.
+#include <hdf5.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -114,4 +116,41 @@ TEST_CASE("opening a non-HDF5 or missing file throws IoError naming the file", "
     CHECK_THAT(e.what(), Catch::Contains(path) && Catch::Contains("not an HDF5 file"));
   }
   CHECK_THROWS_WITH(h5::File::open_read(path + ".missing"), Catch::Contains(path + ".missing"));
+}
+
+TEST_CASE("a dataset or attribute shape no file of its size could hold is refused, not allocated",
+          "[io][h5]") {
+  // Fuzzing forged a template library whose array claimed 2^59 doubles in 81 kB: the reader
+  // allocated what the header said (ASan: out of memory). A chunked dataset that was never
+  // written stores no data, so a small file can declare any shape: the readers must refuse it
+  // with an IoError naming the dataset, before allocating.
+  const std::string path = test::tmp_dir("h5_shape") + "/huge.h5";
+  {
+    const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    REQUIRE(f >= 0);
+    const hsize_t dims[1] = {hsize_t{1} << 40}, chunk[1] = {1024};
+    const hid_t space = H5Screate_simple(1, dims, nullptr);
+    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, chunk);
+    const hid_t ds =
+        H5Dcreate2(f, "huge", H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    REQUIRE(ds >= 0);
+    const hid_t aspace = H5Screate(H5S_SCALAR);
+    const hid_t acpl = H5Pcreate(H5P_ATTRIBUTE_CREATE);
+    const hid_t attr = H5Acreate2(f, "small", H5T_NATIVE_DOUBLE, aspace, acpl, H5P_DEFAULT);
+    const double one = 1.0;
+    H5Awrite(attr, H5T_NATIVE_DOUBLE, &one);
+    H5Aclose(attr);
+    H5Pclose(acpl);
+    H5Sclose(aspace);
+    H5Dclose(ds);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Fclose(f);
+  }
+  const auto f = h5::File::open_read(path);
+  CHECK_THROWS_WITH(f.read_double("huge"), Catch::Contains(path) && Catch::Contains("huge") &&
+                                               Catch::Contains("holds more than"));
+  CHECK_THROWS_AS(f.read_float("huge"), IoError);
+  CHECK(f.attr_double("/", "small") == 1.0);  // a scalar attribute reads as before
 }
