@@ -138,6 +138,19 @@ VX_HD void pseudo_normalise_simd(const Team& team, const FitData& d, int deg, in
   }
 }
 
+// A matrix arm's used pixels from its full grid's values t_out: T[i] for i in arm a's pixels.
+// CPU teams: blocks of pixels (apply_rmat_rows); the GPU: one lane per pixel (apply_rmat).
+template <class Team>
+VX_HD void rows_to_pixels(const Team& team, const FitData& d, int a, const double* t_out,
+                          double* T) {
+  const int i0 = d.arm_start[a];
+  if constexpr (Team::kVec > 1)
+    apply_rmat_rows(d, a, i0, d.arm_start[a + 1], t_out, 1, T);
+  else
+    team.for_each(d.arm_start[a + 1] - i0,
+                  [&](int ii) { T[i0 + ii] = apply_rmat(d, a, i0 + ii, t_out, 1, 0); });
+}
+
 // The chi^2 grid's template positions at velocity v_kms, computed once for all the grid's
 // templates (fixed_template_stencils; the CPU teams): every used pixel's cubic stencil,
 // t0[i] (grid_stencil's first interior tap) and frac[i]; for an arm with a resolution matrix,
@@ -186,11 +199,7 @@ VX_HD void fixed_template_stencils(const Team& team, const GridView& g, const Fi
         t_out[jf] = taps4(wt, t + (int)st[2 * jf + 1] - 1);
       });
       team.sync();
-      if constexpr (Team::kVec > 1)
-        apply_rmat_rows(d, a, i0, d.arm_start[a + 1], t_out, 1, T);
-      else
-        team.for_each(d.arm_start[a + 1] - i0,
-                      [&](int ii) { T[i0 + ii] = apply_rmat(d, a, i0 + ii, t_out, 1, 0); });
+      rows_to_pixels(team, d, a, t_out, T);
       continue;
     }
     team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
@@ -338,11 +347,7 @@ VX_HD void fixed_template_at_pixels(const Team& team, const GridView& g, const F
     team.for_each(n_eval, [&](int jf) { t_out[jf] = value_at(t, ll[jf]); });
     if (!rm) continue;
     team.sync();
-    if constexpr (Team::kVec > 1)  // CPU teams: the same sums, blocks of pixels at once
-      apply_rmat_rows(d, a, i0, d.arm_start[a + 1], t_out, 1, T);
-    else
-      team.for_each(d.arm_start[a + 1] - i0,
-                    [&](int ii) { T[i0 + ii] = apply_rmat(d, a, i0 + ii, t_out, 1, 0); });
+    rows_to_pixels(team, d, a, t_out, T);
   }
   team.sync();
 }

@@ -137,11 +137,4 @@ VX_HD VX_INLINE double class_chi2(const ClassBasisView& t, const ClassData& d, d
   return ff - fit;
 }
 
-// The same with the polynomial sums computed here (one class at one z).
-VX_HD VX_INLINE double class_chi2(const ClassBasisView& t, const ClassData& d, double ln1pz) {
-  ClassPolySums ps;
-  class_poly_sums(d, &ps);
-  return class_chi2(t, d, ln1pz, ps);
-}
-
 }  // namespace velox::kern

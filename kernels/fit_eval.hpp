@@ -155,18 +155,6 @@ VX_HD VX_INLINE void apply_rmat_np(const FitData& d, int a, int i, const double*
   }
   for (int q = 0; q < NP; ++q) out[q] = s[q];
 }
-template <int NP = 1>
-VX_HD VX_INLINE void apply_rmat_all(const FitData& d, int a, int i, const double* v, int np,
-                                    double* out) {
-  // The component count at compile time, NP = 1 .. kMaxParams: the accumulators stay in registers.
-  if constexpr (NP < kMaxParams) {
-    if (np != NP) return apply_rmat_all<NP + 1>(d, a, i, v, np, out);
-  } else if (np != NP) {
-    for (int q = 0; q < np; ++q) out[q] = apply_rmat(d, a, i, v, np, q);
-    return;
-  }
-  apply_rmat_np<NP>(d, a, i, v, out);
-}
 
 // apply_rmat_np for P used pixels i .. i + P - 1 at once (out[(i + p) NP + q]), every row
 // complete (the full grid's padding makes the used pixels' rows complete): each pixel's sums are
@@ -207,16 +195,19 @@ VX_HD VX_INLINE void apply_rmat_np_block(const FitData& d, int a, int i, const d
     for (int q = 0; q < NP; ++q) out[(size_t)(i + p) * NP + q] = s[p][q];
 }
 
-// apply_rmat_all for the used pixels [i0, i1) of arm a into out[i][np] (the CPU teams' form):
-// blocks of pixels whose rows are complete go through apply_rmat_np_block, the others one at a
-// time. The same sums, bit for bit, as apply_rmat_all pixel by pixel.
+// The rows of the used pixels [i0, i1) of arm a applied to the np components of v (out[i][np];
+// the CPU teams' form): the component count at compile time (NP = 1 .. kMaxParams, the
+// accumulators in registers), blocks of pixels whose rows are complete through
+// apply_rmat_np_block, the others one at a time. The same sums, bit for bit, as apply_rmat
+// pixel by pixel and component by component.
 template <int NP = 1>
 VX_HD VX_INLINE void apply_rmat_rows(const FitData& d, int a, int i0, int i1, const double* v,
                                      int np, double* out) {
   if constexpr (NP < kMaxParams) {
     if (np != NP) return apply_rmat_rows<NP + 1>(d, a, i0, i1, v, np, out);
   } else if (np != NP) {
-    for (int i = i0; i < i1; ++i) apply_rmat_all(d, a, i, v, np, out + (size_t)i * np);
+    for (int i = i0; i < i1; ++i)
+      for (int q = 0; q < np; ++q) out[(size_t)i * np + q] = apply_rmat(d, a, i, v, np, q);
     return;
   }
   constexpr int P = NP == 1 ? 8 : 4;

@@ -311,11 +311,12 @@ TEST_CASE("a per-arm velocity zero point moves that half's wavelengths and VRAD_
   CHECK(std::fabs(r_on.VRAD_B - r_off.VRAD_B) < 5.0);
 }
 
-TEST_CASE("apply_rmat_rows equals apply_rmat_all pixel by pixel, bit for bit, for 1 to 8 columns",
+TEST_CASE("apply_rmat_rows equals apply_rmat pixel by pixel, bit for bit, for 1 to 8 columns",
           "[resolution]") {
   // The CPU teams apply the rows of a block of used pixels at once (independent accumulators);
-  // each pixel's sums must stay apply_rmat_all's. Used pixels with gaps (masked pixels), rows
-  // complete in the interior and cut at both ends of the full grid, a tail shorter than a block.
+  // each pixel's sums must stay apply_rmat's (the GPU lanes' form), component by component. Used
+  // pixels with gaps (masked pixels), rows complete in the interior and cut at both ends of the
+  // full grid, a tail shorter than a block.
   const int n = 97, nd = 11;
   std::vector<float> rows(static_cast<size_t>(n) * nd);
   for (size_t k = 0; k < rows.size(); ++k) rows[k] = static_cast<float>(std::sin(0.37 * k) + 1.1);
@@ -332,7 +333,8 @@ TEST_CASE("apply_rmat_rows equals apply_rmat_all pixel by pixel, bit for bit, fo
     std::vector<double> v(static_cast<size_t>(n) * np);
     for (size_t k = 0; k < v.size(); ++k) v[k] = std::cos(0.11 * k) * (1.0 + 1e-3 * k);
     std::vector<double> ref(static_cast<size_t>(n_used) * np), got(ref.size(), -1.0);
-    for (int i = 0; i < n_used; ++i) kern::apply_rmat_all(d, 0, i, v.data(), np, &ref[i * np]);
+    for (int i = 0; i < n_used; ++i)
+      for (int q = 0; q < np; ++q) ref[i * np + q] = kern::apply_rmat(d, 0, i, v.data(), np, q);
     // From the second used pixel: blocks that do not start at 0
     kern::apply_rmat_rows(d, 0, 0, 1, v.data(), np, got.data());
     kern::apply_rmat_rows(d, 0, 1, n_used, v.data(), np, got.data());
