@@ -316,7 +316,9 @@ TEST_CASE("apply_rmat_rows equals apply_rmat pixel by pixel, bit for bit, for 1 
   // The CPU teams apply the rows of a block of used pixels at once (independent accumulators);
   // each pixel's sums must stay apply_rmat's (the GPU lanes' form), component by component. Used
   // pixels with gaps (masked pixels), rows complete in the interior and cut at both ends of the
-  // full grid, a tail shorter than a block.
+  // full grid, a tail shorter than a block. This file is compiled for the baseline ISA (no FMA),
+  // so the order of the sums is checked bit for bit; the AVX2/AVX-512 kernels may fuse the
+  // one-column block's multiply-adds differently (last bits, kernels/fit_eval.hpp).
   const int n = 97, nd = 11;
   std::vector<float> rows(static_cast<size_t>(n) * nd);
   for (size_t k = 0; k < rows.size(); ++k) rows[k] = static_cast<float>(std::sin(0.37 * k) + 1.1);
