@@ -90,11 +90,14 @@ class Stream {
     if (n_read_tasks_ == 0) return true;
     const size_t per_input = std::max<size_t>(1, n_read_tasks_ / n_read_);
     const size_t waiting = tasks_.size() + unread_ * per_input;
-    // Idle readers may read ahead up to 4x the low mark, but not in batch mode: there a task is a
-    // spectrum of a GPU batch (DESI: about 0.5 MB of pixels each), and one batch queued keeps the
-    // device fed; reading further ahead only held memory (6 GB on 3840 DESI spectra).
-    return waiting < queued_low_ ||
-           (!batch_ && unread_ < static_cast<size_t>(readers_) && tasks_.size() < 4 * queued_low_);
+    // Idle readers may read ahead up to 4x the low mark, or the largest input's tasks so far
+    // where inputs are larger (the blocks of a DESI coadd: the next block is read while the one
+    // before is fitted, not after it; one thread reads 32 DESI fibres in the time it fits 10), but
+    // not in batch mode: there a task is a spectrum of a GPU batch (DESI: about 0.5 MB of pixels
+    // each), and one batch queued keeps the device fed; reading further ahead only held memory
+    // (6 GB on 3840 DESI spectra).
+    return waiting < queued_low_ || (!batch_ && unread_ < static_cast<size_t>(readers_) &&
+                                     tasks_.size() < std::max(4 * queued_low_, max_input_tasks_));
   }
 
   // The calling thread: pull inputs while there is room, emit finished ones in order.
@@ -148,6 +151,7 @@ class Stream {
       --unread_;
       ++n_read_;
       n_read_tasks_ += n;
+      max_input_tasks_ = std::max(max_input_tasks_, n);
       for (size_t t = 0; t < n; ++t) tasks_.push_back({slot, t});
       if (n || batch_) cv_work_.notify_all();
       cv_main_.notify_one();  // a finished item, or room to pull the next input
@@ -229,6 +233,7 @@ class Stream {
   std::deque<std::pair<Slot*, size_t>> tasks_;
   size_t unread_ = 0;  // pulled, not yet read
   size_t n_read_ = 0, n_read_tasks_ = 0;  // inputs read so far and their tasks
+  size_t max_input_tasks_ = 0;            // the most tasks of one input read so far
   bool inputs_done_ = false, closing_ = false;
   std::exception_ptr error_;
 };
