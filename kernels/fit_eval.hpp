@@ -784,7 +784,7 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
     double* t_out = rm ? d.Tf + d.full_off[a] : T + i0;
     double* dt_out = rm ? d.dTf + (size_t)d.full_off[a] * np : dT + (size_t)i0 * np;
     const float* B = d.basis[a];
-    if (M == 0) {
+    if (M == 0 && !(VOnly && host_convolved_rows(team, d))) {
       if constexpr (V == 1) {
         team.for_each(n_eval, [&](int j) { model_at_lane(B, ll[j], &t_out[j], &dt_out[j * np]); });
       } else if constexpr (host_simd<Team>()) {
@@ -798,10 +798,12 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
         dispatch_labels_jac(L, jm, pixels);  // L and the Jacobian mode at compile time
       }
     } else if (host_convolved_rows(team, d)) {
-      // The CPU's rotated model: grid rows, convolved rows, then 4 taps per pixel.
+      // The CPU's rotated model: grid rows, convolved rows, then 4 taps per pixel. Velocity-only
+      // evaluations (also unrotated) keep the convolved rows for the next one: only the Doppler
+      // shift changes between them.
       if constexpr (host_simd<Team>())
         team.rotated_pixels(g, d, a, w, B, K1, L, ll, n_eval, lnd, du_dv, jm, jac_vsini, np, t_out,
-                            dt_out);
+                            dt_out, VOnly);
     } else if (d.Tg) {
       // ... or once per grid row the arm spans, into d.Tg (each row serves the 2M + 4 stencils
       // that touch it: fewer products when pixels are closer than 2M + 4 rows).

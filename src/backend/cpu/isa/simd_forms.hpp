@@ -7,6 +7,8 @@
 // kernels/hd.hpp), and SimdTeam's members are local to an object that instantiates it on a local
 // type (fit_slot.cpp).
 #pragma once
+#include <cstring>
+
 #include "kernels/batch.hpp"
 
 #if !defined(VX_VECF) || !defined(VX_VEC8)
@@ -28,6 +30,20 @@ struct CpuFitExtras {
   // (CcfPhases, kernels/ccf.hpp; nullptr: the direct form).
   const float* ccf_ph[kMaxArms] = {};
   CcfPhases ccf_ph_geom;
+  // Velocity-only evaluations (labels and VSINI held: the VRAD_SKEW/KURT grid, the arms'
+  // velocities, fit_velocity_held) at one set of coefficients differ only in the Doppler shift:
+  // arm a's convolved rows are computed once, for the rows its pixels reach plus kVRowsPad each
+  // side, kept in column 1 + a of Tr (a velocity-only evaluation uses column 0 alone), and reused
+  // while the coefficients, the rotation kernel and the basis are the same
+  // (SimdTeam::rotated_pixels). Per spectrum (fit_slot.cpp makes these extras per fit).
+  struct VelocityRows {
+    const float* basis = nullptr;  // nullptr: nothing kept
+    int s0 = 0, s1 = -1, M = -1;   // convolved rows [s0, s1], rotation half-width
+    double c[kMaxComp];
+    double rot[2 * kMaxRotHalf + 1];
+  };
+  mutable VelocityRows vrows[kMaxArms];
+  int tr_cols = 0;  // columns of Tr (the batch's np; 0 without Tr)
 };
 
 namespace cpu {
@@ -51,7 +67,13 @@ VX_INLINE void cpu_fit_extras(const BatchView& b, int s, int slot, CpuFitExtras*
   }
   x->ccf_ph_geom = b.ccf_ph_geom;
   x->Tr = b.Tr && b.Tg && b.slot_grid > 0 ? b.Tr + (long long)slot * slot_counts(b).Tg : nullptr;
+  x->tr_cols = x->Tr ? (int)(slot_counts(b).Tg / b.slot_grid) : 0;
 }
+
+// Rows kept beyond a velocity-only evaluation's own (CpuFitExtras::VelocityRows): 64 template
+// rows, 960 km/s at dlnlam 5e-5, so that the other velocities of the VRAD_SKEW/KURT grid (+-6
+// sigma) and of an arm's Newton steps find them.
+constexpr int kVRowsPad = 64;
 
 // component_sums in FP32 for the CPU (host only: kVecF floats per vector operation, 16 with
 // AVX-512, twice the doubles' width, and the float basis is used as stored): the same sums, with
@@ -526,14 +548,47 @@ struct SimdTeam : SerialTeam {
   // The rotated template (M = w->rot_half taps each side) at arm a's points ll[0 .. n_eval), as
   // unrotated_pixels writes it (jac_vsini: the VSINI column too): grid rows, convolved rows,
   // then 4 taps per pixel (rotated_rows_cpu, rotated_pixel_cpu). Needs convolved_rows(d).
+  // vonly (a velocity-only evaluation, jm <= 1, jac_vsini false): the arm's convolved rows are
+  // kept for the next velocity-only evaluation at the same coefficients and rotation
+  // (CpuFitExtras::VelocityRows; M = 0 too, where the rows are the template's own).
   [[gnu::always_inline]] void rotated_pixels(const GridView& g, const FitData& d, int a,
                                              const EvalWork* w, const float* B, int K1, int L,
                                              const double* ll, int n_eval, double lnd, double du_dv,
                                              int jm, bool jac_vsini, int np, double* t_out,
-                                             double* dt_out) const {
+                                             double* dt_out, bool vonly = false) const {
     const int M = w->rot_half;
     int lo_t, hi_t, r0, r1;
     rotated_row_span(g, ll, n_eval, lnd, M, &lo_t, &hi_t, &r0, &r1);
+    const int ga = d.cpu_arm0 + a, S = g.n_tpix;
+    if (vonly && jm <= 1 && !jac_vsini && 1 + ga < d.cpu->tr_cols) {
+      CpuFitExtras::VelocityRows& vr = d.cpu->vrows[ga];
+      double* Trc = cpu_Tr(d) + (size_t)(1 + ga) * S;
+      const int s0 = lo_t - 1, s1 = hi_t + 2, nk = 2 * M + 1;
+      const bool kept = vr.basis == B && vr.M == M && vr.s0 <= s0 && vr.s1 >= s1 &&
+                        std::memcmp(vr.c, w->c, sizeof(double) * K1) == 0 &&
+                        std::memcmp(vr.rot, w->rot, sizeof(double) * nk) == 0;
+      if (!kept) {
+        const int p0 = s0 - kVRowsPad > 0 ? s0 - kVRowsPad : 0;
+        const int p1 = s1 + kVRowsPad < S - 1 ? s1 + kVRowsPad : S - 1;
+        const int q0 = p0 - M > 0 ? p0 - M : 0, q1 = p1 + M < S - 1 ? p1 + M : S - 1;
+        CoeffsF32 cw;
+        coeffs_f32(w->c, w->dc, K1, 0, &cw);
+        rotated_rows_cpu<0, 0>(g, w, B, cpu_basis_t(d, a), K1, cw, q0, q1, p0, p1, M, false, d.Tg,
+                               Trc);
+        vr.basis = B, vr.M = M, vr.s0 = p0, vr.s1 = p1;
+        std::memcpy(vr.c, w->c, sizeof(double) * K1);
+        std::memcpy(vr.rot, w->rot, sizeof(double) * nk);
+      }
+      if (jm == 1)
+        for (int j = 0; j < n_eval; ++j)
+          rotated_pixel_cpu<0, 1>(g, ll[j], lnd, du_dv, Trc, false, &t_out[j], &dt_out[j * np]);
+      else
+        for (int j = 0; j < n_eval; ++j)
+          rotated_pixel_cpu<0, 0>(g, ll[j], lnd, du_dv, Trc, false, &t_out[j], &dt_out[j * np]);
+      return;
+    }
+    // Any other evaluation writes Tr's columns and d.Tg: nothing kept stays valid.
+    for (auto& vr : d.cpu->vrows) vr.basis = nullptr;
     CoeffsF32 cw;
     coeffs_f32(w->c, w->dc, K1, jm == 2 ? L : 0, &cw);
     auto rows_pixels = [&](auto nlc, auto jmc) {
