@@ -431,6 +431,107 @@ TEST_CASE("the CPU's rotated model from convolved grid rows equals the per-pixel
   CHECK(worst_t > 0.0);  // the two paths did run (the same path would agree bitwise)
 }
 
+namespace {
+
+// A spectrum's evaluation state that lives across calls, as in one fit: FitData with or without
+// the CPU's rows (Tr, transposed basis, tr_cols), one EvalWork.
+struct VelocityRig {
+  std::vector<double> Tf, dTf, emu, Tg, Tr, T, dT;
+  std::vector<float> ivar;
+  kern::CpuFitExtras extras;
+  std::unique_ptr<kern::EvalWork> w = std::make_unique<kern::EvalWork>();
+  kern::FitData d;
+  kern::EmulatorView em;
+  VelocityRig(const PreparedSpectrum& p, const TemplateLibrary& lib, bool cpu_rows) {
+    const Packed& all = p.packed;
+    em = lib.view();
+    const int np = kern::n_fit_params(lib.n_label, 0);
+    Tf.resize(all.n_full_total());
+    dTf.resize(all.n_full_total() * np);
+    emu.resize(static_cast<size_t>(kern::emulator_scratch_size(em)));
+    ivar = all.ivar;
+    d = all.view(Tf.data(), dTf.data());
+    d.ivar = ivar.data();
+    Tg.resize(static_cast<size_t>(lib.n_tpix) * np);
+    d.Tg = Tg.data();
+    if (cpu_rows) {
+      Tr.resize(static_cast<size_t>(lib.n_tpix) * np);
+      extras.Tr = Tr.data();
+      extras.tr_cols = np;
+      for (int a = 0; a < all.n_arms; ++a) extras.basis_t[a] = all.models[a]->basis_t.data();
+      d.cpu = &extras;
+    }
+    w->emu = emu.data();
+    w->fit_vsini = 0;
+  }
+  // The labels (and VSINI) of theta for the velocity-only evaluations that follow.
+  void labels(const double* theta) {
+    kern::emulator_coeffs_into(CpuTeam{}, em, theta + 1, w.get());
+  }
+  // A velocity-only evaluation with its velocity column: chi^2, T and dT/dv.
+  double at(const TemplateLibrary& lib, int cont_deg, const double* theta) {
+    T.assign(d.n_pix, 0.0);
+    dT.assign(d.n_pix, 0.0);
+    if (!kern::evaluate<true>(CpuTeam{}, &em, lib.grid(), d, cont_deg, theta, true, w.get(),
+                              T.data(), dT.data()))
+      return NAN;
+    return w->chi2;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("velocity-only evaluations reuse the CPU's rows while the labels stay, and only then",
+          "[kernels][team][real]") {
+  // CpuFitExtras::VelocityRows: at one set of labels and VSINI the CPU computes the convolved rows
+  // once and each velocity-only evaluation interpolates them. Against the per-point stencils (no
+  // CPU rows): the same model to FP32 rounding (1e-6 of T's scale, 5e-5 of dT/dv's, as the rotated
+  // test above), at velocities 12 to 60 km/s apart, unrotated and rotated; the rows are computed
+  // once per set of labels (kept range unchanged between velocities), and new labels or a new
+  // VSINI are never served old rows (their models agree with the reference too).
+  const auto& lib = thin30();
+  FitConfig cfg;
+  ArmModelCache cache(lib);
+  int n = 0, n_kept = 0;
+  double worst_t = 0.0, worst_dt = 0.0;
+  each_real_spectrum(
+      lib, cache, cfg,
+      [&](const PreparedSpectrum& p, const FitContext& ctx, const std::string& path, int64_t row) {
+        INFO(path << " row " << row);
+        ++n;
+        VelocityRig rows(p, lib, true), ref(p, lib, false);
+        const int vs = kern::vsini_index(lib.n_label);
+        for (const double vsini : {0.0, 40.0}) {
+          for (const double teff : {3.76, 3.70}) {
+            double theta[kern::kMaxParams] = {12.0, teff, 4.3, -0.2};
+            theta[vs] = vsini;
+            rows.labels(theta);
+            ref.labels(theta);
+            int s0 = -1, s1 = -1;
+            for (const double v : {12.0, 24.0, -36.0, 60.0}) {
+              theta[0] = v;
+              const double ca = rows.at(lib, cfg.cont_deg, theta);
+              const double cb = ref.at(lib, cfg.cont_deg, theta);
+              REQUIRE(std::isfinite(ca));
+              CHECK(ca == Approx(cb).margin(0.05));
+              test::worst_rel_diff(rows.T, rows.dT, ref.T, ref.dT, 1, &worst_t, &worst_dt);
+              const auto& vr = rows.extras.vrows[0];
+              REQUIRE(vr.basis != nullptr);
+              if (s0 >= 0) n_kept += vr.s0 == s0 && vr.s1 == s1;
+              s0 = vr.s0, s1 = vr.s1;
+            }
+          }
+        }
+      });
+  INFO("worst relative T " << worst_t << ", dT/dv " << worst_dt << "; rows kept " << n_kept);
+  CHECK(n >= 12);
+  CHECK(worst_t < 1e-6);
+  CHECK(worst_dt < 5e-5);
+  CHECK(worst_t > 0.0);  // the two forms did run
+  // 3 of every 4 velocities find the rows kept (+-64 rows = 960 km/s cover these shifts).
+  CHECK(n_kept == 3 * 4 * n);
+}
+
 TEST_CASE("the CPU's CCF from de-interleaved templates and its Chebyshev pseudo-continuum",
           "[kernels][team][real]") {
   // cross_correlate with CpuFitExtras::ccf_ph (kern::CcfPhases, lag-step phases read 8 lags per
