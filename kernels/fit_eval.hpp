@@ -173,7 +173,7 @@ VX_HD VX_INLINE void apply_rmat_np_block(const FitData& d, int a, int i, const d
   // Adjacent pixels (the usual case) load each diagonal's weights and values together. For
   // NP = 1 the compiler then runs the P pixels' sums on SIMD lanes, with its own choice of fused
   // multiply-adds: the same products in the same order, but the last bits can differ from
-  // apply_rmat's (VRAD by 2e-13 km/s on the DESI-layout stars); 8% faster DESI fits (CHANGELOG).
+  // apply_rmat's (VRAD by 3.5e-13 km/s on the DESI-layout stars); 8% faster DESI fits (CHANGELOG).
   if (consecutive) {
     for (int k = 0; k < nd; ++k) {
       const float* rk = d.rmat[a] + (size_t)k * n + j0;

@@ -128,10 +128,10 @@ class FitEngine {
   struct InputFile;  // one input on its way through fit_stream (fit_stream.cpp)
   // Read and select one input (any thread); an unreadable one becomes a failed result.
   void read_input(InputFile& in);
-  // The fibres of `path` when it is a DESI coadd to read in blocks whose first holds first_block
-  // fibres (at most read_block_; an uncompressed .fits of more than first_block x 0.5 MB holding
-  // more than first_block fibres), else 0 (read whole). Opens only the headers.
-  size_t read_block_fibres(const std::string& path, size_t first_block) const;
+  // The fibres of `path` when it is a DESI coadd to read in blocks of read_block_ fibres (an
+  // uncompressed .fits of more than read_block_ x 0.5 MB holding more than read_block_ fibres),
+  // else 0 (read whole). Opens only the headers.
+  size_t read_block_fibres(const std::string& path) const;
   // Side outputs and `done` for one input, in input order (the calling thread).
   void report_input(InputFile& in, std::vector<CatalogRow>&& fitted,
                     const std::vector<FitDiagnostics>& diags,

@@ -117,17 +117,16 @@ void FitEngine::read_input(InputFile& in) {
   in.res.seconds = seconds_since(t0);
 }
 
-size_t FitEngine::read_block_fibres(const std::string& path, size_t first_block) const {
+size_t FitEngine::read_block_fibres(const std::string& path) const {
   if (read_block_ == 0 || epochs_) return 0;  // a star's exposures stay in one block
   std::error_code ec;
   const uintmax_t bytes = std::filesystem::file_size(path, ec);
   // About 0.5 MB per DESI fibre (three arms of ~2800 pixels: flux, ivar, mask, 11-diagonal
   // resolution). Compressed files are decompressed whole by CFITSIO anyway.
-  const size_t block = std::min(first_block, read_block_);
-  if (ec || bytes <= block * (uintmax_t{1} << 19) || !ends_with(path, ".fits")) return 0;
+  if (ec || bytes <= read_block_ * (uintmax_t{1} << 19) || !ends_with(path, ".fits")) return 0;
   try {
     const size_t n = count_desi_fibres(path, fmt_);
-    return n > block ? n : 0;
+    return n > read_block_ ? n : 0;
   } catch (const std::exception&) {
     return 0;  // the reader reports it
   }
@@ -188,12 +187,13 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
   size_t cur_index = 0, cur_part = 0, cur_count = 0;
   std::vector<size_t> cur_bounds;  // the current input's blocks: [bounds[p], bounds[p + 1])
   std::string cur_path;
-  // The stream's first input starts with small blocks (kRampFibres, doubling up to read_block_):
-  // nothing is fitting yet, so every worker waits for the first block's read, 21 ms for 32 DESI
-  // fibres on one thread against 2.6 ms for 4 (docs/performance.md). Each block is read while
-  // the one before it is fitted, which takes longer than the read from the second block on.
+  // When the stream's first input is read in blocks, its blocks start small (kRampFibres,
+  // doubling up to read_block_): nothing is fitting yet, so every worker waits for the first
+  // block's read, about 20 ms for 32 DESI fibres on one thread. Each block is read while the one
+  // before it is fitted, which takes longer than the read from the second block on. Not in batch
+  // mode, whose batches wait for thousands of spectra anyway.
   constexpr size_t kRampFibres = 4;
-  bool ramp = true;
+  bool ramp = !(gpu_ || cpu_batch_ > 0);
   s.make = [&made] {
     auto in = std::make_unique<InputFile>();
     made = in.get();
@@ -205,7 +205,7 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
       cur_index = index, cur_path = path, cur_part = 0;
       size_t block = ramp ? std::min(kRampFibres, read_block_) : read_block_;
       ramp = false;
-      cur_count = read_block_fibres(path, block);
+      cur_count = read_block_fibres(path);
       cur_bounds.assign(1, 0);
       while (cur_count && cur_bounds.back() < cur_count) {
         cur_bounds.push_back(std::min(cur_count, cur_bounds.back() + block));
@@ -269,6 +269,7 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
   // Reading (CFITSIO is built reentrant) and decompressing: one reader per 4 threads, 1 to 4.
   StreamLimits limits;
   limits.readers = std::clamp(threads_ / 4, 1, 4);
+  limits.read_ahead = read_block_;  // one block of a large DESI coadd
   if (gpu_ || cpu_batch_ > 0) {
     // Batches for the GPU (or, as a test of that path, the CPU): prepared on the pool, fitted by
     // the backend route() picks; each spectrum's time is its share of the batch's.

@@ -31,6 +31,7 @@ class Stream {
     // one before; every waiting spectrum is a read input's pixels (docs/gpu.md "Host memory").
     queued_low_ = l.queued_tasks ? l.queued_tasks : (batch_ ? 1 : 2) * unit;
     max_items_ = l.max_items ? l.max_items : (batch_ ? 4 : 8) * unit + readers_ + 2;
+    read_ahead_ = l.read_ahead;
   }
 
   void run() {
@@ -90,14 +91,16 @@ class Stream {
     if (n_read_tasks_ == 0) return true;
     const size_t per_input = std::max<size_t>(1, n_read_tasks_ / n_read_);
     const size_t waiting = tasks_.size() + unread_ * per_input;
-    // Idle readers may read ahead up to 4x the low mark, or the largest input's tasks so far
-    // where inputs are larger (the blocks of a DESI coadd: the next block is read while the one
-    // before is fitted, not after it; one thread reads 32 DESI fibres in the time it fits 10), but
-    // not in batch mode: there a task is a spectrum of a GPU batch (DESI: about 0.5 MB of pixels
-    // each), and one batch queued keeps the device fed; reading further ahead only held memory
-    // (6 GB on 3840 DESI spectra).
-    return waiting < queued_low_ || (!batch_ && unread_ < static_cast<size_t>(readers_) &&
-                                     tasks_.size() < std::max(4 * queued_low_, max_input_tasks_));
+    // Idle readers may read ahead up to 4x the low mark, or the largest input's tasks so far up
+    // to StreamLimits::read_ahead where inputs are larger (the blocks of a DESI coadd: the next
+    // block is read while the one before is fitted, not after it; one thread reads 32 DESI
+    // fibres in the time it fits 10; the cap keeps a whole large input from being read ahead),
+    // but not in batch mode: there a task is a spectrum of a GPU batch (DESI: about 0.5 MB of
+    // pixels each), and one batch queued keeps the device fed; reading further ahead only held
+    // memory (6 GB on 3840 DESI spectra).
+    const size_t ahead = std::max(4 * queued_low_, std::min(max_input_tasks_, read_ahead_));
+    return waiting < queued_low_ ||
+           (!batch_ && unread_ < static_cast<size_t>(readers_) && tasks_.size() < ahead);
   }
 
   // The calling thread: pull inputs while there is room, emit finished ones in order.
@@ -234,6 +237,7 @@ class Stream {
   size_t unread_ = 0;  // pulled, not yet read
   size_t n_read_ = 0, n_read_tasks_ = 0;  // inputs read so far and their tasks
   size_t max_input_tasks_ = 0;            // the most tasks of one input read so far
+  size_t read_ahead_ = 0;                 // StreamLimits::read_ahead
   bool inputs_done_ = false, closing_ = false;
   std::exception_ptr error_;
 };

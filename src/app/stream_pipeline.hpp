@@ -59,6 +59,8 @@ struct StreamLimits {
   size_t max_items = 0;      // inputs in flight at most (0: 8 per worker + readers + 2)
   size_t batch = 0;          // > 0: batch mode, tasks per batch (queued_tasks and max_items
                              // default to 1 and 4 batches)
+  size_t read_ahead = 0;     // idle readers also read ahead while fewer tasks wait than the
+                             // largest input so far held, up to this many (0: not)
 };
 
 // Run the stream to its end on `pool`'s threads (all of them work; the calling thread does not

@@ -33,14 +33,17 @@ struct Run {
   double wall_s = 0.0;
   std::vector<double> slept_s;  // every task's measured duration
   std::vector<size_t> emitted;  // indices in emission order
+  std::vector<size_t> started_at_read;  // per input: tasks started when its read began
 };
 
 // Streams `files` (task durations in ms per input) through `workers` sleeping workers; each
 // read sleeps read_ms.
 Run stream_sleeping(const std::vector<std::vector<double>>& files, int workers,
-                    double read_ms = 0.5) {
+                    double read_ms = 0.5, const StreamLimits& limits = {}) {
   ThreadPool pool(workers);
   Run run;
+  run.started_at_read.assign(files.size(), 0);
+  std::atomic<size_t> started{0};
   size_t next = 0;
   StreamStages s;
   s.make = [] { return std::make_unique<FakeInput>(); };
@@ -52,12 +55,14 @@ Run stream_sleeping(const std::vector<std::vector<double>>& files, int workers,
   };
   s.read = [&](StreamItem& item) -> size_t {
     auto& in = static_cast<FakeInput&>(item);
+    run.started_at_read[in.index] = started.load();
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(read_ms));  // reading
     in.task_ms = files[in.index];
     in.slept_s.assign(in.task_ms.size(), 0.0);
     return in.task_ms.size();
   };
-  s.run = [](StreamItem& item, size_t t, int) {
+  s.run = [&started](StreamItem& item, size_t t, int) {
+    ++started;
     auto& in = static_cast<FakeInput&>(item);
     const auto t0 = Clock::now();
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(in.task_ms[t]));
@@ -69,7 +74,7 @@ Run stream_sleeping(const std::vector<std::vector<double>>& files, int workers,
     run.slept_s.insert(run.slept_s.end(), in.slept_s.begin(), in.slept_s.end());
   };
   const auto t0 = Clock::now();
-  run_stream(pool, s);
+  run_stream(pool, s, limits);
   run.wall_s = since(t0);
   return run;
 }
@@ -106,18 +111,36 @@ TEST_CASE("16 workers with skewed spectrum times finish within 10% of the ideal 
 TEST_CASE("one worker fitting large inputs never waits for the next input's read", "[stream]") {
   // Blocks of 32 DESI fibres on one thread: a block's read takes as long as 10 of its fits
   // (measured: 21 ms against 7 ms a fit). Here 6 inputs of 32 tasks of 2 ms, each read 40 ms
-  // (20 tasks' time): the next input must be read while the current one is fitted. With a
-  // read-ahead of 4x the low mark only (8 tasks for one worker), every input after the first
+  // (20 tasks' time), with the read-ahead fit_stream gives (StreamLimits::read_ahead, one block
+  // of 32): the next input must be read while the current one is fitted. With a read-ahead of
+  // 4x the low mark only (8 tasks for one worker, read_ahead 0), every input after the first
   // waited about 24 ms for its read: 1.3x the ideal below.
   const std::vector<std::vector<double>> files(6, std::vector<double>(32, 2.0));
   const double read_ms = 40.0;
-  const Run run = stream_sleeping(files, 1, read_ms);
+  StreamLimits limits;
+  limits.read_ahead = 32;
+  const Run run = stream_sleeping(files, 1, read_ms, limits);
   REQUIRE(run.emitted.size() == files.size());
   const double work = std::accumulate(run.slept_s.begin(), run.slept_s.end(), 0.0);
   const double ideal = work + read_ms / 1e3;  // the first read cannot overlap anything
   INFO("wall " << run.wall_s << " s, ideal " << ideal << " s");
   // 10%: the first test's margin (late wake-ups of a loaded machine beyond the measured sleeps).
   CHECK(run.wall_s <= 1.10 * ideal);
+}
+
+TEST_CASE("read-ahead stops at StreamLimits::read_ahead: a large input is not read early",
+          "[stream]") {
+  // Inputs of 200 tasks (a DESI coadd read whole) with the read-ahead of one block of 32: the
+  // second input is read only once fewer than 32 of the first's tasks wait (at least 168 started;
+  // one more may be running). Uncapped (the largest input's 200 tasks), it was read as soon as
+  // the first task began, holding a second whole file in memory.
+  const std::vector<std::vector<double>> files(2, std::vector<double>(200, 0.2));
+  StreamLimits limits;
+  limits.read_ahead = 32;
+  const Run run = stream_sleeping(files, 1, 0.5, limits);
+  REQUIRE(run.emitted.size() == 2);
+  INFO("tasks started when the second input's read began: " << run.started_at_read[1]);
+  CHECK(run.started_at_read[1] >= 200 - 32);
 }
 
 TEST_CASE("the stream hands inputs back in order whatever their tasks take", "[stream]") {

@@ -468,6 +468,14 @@ struct VelocityRig {
   void labels(const double* theta) {
     kern::emulator_coeffs_into(CpuTeam{}, em, theta + 1, w.get());
   }
+  // A full evaluation with the Jacobian (it recomputes the coefficients and, rotated, writes
+  // every column of Tr).
+  bool full(const TemplateLibrary& lib, int cont_deg, const double* theta) {
+    const int np = kern::n_fit_params(lib.n_label, 0);
+    std::vector<double> Tj(d.n_pix), dTj(static_cast<size_t>(d.n_pix) * np);
+    return kern::evaluate(CpuTeam{}, &em, lib.grid(), d, cont_deg, theta, true, w.get(), Tj.data(),
+                          dTj.data());
+  }
   // A velocity-only evaluation with its velocity column: chi^2, T and dT/dv.
   double at(const TemplateLibrary& lib, int cont_deg, const double* theta) {
     T.assign(d.n_pix, 0.0);
@@ -487,8 +495,9 @@ TEST_CASE("velocity-only evaluations reuse the CPU's rows while the labels stay,
   // once and each velocity-only evaluation interpolates them. Against the per-point stencils (no
   // CPU rows): the same model to FP32 rounding (1e-6 of T's scale, 5e-5 of dT/dv's, as the rotated
   // test above), at velocities 12 to 60 km/s apart, unrotated and rotated; the rows are computed
-  // once per set of labels (kept range unchanged between velocities), and new labels or a new
-  // VSINI are never served old rows (their models agree with the reference too).
+  // once per set of labels (kept range unchanged between velocities), and new labels, a new VSINI
+  // of the same kernel width, or a full evaluation in between (which overwrites the scratch) are
+  // never served old rows (their models agree with the reference too).
   const auto& lib = thin30();
   FitConfig cfg;
   ArmModelCache cache(lib);
@@ -519,6 +528,16 @@ TEST_CASE("velocity-only evaluations reuse the CPU's rows while the labels stay,
               REQUIRE(vr.basis != nullptr);
               if (s0 >= 0) n_kept += vr.s0 == s0 && vr.s1 == s1;
               s0 = vr.s0, s1 = vr.s1;
+            }
+            // The same labels: a full evaluation in between, then (rotated, nothing in between)
+            // VSINI 44, the same kernel half-width as 40 (M = 3 template rows), other weights.
+            REQUIRE(rows.full(lib, cfg.cont_deg, theta) == ref.full(lib, cfg.cont_deg, theta));
+            for (const double vs2 : {vsini, vsini > 0 ? vsini + 4.0 : vsini}) {
+              theta[vs] = vs2;
+              const double ca = rows.at(lib, cfg.cont_deg, theta);
+              const double cb = ref.at(lib, cfg.cont_deg, theta);
+              CHECK(ca == Approx(cb).margin(0.05));
+              test::worst_rel_diff(rows.T, rows.dT, ref.T, ref.dT, 1, &worst_t, &worst_dt);
             }
           }
         }

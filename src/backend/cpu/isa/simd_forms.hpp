@@ -66,7 +66,11 @@ VX_INLINE void cpu_fit_extras(const BatchView& b, int s, int slot, CpuFitExtras*
     x->ccf_ph[a] = on && b.ccf_ph ? b.ccf_ph[bs.model[a]] : nullptr;
   }
   x->ccf_ph_geom = b.ccf_ph_geom;
-  x->Tr = b.Tr && b.Tg && b.slot_grid > 0 ? b.Tr + (long long)slot * slot_counts(b).Tg : nullptr;
+  // Only for a spectrum that fits VSINI (the slot's scratch may be there from an earlier one):
+  // which form a velocity-only evaluation takes must not depend on what the worker fitted before.
+  const bool vsini = bs.fit_vsini && b.cfg.fit_vsini;
+  x->Tr = vsini && b.Tr && b.Tg && b.slot_grid > 0 ? b.Tr + (long long)slot * slot_counts(b).Tg
+                                                   : nullptr;
   x->tr_cols = x->Tr ? (int)(slot_counts(b).Tg / b.slot_grid) : 0;
 }
 
