@@ -184,8 +184,10 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
   // make() and next() run in turn on the calling thread: next() fills in the item make() just
   // made, one block of a large DESI coadd at a time (FitOptions::read_block_fibres).
   InputFile* made = nullptr;
-  size_t cur_index = 0, cur_part = 0, cur_count = 0;
-  std::vector<size_t> cur_bounds;  // the current input's blocks: [bounds[p], bounds[p + 1])
+  size_t cur_index = 0, cur_part = 0;
+  // The current input's parts, fibres [bounds[p], bounds[p + 1]); read whole: {0, SIZE_MAX}
+  // (InputFile's own first and count).
+  std::vector<size_t> cur_bounds;
   std::string cur_path;
   // When the stream's first input is read in blocks, its blocks start small (kRampFibres,
   // doubling up to read_block_): nothing is fitting yet, so every worker waits for the first
@@ -205,23 +207,22 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
       cur_index = index, cur_path = path, cur_part = 0;
       size_t block = ramp ? std::min(kRampFibres, read_block_) : read_block_;
       ramp = false;
-      cur_count = read_block_fibres(path);
+      const size_t n_fibres = read_block_fibres(path);
       cur_bounds.assign(1, 0);
-      while (cur_count && cur_bounds.back() < cur_count) {
-        cur_bounds.push_back(std::min(cur_count, cur_bounds.back() + block));
+      while (n_fibres && cur_bounds.back() < n_fibres) {
+        cur_bounds.push_back(std::min(n_fibres, cur_bounds.back() + block));
         block = std::min(2 * block, read_block_);
       }
-      if (!cur_count) cur_bounds.push_back(SIZE_MAX);  // one part: the whole input
+      if (!n_fibres) cur_bounds.push_back(SIZE_MAX);  // one part: the whole input
       if (cur_bounds.size() > 2)
-        spdlog::debug("{}: {} fibres, read and fitted in {} blocks of up to {}", path, cur_count,
+        spdlog::debug("{}: {} fibres, read and fitted in {} blocks of up to {}", path, n_fibres,
                       cur_bounds.size() - 1, read_block_);
     }
     index = cur_index, path = cur_path;
     made->part = cur_part++;
     made->n_parts = cur_bounds.size() - 1;
-    if (cur_count)
-      made->first = cur_bounds[made->part],
-      made->count = cur_bounds[made->part + 1] - cur_bounds[made->part];
+    made->first = cur_bounds[made->part];
+    made->count = cur_bounds[made->part + 1] - cur_bounds[made->part];
     return true;
   };
   // The parts of one input are emitted in order; the last one reports the input. A failed input
