@@ -57,6 +57,27 @@ double TemplateLibrary::model_sigma_at_ln(double ln_lam) const {
   return at_nearest_pixel_ln(model_sigma, lnlam0, dlnlam, ln_lam);
 }
 
+void TemplateLibrary::model_sigma_at_ln(const double* ln_lam, const size_t* idx, size_t n,
+                                        double* out) const {
+  if (model_sigma.empty()) {
+    std::fill(out, out + n, 0.0);
+    return;
+  }
+  const long last = static_cast<long>(model_sigma.size()) - 1;
+  for (size_t k = 0; k < n; ++k) {
+    const double x = ln_lam[idx[k]];
+    // at_nearest_pixel_ln's lround(u), without a libm call: floor(u + 0.5) is lround(u) for
+    // u >= 0 (ties away from zero), and every u < 0.5 clamps to pixel 0 either way.
+    if (!(x > -INFINITY)) {  // model_sigma_at_ln's guard
+      out[k] = 0.0;
+      continue;
+    }
+    const double u = (x - lnlam0) / dlnlam + 0.5;
+    const long i = u >= 1.0 ? (u < static_cast<double>(last) ? static_cast<long>(u) : last) : 0;
+    out[k] = model_sigma[static_cast<size_t>(i)];
+  }
+}
+
 double TemplateLibrary::template_fwhm_A(double lam_A) const {
   if (!lsf_fwhm_A.empty() && n_tpix > 0) return at_nearest_pixel(lsf_fwhm_A, lnlam0, dlnlam, lam_A);
   if (std::isfinite(fwhm_A) && fwhm_A > 0) return fwhm_A;

@@ -43,7 +43,10 @@ ClassSpectrum rebin_for_classes(const std::vector<ArmView>& arms,
       bool in_band = false;
       for (const auto& b : mask_bands_A) in_band = in_band || (w >= b.first && w <= b.second);
       if (in_band) continue;
-      const long k = static_cast<long>(std::floor(ln_wave[j] / kClassBinDlnlam));
+      // floor() without a libm call (baseline x86-64 has no rounding instruction)
+      const double x = ln_wave[j] / kClassBinDlnlam;
+      long k = static_cast<long>(x);
+      k -= x < static_cast<double>(k);
       bin_of[j] = k;
       k_lo = std::min(k_lo, k);
       k_hi = std::max(k_hi, k);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "common/median.hpp"
@@ -163,28 +164,23 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       return true;
     };
     // Per pixel: 1 usable data, 2 usable data inside the fit range (the rows worth folding).
-    std::vector<char> use(n);
+    // Per-thread scratch, reused across spectra (no per-fibre allocations).
+    thread_local std::vector<char> use, want;
+    thread_local std::vector<size_t> idx;
+    use.resize(n);
     for (size_t j = 0; j < n; ++j)
       use[j] = data_ok(j) ? (in_fit_range(arm.wave_vac_A[j]) ? 2 : 1) : 0;
-    std::vector<float> rows;
-    std::vector<char> row_ok;
+    // With the matrix, only the rows of pixels the fit can use are folded (the others are never
+    // applied): their moments now, the rows themselves straight into the packed grid below.
+    thread_local ResolutionFold fold;
     if (use_rm) {
-      std::vector<double> fwhm_pp;  // a line spread varying with wavelength (joined libraries)
-      if (!lib.lsf_fwhm_A.empty()) {
-        fwhm_pp.resize(n);
-        for (size_t j = 0; j < n; ++j)
-          fwhm_pp[j] = std::isfinite(arm.wave_vac_A[j]) ? lib.template_fwhm_at_ln(ln_wave[j]) : 0.0;
-      }
-      // Only the rows of pixels the fit can use are folded (the others are never applied).
-      std::vector<char> want(n);
+      want.resize(n);
       for (size_t j = 0; j < n; ++j) want[j] = use[j] == 2;
-      fold_resolution_rows(arm.wave_vac_A, n, arm.resolution, arm.ndiag,
-                           std::isfinite(lib.fwhm_A) ? lib.fwhm_A : 0.0, &rows, &row_ok,
-                           fwhm_pp.empty() ? nullptr : fwhm_pp.data(), want.data());
+      fold.set(arm.resolution, n, arm.ndiag, want.data());
     }
-    std::vector<size_t> idx;
+    idx.clear();
     for (size_t j = 0; j < n; ++j)
-      if (use[j] == 2 && (!use_rm || row_ok[j])) idx.push_back(j);
+      if (use[j] == 2 && (!use_rm || fold.ok(j))) idx.push_back(j);
     if (static_cast<int>(idx.size()) < cfg.min_arm_pixels) {
       // Excluded: noted where the arm has any usable pixel (data, and with the matrix a usable
       // row), inside the fit range or not.
@@ -206,37 +202,84 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     const double hi = ln_wave[idx.back()];
     // The emulator's own variance (FitConfig::model_variance): (scale sigma_m F)^2 added to 1/ivar,
     // F the running median of the flux over +-15 used pixels.
-    std::vector<float> ivar_fit(idx.size());
+    thread_local std::vector<float> ivar_fit;
+    ivar_fit.resize(idx.size());
     for (size_t k = 0; k < idx.size(); ++k) ivar_fit[k] = arm.ivar[idx[k]];
     if (cfg.model_variance && !lib.model_sigma.empty() && cfg.model_variance_scale > 0) {
-      // The window [a, b) slides one pixel at a time: kept sorted by removing the pixel that
-      // leaves and inserting the one that enters (a per-pixel nth_element made preparation 7x
-      // slower on LAMOST).
+      // The window [a, b) slides one pixel at a time: kept sorted by replacing the pixel that
+      // leaves with the one that enters (a per-pixel nth_element made preparation 7x slower on
+      // LAMOST). 32 slots, those past the window's m values +inf, so that each position is a
+      // count over all 32 (vectorised, without branches: a binary search's branches mispredict
+      // on noisy flux). The flux is finite (data_ok).
       constexpr size_t kHalf = 15;
-      float win[2 * kHalf + 1];
-      size_t a = 0, b = 0, m = 0;  // window [a, b) of used pixels, m = b - a values in win
+      constexpr int kSlots = 32;
+      static_assert(2 * kHalf + 1 < kSlots, "the window and one +inf slot");
+      alignas(64) float win[kSlots];
+      std::fill(win, win + kSlots, INFINITY);
+      // Counts on 4-float vectors (GCC/Clang vector extensions: SSE2 on any x86-64, NEON on
+      // arm64): a comparison gives -1 per true lane.
+      typedef float F4 __attribute__((vector_size(16)));
+      typedef int I4 __attribute__((vector_size(16)));
+      auto below = [&](float v) {  // values below v: v's index when it is in the window
+        const F4 vv = {v, v, v, v};
+        I4 acc = {0, 0, 0, 0};
+        for (int q = 0; q < kSlots; q += 4) {
+          F4 w4;
+          std::memcpy(&w4, win + q, sizeof w4);
+          acc += w4 < vv;
+        }
+        return -(acc[0] + acc[1] + acc[2] + acc[3]);
+      };
+      auto not_above = [&](float v) {  // values not above v: where v is inserted
+        const F4 vv = {v, v, v, v};
+        I4 acc = {0, 0, 0, 0};
+        for (int q = 0; q < kSlots; q += 4) {
+          F4 w4;
+          std::memcpy(&w4, win + q, sizeof w4);
+          acc += w4 <= vv;
+        }
+        return -(acc[0] + acc[1] + acc[2] + acc[3]);
+      };
+      thread_local std::vector<float> fl;
+      thread_local std::vector<double> msig;  // the emulator's sigma at each used pixel
+      fl.resize(idx.size());
+      msig.resize(idx.size());
+      for (size_t k = 0; k < idx.size(); ++k) fl[k] = arm.flux[idx[k]];
+      lib.model_sigma_at_ln(ln_wave, idx.data(), idx.size(), msig.data());
+      size_t a = 0, b = 0;  // window [a, b) of used pixels, m = b - a values in win
+      int m = 0;
       for (size_t k = 0; k < idx.size(); ++k) {
         const size_t a1 = k >= kHalf ? k - kHalf : 0, b1 = std::min(idx.size(), k + kHalf + 1);
-        // Positions by counting (lower_bound: values below v; upper_bound: values not above v),
-        // without branches: a binary search's branches mispredict on noisy flux.
+        if (a < a1 && b < b1) {  // one leaves, one enters: one shift between their positions
+          const float vo = fl[a++], vi = fl[b++];
+          const int p = below(vo);
+          if (vi >= vo) {
+            const int r = not_above(vi);  // counts vo itself: r > p
+            for (int q = p; q < r - 1; ++q) win[q] = win[q + 1];
+            win[r - 1] = vi;
+          } else {
+            const int l = not_above(vi);  // vo > vi is not counted: l <= p
+            for (int q = p; q > l; --q) win[q] = win[q - 1];
+            win[l] = vi;
+          }
+        }
         for (; a < a1; ++a) {
-          const float v = arm.flux[idx[a]];
-          size_t p = 0;
-          for (size_t q = 0; q < m; ++q) p += win[q] < v;
-          std::copy(win + p + 1, win + m, win + p);
-          --m;
+          const int p = below(fl[a]);
+          for (int q = p; q < m - 1; ++q) win[q] = win[q + 1];
+          win[--m] = INFINITY;
         }
         for (; b < b1; ++b) {
-          const float v = arm.flux[idx[b]];
-          size_t p = 0;
-          for (size_t q = 0; q < m; ++q) p += win[q] <= v;
-          std::copy_backward(win + p, win + m, win + m + 1);
+          const float v = fl[b];
+          const int p = not_above(v);
+          for (int q = m; q > p; --q) win[q] = win[q - 1];
           win[p] = v;
           ++m;
         }
         const double F = std::fabs(win[m / 2]);
-        const double sm = cfg.model_variance_scale * lib.model_sigma_at_ln(ln_wave[idx[k]]) * F;
-        ivar_fit[k] = static_cast<float>(1.0 / (1.0 / arm.ivar[idx[k]] + sm * sm));
+        const double sm = cfg.model_variance_scale * msig[k] * F;
+        // 1 / (1/ivar + sm^2) with one division
+        const double iv = arm.ivar[idx[k]];
+        ivar_fit[k] = static_cast<float>(iv / (1.0 + iv * sm * sm));
       }
     }
     // Per-arm velocity zero point (FitConfig::arm_zero_point_kms): ln lambda - ln(1 + zp/c) for
@@ -253,23 +296,24 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     const double split_A = split_arm ? split_fmt->second : INFINITY;
     // Exact capacity, one arm at a time: grown by push_back, these vectors held up to twice
     // their size while a batch of prepared spectra waits for the GPU.
-    const size_t n_all = all.lnlam.size() + idx.size();
-    for (auto* v : {&all.lnlam, &all.xleg, &all.wave}) v->reserve(n_all);
-    for (auto* v : {&all.flux, &all.ivar}) v->reserve(n_all);
-    for (auto* v : {&all.arm, &all.full_idx, &all.input_pixel}) v->reserve(n_all);
+    const size_t n0 = all.lnlam.size(), n_all = n0 + idx.size();
+    for (auto* v : {&all.lnlam, &all.xleg, &all.wave}) v->reserve(n_all), v->resize(n_all);
+    for (auto* v : {&all.flux, &all.ivar}) v->reserve(n_all), v->resize(n_all);
+    for (auto* v : {&all.arm, &all.full_idx, &all.input_pixel}) v->reserve(n_all), v->resize(n_all);
+    // The pixel's index in the model's full grid (below), which starts ndiag/2 pixels before
+    // the first used pixel.
+    const long full_off = use_rm ? arm.ndiag / 2 - static_cast<long>(idx.front()) : 0;
     for (size_t k = 0; k < idx.size(); ++k) {
-      const size_t j = idx[k];
+      const size_t j = idx[k], o = n0 + k;
       const double ll = ln_wave[j];
-      all.lnlam.push_back(ll - (arm.wave_vac_A[j] < split_A ? zp_b : zp_r));
-      all.xleg.push_back(hi > lo ? 2.0 * (ll - lo) / (hi - lo) - 1.0 : 0.0);
-      all.wave.push_back(arm.wave_vac_A[j]);
-      all.flux.push_back(arm.flux[j]);
-      all.ivar.push_back(ivar_fit[k]);
-      all.arm.push_back(all.n_arms);
-      // The pixel's index in the model's full grid (below), which starts ndiag/2 pixels before
-      // the first used pixel.
-      all.full_idx.push_back(use_rm ? static_cast<int>(j - idx.front()) + arm.ndiag / 2 : -1);
-      all.input_pixel.push_back(static_cast<int>(j));
+      all.lnlam[o] = ll - (arm.wave_vac_A[j] < split_A ? zp_b : zp_r);
+      all.xleg[o] = hi > lo ? 2.0 * (ll - lo) / (hi - lo) - 1.0 : 0.0;
+      all.wave[o] = arm.wave_vac_A[j];
+      all.flux[o] = arm.flux[j];
+      all.ivar[o] = ivar_fit[k];
+      all.arm[o] = all.n_arms;
+      all.full_idx[o] = use_rm ? static_cast<int>(static_cast<long>(j) + full_off) : -1;
+      all.input_pixel[o] = static_cast<int>(j);
     }
     if (use_rm) {
       // The model's full grid spans the used pixels plus ndiag/2 pixels beyond each end (the
@@ -295,10 +339,20 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
                     : j >= nl ? ln_wave[n - 1] + (j - nl + 1) * d1
                               : ln_wave[j]) -
                    zp_b;  // a matrix arm is never split: one zero point
-        if (j >= 0 && j < nl)
-          for (int k = 0; k < arm.ndiag; ++k)
-            grid_rows[static_cast<size_t>(k) * n_grid + jj] = rows[j * arm.ndiag + k];
       }
+      // The used pixels' rows with the template LSF folded in (fit/resolution.hpp); the rows of
+      // other pixels stay zero (never read). A line spread varying with wavelength (joined
+      // libraries) is taken at each pixel.
+      const double fwhm_fixed = std::isfinite(lib.fwhm_A) ? lib.fwhm_A : 0.0;
+      thread_local std::vector<double> fwhm_pp;
+      if (!lib.lsf_fwhm_A.empty()) {
+        fwhm_pp.resize(idx.size());
+        for (size_t k = 0; k < idx.size(); ++k)
+          fwhm_pp[k] = lib.template_fwhm_at_ln(ln_wave[idx[k]]);
+      }
+      fold.write_rows(idx.data(), idx.size(), arm.wave_vac_A,
+                      lib.lsf_fwhm_A.empty() ? nullptr : fwhm_pp.data(), fwhm_fixed,
+                      grid_rows.data(), 1, n_grid, j_lo);
       all.full_lnlam.push_back(std::move(full));
       all.rmat.push_back(std::move(grid_rows));
       all.ndiag.push_back(arm.ndiag);
@@ -341,7 +395,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
   {
     std::vector<double> sn(all.flux.size());
     for (size_t i = 0; i < sn.size(); ++i) sn[i] = all.flux[i] * std::sqrt(all.ivar[i]);
-    row.SN = median_upper(sn);
+    row.SN = median_upper(std::move(sn));
   }
   // Rebinned for the classification only when the spectrum will be fitted.
   if (cfg.classify && !lib.classes.empty())

@@ -9,6 +9,7 @@
 // the centroid) are lost. rvspecfit instead convolves high-resolution templates with the full
 // matrix (docs/desi.md compares the two).
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <vector>
 
@@ -34,6 +35,37 @@ void fold_resolution_rows(const double* wave_A, size_t n, const float* res, int 
                           double template_fwhm_A, std::vector<float>* out,
                           std::vector<char>* row_ok, const double* template_fwhm_pp = nullptr,
                           const char* want = nullptr);
+// The same fold in two phases, for prepare_spectrum: the rows' moments and usability first (set),
+// then each wanted row written straight to where the caller keeps it (write_row: the kernels'
+// diagonal-major grid), with no per-arm buffers (one instance per thread is reused).
+class ResolutionFold {
+ public:
+  // Moments of the rows of res[ndiag * n] from the first to the last row with want[i] != 0 (all
+  // rows when want is null), and the complete rows the edge rows borrow. ndiag <= 0 or above
+  // kMaxResolutionDiagonals: no row is usable.
+  void set(const float* res, size_t n, int ndiag, const char* want);
+  // Whether row i is usable (finite, sum above 1e-6); false outside the rows set() read.
+  bool ok(size_t i) const {
+    const long k = static_cast<long>(i);
+    return k >= lo_ && k < hi_ && usable(k);
+  }
+  // The usable rows rows[0 .. count-1] folded with a template Gaussian of FWHM fwhm_pp[r] [A]
+  // for rows[r] (fwhm_pp null: fwhm_fixed for all; 0: sharp templates). Row i's weight of
+  // model[i + k - ndiag/2] (k = 0 .. ndiag-1) goes to out[(i - offset) * row_step + k * k_step]:
+  // row-major [n][ndiag] with (ndiag, 1, 0), the kernels' diagonal-major grid with (1, n_grid,
+  // the grid's first pixel). Other entries are not written.
+  void write_rows(const size_t* rows, size_t count, const double* wave_A, const double* fwhm_pp,
+                  double fwhm_fixed, float* out, ptrdiff_t row_step, ptrdiff_t k_step,
+                  long offset) const;
+
+ private:
+  bool usable(long i) const { return std::isfinite(m0_[i]) && m0_[i] > 1e-6; }
+  std::vector<double> mom_;
+  const double *m0_ = nullptr, *m1_ = nullptr, *m2_ = nullptr;
+  long n_ = 0, lo_ = 0, hi_ = 0;
+  int ndiag_ = 0, half_ = 0;
+};
+
 // Whether any row i with candidates[i] != 0 is usable (the row_ok test of fold_resolution_rows),
 // reading rows only until the first usable one. res[ndiag * n] as above.
 bool any_resolution_row_ok(const float* res, size_t n, int ndiag, const char* candidates);

@@ -278,6 +278,121 @@ TEST_CASE("folded rows of real DESI matrices equal the direct Gaussian of their 
   CHECK(worst < 1e-6);
 }
 
+TEST_CASE(
+    "the two-phase fold writes each row alone or in batches, row- or diagonal-major, bit "
+    "for bit",
+    "[resolution]") {
+  // ResolutionFold::write_rows steps the centroid iteration of 8 rows together: a row's floats
+  // must not depend on its batch-mates (written one row per call: the same bits), nor on the
+  // layout (prepare_spectrum writes diagonal-major into its grid, the row-major fold
+  // fold_resolution_rows). A template FWHM rising 0.5 -> 6 A along the arm gives both Gaussian
+  // and sub-pixel (linear) rows, and every third pixel between n/8 and 7n/8 (not a multiple of
+  // 8) crosses batch boundaries at every offset.
+  const auto file = read_spectra(test::data("spectra/desi_lamost/coadd-lamost-dr8.fits"));
+  REQUIRE(!file.spectra.empty());
+  const auto& arm = file.spectra[0].arms.at(0);
+  REQUIRE(arm.ndiag > 0);
+  const long n = static_cast<long>(arm.size());
+  const int nd = arm.ndiag;
+  std::vector<char> want(n, 0);
+  for (long i = n / 8; i < 7 * n / 8; i += 3) want[i] = 1;
+  want[7 * n / 8 + 1] = 1;  // the count is then not a multiple of 8 (required below)
+  ResolutionFold fold;
+  fold.set(arm.resolution.data(), n, nd, want.data());
+  std::vector<size_t> rows;
+  std::vector<double> fwhm;
+  for (long i = 0; i < n; ++i)
+    if (want[i] && fold.ok(i)) {
+      rows.push_back(i);
+      fwhm.push_back(0.5 + 5.5 * static_cast<double>(i) / n);
+    }
+  REQUIRE(rows.size() > 500);
+  REQUIRE(rows.size() % 8 != 0);
+  const long j_lo = static_cast<long>(rows.front()) - 3;  // a grid starting before the first row
+  const long n_grid = static_cast<long>(rows.back()) - j_lo + 5;
+  std::vector<float> dia(static_cast<size_t>(n_grid) * nd, 0.0f), one(n * nd, 0.0f);
+  fold.write_rows(rows.data(), rows.size(), arm.wave_vac_A.data(), fwhm.data(), 0.0, dia.data(), 1,
+                  n_grid, j_lo);
+  for (size_t r = 0; r < rows.size(); ++r)
+    fold.write_rows(&rows[r], 1, arm.wave_vac_A.data(), &fwhm[r], 0.0, one.data(), nd, 1, 0);
+  // The old entry point (row-major, per-pixel FWHM, the same wanted rows).
+  std::vector<double> fwhm_pp(n, 0.0);
+  for (size_t r = 0; r < rows.size(); ++r) fwhm_pp[rows[r]] = fwhm[r];
+  std::vector<float> major;
+  std::vector<char> ok;
+  fold_resolution_rows(arm.wave_vac_A.data(), n, arm.resolution.data(), nd, 0.0, &major, &ok,
+                       fwhm_pp.data(), want.data());
+  size_t n_gauss = 0, n_linear = 0, n_diff = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const size_t i = rows[r];
+    int nonzero = 0;
+    for (int k = 0; k < nd; ++k) {
+      const float a = dia[static_cast<size_t>(k) * n_grid + (i - j_lo)];
+      n_diff += std::memcmp(&a, &one[i * nd + k], sizeof a) != 0;
+      n_diff += std::memcmp(&a, &major[i * nd + k], sizeof a) != 0;
+      nonzero += a != 0.0f;
+    }
+    (nonzero > 2 ? n_gauss : n_linear) += 1;
+  }
+  INFO(n_gauss << " Gaussian rows, " << n_linear << " linear rows");
+  CHECK(n_diff == 0);
+  CHECK(n_gauss > 100);
+  CHECK(n_linear > 100);
+  // Nothing is written outside the listed rows' entries.
+  size_t n_written = 0;
+  for (const float v : dia) n_written += v != 0.0f;
+  size_t n_expected = 0;
+  for (const size_t i : rows)
+    for (int k = 0; k < nd; ++k) n_expected += one[i * nd + k] != 0.0f;
+  CHECK(n_written == n_expected);
+}
+
+TEST_CASE("the model variance uses the running median of the flux over +-15 used pixels",
+          "[resolution][fit]") {
+  // prepare_spectrum keeps the window sorted by replacing the pixel that leaves with the one that
+  // enters. Oracle: a sorted copy of each window (element m/2, the upper median) and
+  // 1/(1/ivar + (sigma_m F)^2). Tolerance 1e-6 relative: the fit's form divides once (ivar /
+  // (1 + ivar s^2)), and both end as floats (6e-8). Real LAMOST spectra: noisy flux, so the
+  // window's order changes at every step, and masked pixels leave gaps in the used pixels.
+  const auto& lib = test::thin_library();
+  REQUIRE(!lib.model_sigma.empty());
+  ArmModelCache cache(lib);
+  FitConfig cfg;
+  REQUIRE(cfg.model_variance);
+  const FitContext ctx{lib, cache, cfg, "lamost-dr8"};
+  size_t n_pix = 0, n_lowered = 0;
+  double worst = 0;
+  for (const char* name :
+       {"spec-55859-F5902_sp03-232.fits.gz", "spec-55859-F5902_sp05-234.fits.gz"}) {
+    const auto file = read_spectra(test::data(std::string("spectra/lamost_dr8/fits/") + name));
+    REQUIRE(!file.spectra.empty());
+    const Spectrum& spec = file.spectra[0];
+    const PreparedSpectrum p = prepare_spectrum(spec, ctx);
+    REQUIRE(p.ready);
+    const Packed& all = p.packed;
+    for (int a = 0; a < all.n_arms; ++a) {
+      const ArmView arm = spec.arms.at(all.input_arm[a]).view();
+      const long i0 = all.arm_start[a], i1 = all.arm_start[a + 1];
+      for (long i = i0; i < i1; ++i) {
+        std::vector<float> win(all.flux.begin() + std::max(i0, i - 15),
+                               all.flux.begin() + std::min(i1, i + 16));
+        std::sort(win.begin(), win.end());
+        const double F = std::fabs(win[win.size() / 2]);
+        const double sm = cfg.model_variance_scale * lib.model_sigma_at(all.wave[i]) * F;
+        const double iv = arm.ivar[all.input_pixel[i]];
+        const double want = 1.0 / (1.0 / iv + sm * sm);
+        worst = std::max(worst, std::fabs(all.ivar[i] - want) / want);
+        ++n_pix;
+        n_lowered += want < 0.99 * iv;
+      }
+    }
+  }
+  INFO(n_pix << " pixels, " << n_lowered << " with ivar lowered by more than 1%");
+  REQUIRE(n_pix > 5000);
+  REQUIRE(n_lowered > 100);  // the model variance must matter on these spectra
+  CHECK(worst < 1e-6);
+}
+
 TEST_CASE("a per-arm velocity zero point moves that half's wavelengths and VRAD_R, not VRAD_B",
           "[fit][realdata]") {
   // A real LAMOST DR8 star (one arm, split at 5800 A): with fit.arm_zero_point_kms R = 30 km/s
