@@ -12,10 +12,15 @@ namespace velox {
 
 namespace {
 
+enum PreState : unsigned char { kQueued, kPreRunning, kPreDone, kTaken };
+
 struct Slot {
   std::unique_ptr<StreamItem> item;
   size_t n_tasks = 0, n_done = 0;
   bool read = false;
+  // Per task, with StreamStages::pre: kQueued, kPreRunning (a reader is on it), kPreDone, or
+  // kTaken (a worker took it before any reader).
+  std::vector<unsigned char> pre_state;
   bool finished() const { return read && n_done == n_tasks; }
 };
 
@@ -32,6 +37,7 @@ class Stream {
     queued_low_ = l.queued_tasks ? l.queued_tasks : (batch_ ? 1 : 2) * unit;
     max_items_ = l.max_items ? l.max_items : (batch_ ? 4 : 8) * unit + readers_ + 2;
     read_ahead_ = l.read_ahead;
+    pre_ = !batch_ && static_cast<bool>(s.pre);
   }
 
   void run() {
@@ -109,6 +115,12 @@ class Stream {
     for (;;) {
       if (closing_) return;
       if (!order_.empty() && order_.front()->finished()) {
+        const Slot* done = order_.front().get();
+        // Its tasks' entries left for the readers are stale (every task ran): drop them before
+        // the slot goes.
+        to_pre_.erase(std::remove_if(to_pre_.begin(), to_pre_.end(),
+                                     [done](const auto& e) { return e.first == done; }),
+                      to_pre_.end());
         std::unique_ptr<StreamItem> item = std::move(order_.front()->item);
         order_.pop_front();
         lock.unlock();
@@ -139,11 +151,32 @@ class Stream {
     }
   }
 
+  // The newest queued task no worker or reader has started (lock held), or {nullptr, 0}.
+  std::pair<Slot*, size_t> next_pre() {
+    while (!to_pre_.empty()) {
+      const auto [slot, t] = to_pre_.back();
+      to_pre_.pop_back();
+      if (slot->pre_state[t] == kQueued) return {slot, t};
+    }
+    return {nullptr, 0};
+  }
+
   void reader() {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      cv_read_.wait(lock, [&] { return closing_ || !to_read_.empty(); });
+      cv_read_.wait(lock, [&] { return closing_ || !to_read_.empty() || !to_pre_.empty(); });
       if (closing_) return;
+      if (to_read_.empty()) {  // nothing to read: prepare a queued task ahead of the workers
+        const auto [slot, t] = next_pre();
+        if (!slot) continue;
+        slot->pre_state[t] = kPreRunning;
+        lock.unlock();
+        s_.pre(*slot->item, t);
+        lock.lock();
+        slot->pre_state[t] = kPreDone;
+        cv_work_.notify_all();  // a worker may wait for this task
+        continue;
+      }
       Slot* slot = to_read_.front();
       to_read_.pop_front();
       lock.unlock();
@@ -156,6 +189,11 @@ class Stream {
       n_read_tasks_ += n;
       max_input_tasks_ = std::max(max_input_tasks_, n);
       for (size_t t = 0; t < n; ++t) tasks_.push_back({slot, t});
+      if (pre_) {
+        slot->pre_state.assign(n, kQueued);
+        for (size_t t = 0; t < n; ++t) to_pre_.push_back({slot, t});
+        if (n) cv_read_.notify_all();  // idle readers: tasks to prepare
+      }
       if (n || batch_) cv_work_.notify_all();
       cv_main_.notify_one();  // a finished item, or room to pull the next input
     }
@@ -169,6 +207,11 @@ class Stream {
       auto [slot, t] = tasks_.front();
       tasks_.pop_front();
       if (want_more()) cv_main_.notify_one();  // pull more inputs
+      if (pre_) {
+        if (slot->pre_state[t] == kQueued) slot->pre_state[t] = kTaken;  // no reader starts it
+        cv_work_.wait(lock, [&] { return closing_ || slot->pre_state[t] != kPreRunning; });
+        if (closing_) return;
+      }
       lock.unlock();
       s_.run(*slot->item, t, w);
       lock.lock();
@@ -234,6 +277,10 @@ class Stream {
   std::deque<std::unique_ptr<Slot>> order_;  // pulled, not yet emitted, in pull order
   std::deque<Slot*> to_read_;
   std::deque<std::pair<Slot*, size_t>> tasks_;
+  // With StreamStages::pre: queued tasks for idle readers, newest at the back (those a worker
+  // took are skipped when reached).
+  std::deque<std::pair<Slot*, size_t>> to_pre_;
+  bool pre_ = false;
   size_t unread_ = 0;  // pulled, not yet read
   size_t n_read_ = 0, n_read_tasks_ = 0;  // inputs read so far and their tasks
   size_t max_input_tasks_ = 0;            // the most tasks of one input read so far

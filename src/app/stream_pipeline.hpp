@@ -1,7 +1,8 @@
 // One stream of inputs through the CPU without barriers (docs/design.md "The fit stream"):
 //   calling thread: pulls inputs (`next`) while there is room, and emits finished inputs in the
 //                   order they were pulled;
-//   reader threads: read (and decompress) an input and split it into tasks (its spectra);
+//   reader threads: read (and decompress) an input and split it into tasks (its spectra); with
+//                   nothing to read, do the first part of queued tasks (`pre`: preparation);
 //   workers:        the threads of a persistent ThreadPool, each taking one task at a time from
 //                   one shared queue, so no thread waits for the slowest task of a chunk;
 //   or, in batch mode (a GPU), one thread that takes the tasks `batch` at a time, submits a
@@ -45,6 +46,13 @@ struct StreamStages {
   std::function<size_t(StreamItem& item)> read;
   // A worker thread (`worker` < pool size, one task at a time per worker): task t of item.
   std::function<void(StreamItem& item, size_t t, int worker)> run;
+  // Optional, not in batch mode: the first part of task t (the host's preparation), which a
+  // reader thread with nothing to read may do ahead of the workers. At most once per task, only
+  // for a task still queued, and always finished before `run` starts on the task; `run` must do
+  // that part itself where it was not done. Readers take the queue's newest tasks first, the
+  // workers its oldest, so that they rarely meet on one task (a worker that takes a task a
+  // reader is preparing waits for it).
+  std::function<void(StreamItem& item, size_t t)> pre;
   // Batch mode only, instead of `run`: start the tasks (fewer than `batch` only at the end of the
   // stream) and return the function that waits for them and stores their results. The pool is
   // free for it to use.

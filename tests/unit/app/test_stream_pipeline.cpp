@@ -143,6 +143,117 @@ TEST_CASE("read-ahead stops at StreamLimits::read_ahead: a large input is not re
   CHECK(run.started_at_read[1] >= 200 - 32);
 }
 
+namespace {
+
+// Tasks with a first part (StreamStages::pre, the host's preparation: pre_ms) and the rest (the
+// fit: run_ms; run does the first part itself where no reader did). Per task: how often each
+// part ran, and whether run ever started while a reader was still on the first part.
+struct PreRun {
+  double wall_s = 0.0, work_s = 0.0;  // work: every run's measured sleep, first parts included
+  size_t n_tasks = 0, n_pre = 0, n_pre_by_run = 0, n_twice = 0, n_overlap = 0;
+};
+PreRun stream_with_pre(size_t n_inputs, size_t tasks_per_input, int workers, double pre_ms,
+                       double run_ms, double read_ms) {
+  struct Input : StreamItem {
+    std::unique_ptr<std::atomic<int>[]> state;  // 0 raw, 1 first part running, 2 prepared
+    std::unique_ptr<std::atomic<int>[]> runs;
+  };
+  ThreadPool pool(workers);
+  PreRun r;
+  std::mutex mu;
+  size_t next = 0;
+  auto sleep_ms = [](double ms) {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+  };
+  StreamStages s;
+  s.make = [] { return std::make_unique<Input>(); };
+  s.next = [&](size_t& index, std::string& path) {
+    if (next == n_inputs) return false;
+    index = next++;
+    path = "fake-" + std::to_string(index);
+    return true;
+  };
+  s.read = [&](StreamItem& item) -> size_t {
+    auto& in = static_cast<Input&>(item);
+    sleep_ms(read_ms);
+    in.state.reset(new std::atomic<int>[tasks_per_input]);
+    in.runs.reset(new std::atomic<int>[tasks_per_input]);
+    for (size_t t = 0; t < tasks_per_input; ++t) in.state[t] = 0, in.runs[t] = 0;
+    return tasks_per_input;
+  };
+  s.pre = [&](StreamItem& item, size_t t) {
+    auto& in = static_cast<Input&>(item);
+    if (in.state[t].exchange(1) != 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      ++r.n_twice;  // a first part started on a task already (being) prepared
+    }
+    sleep_ms(pre_ms);
+    in.state[t] = 2;
+    std::lock_guard<std::mutex> lock(mu);
+    ++r.n_pre;
+  };
+  s.run = [&](StreamItem& item, size_t t, int) {
+    auto& in = static_cast<Input&>(item);
+    const auto t0 = Clock::now();
+    const int st = in.state[t].load();
+    bool by_run = false;
+    if (st == 0) {
+      in.state[t] = 2;
+      sleep_ms(pre_ms);  // the first part, here
+      by_run = true;
+    }
+    sleep_ms(run_ms);
+    const double took = since(t0);
+    std::lock_guard<std::mutex> lock(mu);
+    r.n_overlap += st == 1;
+    r.n_twice += in.runs[t]++ != 0;
+    r.n_pre_by_run += by_run;
+    r.work_s += took;
+    ++r.n_tasks;
+  };
+  s.emit = [](std::unique_ptr<StreamItem>) {};
+  const auto t0 = Clock::now();
+  run_stream(pool, s, {});
+  r.wall_s = since(t0);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("idle readers prepare queued tasks ahead of one worker, each task once", "[stream]") {
+  // One worker (the bench's end-to-end figure with --threads 1), a preparation a tenth of the
+  // fit (DESI: 0.5 against 6.5 ms): the reader, idle between reads, prepares nearly every task,
+  // so the worker's time is the fits alone. Every first part runs once (by a reader or by run),
+  // never while run runs, and every task runs once.
+  const PreRun r = stream_with_pre(6, 16, 1, 1.0, 10.0, 2.0);
+  INFO(r.n_pre << " first parts by the reader, " << r.n_pre_by_run << " by the worker; wall "
+               << r.wall_s << " s, work " << r.work_s << " s");
+  REQUIRE(r.n_tasks == 96);
+  CHECK(r.n_pre + r.n_pre_by_run == 96);
+  CHECK(r.n_twice == 0);
+  CHECK(r.n_overlap == 0);
+  // Only the first input's first task cannot be prepared ahead (the worker takes it at once);
+  // a slow machine may let the worker reach a few more first: at least 90% by the reader.
+  CHECK(r.n_pre >= 86);
+  // The worker's time is then 96 fits plus what it prepared itself: within 10% (late wake-ups
+  // of a loaded machine, the first read) of 96 x 10 ms, not the 96 x 11 ms of a worker that
+  // prepares everything.
+  CHECK(r.wall_s <= 1.10 * (96 * 10.0 + r.n_pre_by_run * 1.0 + 2.0) / 1e3);
+}
+
+TEST_CASE("readers and 16 fast workers share the first parts without doing one twice", "[stream]") {
+  // Workers faster than the readers (a node with many threads): the workers take most tasks
+  // before a reader reaches them and prepare them themselves; readers take the newest queued
+  // tasks, so they rarely meet a worker on one. Exactly once each, never concurrently.
+  const PreRun r = stream_with_pre(40, 8, 16, 0.3, 0.3, 0.5);
+  INFO(r.n_pre << " first parts by readers, " << r.n_pre_by_run << " by workers");
+  REQUIRE(r.n_tasks == 320);
+  CHECK(r.n_pre + r.n_pre_by_run == 320);
+  CHECK(r.n_twice == 0);
+  CHECK(r.n_overlap == 0);
+  CHECK(r.n_pre_by_run > 0);
+}
+
 TEST_CASE("the stream hands inputs back in order whatever their tasks take", "[stream]") {
   // Later inputs are quicker, inputs without tasks (unreadable files) finish at once.
   std::vector<std::vector<double>> files;
