@@ -208,8 +208,9 @@ class Stream {
       tasks_.pop_front();
       if (want_more()) cv_main_.notify_one();  // pull more inputs
       if (pre_) {
-        if (slot->pre_state[t] == kQueued) slot->pre_state[t] = kTaken;  // no reader starts it
-        cv_work_.wait(lock, [&] { return closing_ || slot->pre_state[t] != kPreRunning; });
+        unsigned char& state = slot->pre_state[t];  // (a lambda cannot capture a binding in C++17)
+        if (state == kQueued) state = kTaken;       // no reader starts it
+        cv_work_.wait(lock, [&] { return closing_ || state != kPreRunning; });
         if (closing_) return;
       }
       lock.unlock();

@@ -66,14 +66,21 @@ void TemplateLibrary::model_sigma_at_ln(const double* ln_lam, const size_t* idx,
   const long last = static_cast<long>(model_sigma.size()) - 1;
   for (size_t k = 0; k < n; ++k) {
     const double x = ln_lam[idx[k]];
-    // at_nearest_pixel_ln's lround(u), without a libm call: floor(u + 0.5) is lround(u) for
-    // u >= 0 (ties away from zero), and every u < 0.5 clamps to pixel 0 either way.
     if (!(x > -INFINITY)) {  // model_sigma_at_ln's guard
       out[k] = 0.0;
       continue;
     }
-    const double u = (x - lnlam0) / dlnlam + 0.5;
-    const long i = u >= 1.0 ? (u < static_cast<double>(last) ? static_cast<long>(u) : last) : 0;
+    // at_nearest_pixel_ln's clamped lround(u) without a libm call: for 0 <= u < last, the
+    // truncation plus one where the fraction is >= 0.5 (ties away from zero, as lround; u - i is
+    // exact); every u < 0 clamps to pixel 0 and u >= last to the last pixel either way.
+    const double u = (x - lnlam0) / dlnlam;
+    long i = 0;
+    if (u >= static_cast<double>(last)) {
+      i = last;
+    } else if (u > 0.0) {
+      i = static_cast<long>(u);
+      i += u - static_cast<double>(i) >= 0.5;
+    }
     out[k] = model_sigma[static_cast<size_t>(i)];
   }
 }

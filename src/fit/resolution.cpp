@@ -18,7 +18,9 @@ constexpr double kCentroidTol = 1e-7;
 // (q is the row's). Starting at the peak, the products only shrink: nothing overflows. Relative
 // error ~1e-15.
 void sampled_gaussian(int ndiag, int half, double c, double dx, double q, double* w) {
-  // Nearest tap without a libm call (c is within +-half of 0; floor(c + 0.5) for c > -64).
+  // Nearest tap without a libm call: floor(c + 0.5) for c > -64, clamped to the taps (a row with
+  // negative weights can put its centroid, and c, beyond +-half; the clamp keeps its peak tap
+  // at the edge, where lround's exp(-xc^2/2) underflowed to a NaN row before).
   const int kc = std::clamp(static_cast<int>(c + 64.5) - 64 + half, 0, ndiag - 1);
   const double xc = (kc - half - c) * dx;
   w[kc] = 1.0;

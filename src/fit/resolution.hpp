@@ -36,7 +36,7 @@ void fold_resolution_rows(const double* wave_A, size_t n, const float* res, int 
                           std::vector<char>* row_ok, const double* template_fwhm_pp = nullptr,
                           const char* want = nullptr);
 // The same fold in two phases, for prepare_spectrum: the rows' moments and usability first (set),
-// then each wanted row written straight to where the caller keeps it (write_row: the kernels'
+// then each wanted row written straight to where the caller keeps it (write_rows: the kernels'
 // diagonal-major grid), with no per-arm buffers (one instance per thread is reused).
 class ResolutionFold {
  public:

@@ -1,5 +1,6 @@
 // The arm model's host-side forms against the kernels they stand for.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -61,4 +62,35 @@ TEST_CASE("evaluate_many equals the emulator's sum per template, bit for bit", "
                         one.size() * sizeof(float)) == 0);
     }
   }
+}
+
+TEST_CASE("model_sigma_at_ln for many pixels equals the one-pixel lookup, ties included",
+          "[model]") {
+  // prepare_spectrum looks the emulator's sigma up for an arm's used pixels at once, with its own
+  // rounding (no libm lround): it must pick the same template pixel as model_sigma_at_ln, at
+  // exact half-pixel positions (lround rounds ties away from zero), just below them, and beyond
+  // both ends of the grid (clamped).
+  const auto& lib = velox::test::thin_library();
+  REQUIRE(!lib.model_sigma.empty());
+  std::vector<double> ln;
+  for (int t = -3; t < lib.n_tpix + 3; t += 7)
+    for (const double f : {0.0, 0.25, 0.5, 0.75}) {
+      const double x = lib.lnlam0 + (t + f) * lib.dlnlam;
+      ln.push_back(x);
+      ln.push_back(std::nextafter(x, 0.0));
+      ln.push_back(std::nextafter(x, 100.0));
+    }
+  ln.push_back(-INFINITY);
+  ln.push_back(lib.lnlam0 + 1e6 * lib.dlnlam);
+  std::vector<size_t> idx(ln.size());
+  for (size_t k = 0; k < idx.size(); ++k) idx[k] = k;
+  std::vector<double> many(ln.size());
+  lib.model_sigma_at_ln(ln.data(), idx.data(), idx.size(), many.data());
+  int differ = 0, distinct = 0;
+  for (size_t k = 0; k < ln.size(); ++k) {
+    differ += many[k] != lib.model_sigma_at_ln(ln[k]);
+    distinct += k > 0 && many[k] != many[k - 1];
+  }
+  CHECK(differ == 0);
+  CHECK(distinct > 1000);  // the lookups must land on many different pixels
 }
