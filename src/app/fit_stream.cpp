@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include "app/epochs.hpp"
 #include "app/fit_run.hpp"
@@ -49,11 +50,9 @@ struct FitEngine::InputFile : StreamItem {
   // --epochs, CPU stream: each task's prepared spectrum as prepare_spectrum left it (its row not
   // yet finished), for step 3 (app/epochs.hpp), so the epoch is not prepared twice.
   std::vector<PreparedSpectrum> kept;
-  // CPU stream without --epochs: task t's spectrum prepared by an idle reader thread
-  // (StreamStages::pre) when pre_done[t], and the seconds that took.
-  std::vector<PreparedSpectrum> pre;
-  std::vector<char> pre_done;
-  std::vector<double> pre_seconds;
+  // CPU stream without --epochs: task t's spectrum, where an idle reader thread prepared it
+  // (StreamStages::pre; the seconds that took are in task_seconds[t] already).
+  std::vector<std::optional<PreparedSpectrum>> pre;
 };
 
 void FitEngine::read_input(InputFile& in) {
@@ -248,11 +247,7 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
     const size_t n = in.spectra.size();
     in.rows.resize(n);
     if (epochs_ && !gpu_ && cpu_batch_ == 0) in.kept.resize(n);
-    if (s.pre) {
-      in.pre.resize(n);
-      in.pre_done.assign(n, 0);
-      in.pre_seconds.assign(n, 0.0);
-    }
+    if (s.pre) in.pre.assign(n, std::nullopt);
     in.task_seconds.assign(n, 0.0);
     if (want_diag) in.diags.resize(n);
     return n;
@@ -328,14 +323,13 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
         Spectrum& spec = in.file.spectra[in.spectra[t]];
         in.pre[t] = prepare_spectrum(spec, *in.ctx);
         release_pixels(spec);
-        in.pre_done[t] = 1;
-        in.pre_seconds[t] = seconds_since(t0);
+        in.task_seconds[t] = seconds_since(t0);  // run adds its own
       };
     s.run = [&](StreamItem& item, size_t t, int worker) {
       auto& in = static_cast<InputFile&>(item);
       const auto t0 = std::chrono::steady_clock::now();
-      PreparedSpectrum p = !in.pre_done.empty() && in.pre_done[t]
-                               ? std::move(in.pre[t])
+      PreparedSpectrum p = !in.pre.empty() && in.pre[t]
+                               ? std::move(*in.pre[t])
                                : prepare_spectrum(in.file.spectra[in.spectra[t]], *in.ctx);
       CatalogRow prepared_row;
       if (p.ready) {
@@ -350,7 +344,7 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
         p.row = std::move(prepared_row);
         in.kept[t] = std::move(p);
       }
-      in.task_seconds[t] = seconds_since(t0) + (in.pre_seconds.empty() ? 0.0 : in.pre_seconds[t]);
+      in.task_seconds[t] += seconds_since(t0);
       if (on_fitted) on_fitted(++n_fitted);
     };
   }

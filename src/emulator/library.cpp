@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "common/fnv.hpp"
+#include "common/rounding.hpp"
 #include "common/version.hpp"
 #include "io/h5.hpp"
 
@@ -39,7 +40,7 @@ namespace {
 template <class T>
 double at_nearest_pixel_ln(const std::vector<T>& v, double lnlam0, double dlnlam, double ln_lam) {
   const double u = (ln_lam - lnlam0) / dlnlam;
-  return v[std::clamp<long>(std::lround(u), 0, static_cast<long>(v.size()) - 1)];
+  return v[static_cast<size_t>(nearest_index(u, static_cast<long>(v.size()) - 1))];
 }
 template <class T>
 double at_nearest_pixel(const std::vector<T>& v, double lnlam0, double dlnlam, double lam_A) {
@@ -59,30 +60,7 @@ double TemplateLibrary::model_sigma_at_ln(double ln_lam) const {
 
 void TemplateLibrary::model_sigma_at_ln(const double* ln_lam, const size_t* idx, size_t n,
                                         double* out) const {
-  if (model_sigma.empty()) {
-    std::fill(out, out + n, 0.0);
-    return;
-  }
-  const long last = static_cast<long>(model_sigma.size()) - 1;
-  for (size_t k = 0; k < n; ++k) {
-    const double x = ln_lam[idx[k]];
-    if (!(x > -INFINITY)) {  // model_sigma_at_ln's guard
-      out[k] = 0.0;
-      continue;
-    }
-    // at_nearest_pixel_ln's clamped lround(u) without a libm call: for 0 <= u < last, the
-    // truncation plus one where the fraction is >= 0.5 (ties away from zero, as lround; u - i is
-    // exact); every u < 0 clamps to pixel 0 and u >= last to the last pixel either way.
-    const double u = (x - lnlam0) / dlnlam;
-    long i = 0;
-    if (u >= static_cast<double>(last)) {
-      i = last;
-    } else if (u > 0.0) {
-      i = static_cast<long>(u);
-      i += u - static_cast<double>(i) >= 0.5;
-    }
-    out[k] = model_sigma[static_cast<size_t>(i)];
-  }
+  for (size_t k = 0; k < n; ++k) out[k] = model_sigma_at_ln(ln_lam[idx[k]]);
 }
 
 double TemplateLibrary::template_fwhm_A(double lam_A) const {
@@ -122,33 +100,25 @@ std::vector<float> TemplateLibrary::evaluate_many(const double* labels, int n,
     cb.resize(K1 * W);  // this block's coefficients, W per k
     for (size_t k = 0; k < K1; ++k)
       for (size_t j = 0; j < W; ++j) cb[k * W + j] = ct[k * N + j0 + j];
-    // Two pixels per pass: each sum is a chain of K1 dependent additions, so two pixels' chains
-    // side by side take the time of one (the pass was latency-bound).
-    int t = 0;
-    for (; t + 2 <= n_tpix; t += 2) {
+    // P pixels per pass, 2 where they remain: each sum is a chain of K1 dependent additions, so
+    // two pixels' chains side by side take the time of one (the pass was latency-bound).
+    auto pixels = [&](int t, auto n_px) {
+      constexpr size_t P = decltype(n_px)::value;
       const float* bt = b + static_cast<size_t>(t) * K1;
-      double s[W] = {}, s1[W] = {};
+      double s[P][W] = {};
       for (size_t k = 0; k < K1; ++k) {  // per template, k in order: evaluate()'s sum
-        const double bk = bt[k], bk1 = bt[K1 + k];
         const double* ck = cb.data() + k * W;
-        for (size_t j = 0; j < W; ++j) s[j] += ck[j] * bk;
-        for (size_t j = 0; j < W; ++j) s1[j] += ck[j] * bk1;
+        for (size_t p = 0; p < P; ++p) {
+          const double bk = bt[p * K1 + k];
+          for (size_t j = 0; j < W; ++j) s[p][j] += ck[j] * bk;
+        }
       }
-      for (size_t j = 0; j < W; ++j) {
-        out[(j0 + j) * n_tpix + t] = static_cast<float>(s[j]);
-        out[(j0 + j) * n_tpix + t + 1] = static_cast<float>(s1[j]);
-      }
-    }
-    for (; t < n_tpix; ++t) {
-      const float* bt = b + static_cast<size_t>(t) * K1;
-      double s[W] = {};
-      for (size_t k = 0; k < K1; ++k) {
-        const double bk = bt[k];
-        const double* ck = cb.data() + k * W;
-        for (size_t j = 0; j < W; ++j) s[j] += ck[j] * bk;
-      }
-      for (size_t j = 0; j < W; ++j) out[(j0 + j) * n_tpix + t] = static_cast<float>(s[j]);
-    }
+      for (size_t j = 0; j < W; ++j)
+        for (size_t p = 0; p < P; ++p) out[(j0 + j) * n_tpix + t + p] = static_cast<float>(s[p][j]);
+    };
+    int t = 0;
+    for (; t + 2 <= n_tpix; t += 2) pixels(t, std::integral_constant<size_t, 2>{});
+    for (; t < n_tpix; ++t) pixels(t, std::integral_constant<size_t, 1>{});
   };
   size_t j0 = 0;
   for (; j0 + 8 <= N; j0 += 8) run_block(j0, std::integral_constant<size_t, 8>{});

@@ -58,7 +58,8 @@ struct TemplateLibrary {
   double model_sigma_at(double lam_A) const;
   // The same at ln(lam) (lam in A): bitwise model_sigma_at(lam) for ln_lam = std::log(lam).
   double model_sigma_at_ln(double ln_lam) const;
-  // model_sigma_at_ln(ln_lam[idx[k]]) for k = 0 .. n-1 into out[n] (prepare_spectrum's pixels).
+  // model_sigma_at_ln(ln_lam[idx[k]]) for k = 0 .. n-1 into out[n] (prepare_spectrum's pixels:
+  // one call per arm, the lookups inlined).
   void model_sigma_at_ln(const double* ln_lam, const size_t* idx, size_t n, double* out) const;
 
   // Model on the template grid at physical labels: flux[n_tpix] (normalised), using `basis_in`

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/rounding.hpp"
 #include "fit/ln_wave.hpp"
 #include "kernels/physics.hpp"
 
@@ -43,10 +44,7 @@ ClassSpectrum rebin_for_classes(const std::vector<ArmView>& arms,
       bool in_band = false;
       for (const auto& b : mask_bands_A) in_band = in_band || (w >= b.first && w <= b.second);
       if (in_band) continue;
-      // floor() without a libm call (baseline x86-64 has no rounding instruction)
-      const double x = ln_wave[j] / kClassBinDlnlam;
-      long k = static_cast<long>(x);
-      k -= x < static_cast<double>(k);
+      const long k = floor_long(ln_wave[j] / kClassBinDlnlam);
       bin_of[j] = k;
       k_lo = std::min(k_lo, k);
       k_hi = std::max(k_hi, k);

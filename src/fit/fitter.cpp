@@ -220,26 +220,22 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       // arm64): a comparison gives -1 per true lane.
       typedef float F4 __attribute__((vector_size(16)));
       typedef int I4 __attribute__((vector_size(16)));
-      auto below = [&](float v) {  // values below v: v's index when it is in the window
+      auto count = [&](float v, auto inclusive) {  // values below v, or not above v
         const F4 vv = {v, v, v, v};
         I4 acc = {0, 0, 0, 0};
         for (int q = 0; q < kSlots; q += 4) {
           F4 w4;
           std::memcpy(&w4, win + q, sizeof w4);
-          acc += w4 < vv;
+          if constexpr (decltype(inclusive)::value)
+            acc += w4 <= vv;
+          else
+            acc += w4 < vv;
         }
         return -(acc[0] + acc[1] + acc[2] + acc[3]);
       };
-      auto not_above = [&](float v) {  // values not above v: where v is inserted
-        const F4 vv = {v, v, v, v};
-        I4 acc = {0, 0, 0, 0};
-        for (int q = 0; q < kSlots; q += 4) {
-          F4 w4;
-          std::memcpy(&w4, win + q, sizeof w4);
-          acc += w4 <= vv;
-        }
-        return -(acc[0] + acc[1] + acc[2] + acc[3]);
-      };
+      // v's index when it is in the window; where v is inserted
+      auto below = [&](float v) { return count(v, std::false_type{}); };
+      auto not_above = [&](float v) { return count(v, std::true_type{}); };
       thread_local std::vector<float> fl;
       thread_local std::vector<double> msig;  // the emulator's sigma at each used pixel
       fl.resize(idx.size());

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/rounding.hpp"
+
 namespace velox {
 
 namespace {
@@ -18,10 +20,10 @@ constexpr double kCentroidTol = 1e-7;
 // (q is the row's). Starting at the peak, the products only shrink: nothing overflows. Relative
 // error ~1e-15.
 void sampled_gaussian(int ndiag, int half, double c, double dx, double q, double* w) {
-  // Nearest tap without a libm call: floor(c + 0.5) for c > -64, clamped to the taps (a row with
-  // negative weights can put its centroid, and c, beyond +-half; the clamp keeps its peak tap
-  // at the edge, where lround's exp(-xc^2/2) underflowed to a NaN row before).
-  const int kc = std::clamp(static_cast<int>(c + 64.5) - 64 + half, 0, ndiag - 1);
+  // Nearest tap, clamped to the taps (a row with negative weights can put its centroid, and c,
+  // beyond +-half; the clamp keeps its peak tap at the edge, where lround's exp(-xc^2/2)
+  // underflowed to a NaN row before).
+  const int kc = static_cast<int>(std::clamp(floor_long(c + 0.5) + half, 0L, ndiag - 1L));
   const double xc = (kc - half - c) * dx;
   w[kc] = 1.0;
   const double r_up = std::exp(-(xc + 0.5 * dx) * dx);  // w[kc+1] / w[kc]
@@ -47,7 +49,6 @@ void ResolutionFold::set(const float* res, size_t n_pix, int ndiag, const char* 
   // only the rows from the first to the last wanted one (and the complete rows their edge rows
   // borrow): the matrix beyond the templates' range is never read (the rest of a DESI arm past
   // MILES' 7410 A, the whole z arm).
-  auto borrowed = [&](long i) { return n > 2 * half ? std::clamp(i, half, n - 1 - half) : i; };
   long row_lo = 0, row_hi = n;  // rows [row_lo, row_hi) get moments
   if (want) {
     row_lo = n, row_hi = 0;
@@ -99,7 +100,7 @@ void ResolutionFold::write_rows(const size_t* rows, size_t count, const double* 
       // The first and last `half` rows reach beyond the arm, where the matrix stores nothing:
       // their stored weights lose part of the row and pull its centroid inward. They take the
       // shape and weight of the nearest complete row (the LSF varies slowly along an arm).
-      long ir = n > 2 * half ? std::clamp(i, half, n - 1 - half) : i;
+      long ir = borrowed(i);
       if (!usable(ir)) ir = i;
       const double sum = m0_[ir], s1 = m1_[ir], s2 = m2_[ir];
       const double m = s1 / sum;
@@ -121,9 +122,7 @@ void ResolutionFold::write_rows(const size_t* rows, size_t count, const double* 
         o[0] = static_cast<float>(sum);
       } else {  // narrower than a pixel: linear interpolation at the centroid
         const double cl = std::clamp(m, -static_cast<double>(half), static_cast<double>(half));
-        // floor(cl) without a libm call (cl >= -half > -64)
-        const int k0 =
-            std::min(static_cast<int>(cl + 64.0) - 64 + static_cast<int>(half), ndiag - 2);
+        const int k0 = static_cast<int>(std::min(floor_long(cl) + half, ndiag - 2L));
         const double f = cl + static_cast<double>(half) - k0;
         o[k0 * k_step] = static_cast<float>(sum * (1 - f));
         o[(k0 + 1) * k_step] = static_cast<float>(sum * f);

@@ -9,6 +9,7 @@
 // the centroid) are lost. rvspecfit instead convolves high-resolution templates with the full
 // matrix (docs/desi.md compares the two).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <vector>
@@ -60,6 +61,11 @@ class ResolutionFold {
 
  private:
   bool usable(long i) const { return std::isfinite(m0_[i]) && m0_[i] > 1e-6; }
+  // The complete row whose moments row i takes: the nearest with all ndiag weights inside the
+  // arm (the first and last half rows reach beyond it).
+  long borrowed(long i) const {
+    return n_ > 2L * half_ ? std::clamp(i, static_cast<long>(half_), n_ - 1 - half_) : i;
+  }
   std::vector<double> mom_;
   const double *m0_ = nullptr, *m1_ = nullptr, *m2_ = nullptr;
   long n_ = 0, lo_ = 0, hi_ = 0;
