@@ -29,7 +29,11 @@ foreach(level ${VELOX_ISA_LEVELS})
   target_include_directories(velox_cpu_${level} PRIVATE ${CMAKE_BINARY_DIR}/layers/velox_backend_cpu)
   target_link_libraries(velox_cpu_${level} PRIVATE velox_fit)
   target_compile_definitions(velox_cpu_${level} PRIVATE VELOX_ISA_TU=1 VELOX_ISA_LEVEL=${level})
-  target_compile_options(velox_cpu_${level} PRIVATE -Wall -Wextra ${VELOX_ISA_FLAGS_${level}})
+  # -fno-math-errno: sqrt(ivar) and the like inline and on vector lanes (with errno, GCC emits a
+  # scalar square root and a branch to libm per element); the kernels never read errno, and the
+  # results are the same (IEEE square roots are exact).
+  target_compile_options(velox_cpu_${level} PRIVATE -Wall -Wextra -fno-math-errno
+                                                    ${VELOX_ISA_FLAGS_${level}})
   # The Python extension links the layers, which are position-independent (python/).
   set_target_properties(velox_cpu_${level} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   target_sources(velox_backend_cpu PRIVATE $<TARGET_OBJECTS:velox_cpu_${level}>)

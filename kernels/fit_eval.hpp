@@ -174,6 +174,37 @@ VX_HD VX_INLINE void apply_rmat_np_block(const FitData& d, int a, int i, const d
   // NP = 1 the compiler then runs the P pixels' sums on SIMD lanes, with its own choice of fused
   // multiply-adds: the same products in the same order, but the last bits can differ from
   // apply_rmat's (VRAD by 3.5e-13 km/s on the DESI-layout stars); 8% faster DESI fits (CHANGELOG).
+#if defined(VX_VEC8) && !defined(__CUDA_ARCH__)
+  // Host, one component: the P pixels' sums on native double vectors, explicitly (kVecD lanes,
+  // one unaligned load of the weights, converted, and one of the values per diagonal and
+  // vector). Each lane's sum is the scalar one, r_k v_k added in the order of k, each a fused
+  // multiply-add where the level has FMA. The compiler's own vectorisation of the loop below kept
+  // the values in registers across diagonals and rebuilt each vector from scalars (shuffles);
+  // this form, with the kernel objects' -fno-math-errno (cmake/cpu_isa.cmake), made the DESI
+  // backend 1-2% faster (docs/performance.md, twelfth session).
+  if constexpr (NP == 1 && P % kVecD == 0) {
+    if (consecutive) {
+      typedef float FD __attribute__((vector_size(kVecD * sizeof(float))));
+      constexpr int U = P / kVecD;
+      VxVecD acc[U];
+      for (int u = 0; u < U; ++u) acc[u] = VxVecD{};
+      const float* r0 = d.rmat[a] + j0;
+      const double* v0 = v + (j0 - half);
+      for (int k = 0; k < nd; ++k) {
+        const float* rk = r0 + (size_t)k * n;
+        for (int u = 0; u < U; ++u) {
+          FD rf;
+          VxVecD vv;
+          __builtin_memcpy(&rf, rk + u * kVecD, sizeof rf);
+          __builtin_memcpy(&vv, v0 + k + u * kVecD, sizeof vv);
+          acc[u] += __builtin_convertvector(rf, VxVecD) * vv;
+        }
+      }
+      for (int u = 0; u < U; ++u) __builtin_memcpy(out + i + u * kVecD, &acc[u], sizeof acc[u]);
+      return;
+    }
+  }
+#endif
   if (consecutive) {
     for (int k = 0; k < nd; ++k) {
       const float* rk = d.rmat[a] + (size_t)k * n + j0;
