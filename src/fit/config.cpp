@@ -111,6 +111,7 @@ FitConfig load_fit_config(const std::string& path) {
   get(f, "vrad_moments_half", c.vrad_moments_half, path);
   get(f, "vrad_moments_step", c.vrad_moments_step, path);
   get(f, "arm_rv_pvalue_min", c.arm_rv_pvalue_min, path);
+  get(f, "arm_rv_t_dof", c.arm_rv_t_dof, path);
   if (f["error_floor"]) {
     // Per format: the keys given replace the shipped ones; others keep their defaults.
     std::map<std::string, std::map<std::string, double>> floors;
@@ -180,6 +181,8 @@ FitConfig load_fit_config(const std::string& path) {
     throw ConfigError(path + ": fit.ccf_cont_deg must be 0..15");
   if (!(c.vmin_kms < c.vmax_kms)) throw ConfigError(path + ": fit.vmin_kms must be < vmax_kms");
   if (c.n_starts < 1) throw ConfigError(path + ": fit.n_starts must be >= 1");
+  if (!(c.arm_rv_t_dof >= 0.0 && c.arm_rv_t_dof <= 1e6))
+    throw ConfigError(path + ": fit.arm_rv_t_dof must be in [0, 1e6] (0: Gaussian weights)");
   if (!(c.start_join_dchi2 >= 0.0)) throw ConfigError(path + ": fit.start_join_dchi2 must be >= 0");
   if (!(c.limb_darkening >= 0.0 && c.limb_darkening < 1.0))
     throw ConfigError(path + ": fit.limb_darkening must be in [0, 1)");
@@ -233,6 +236,7 @@ std::string dump_fit_config(const FitConfig& c) {
   e << YAML::Key << "vrad_moments_step" << YAML::Value << c.vrad_moments_step;
   e << YAML::Key << "arm_split_A" << YAML::Value << c.arm_split_A;
   e << YAML::Key << "arm_rv_pvalue_min" << YAML::Value << c.arm_rv_pvalue_min;
+  e << YAML::Key << "arm_rv_t_dof" << YAML::Value << c.arm_rv_t_dof;
   e << YAML::Key << "error_floor" << YAML::Value << c.error_floor;
   e << YAML::Key << "arm_zero_point_kms" << YAML::Value << c.arm_zero_point_kms;
   e << YAML::Key << "arm_rv_scatter_kms" << YAML::Value << c.arm_rv_scatter_kms;

@@ -106,6 +106,15 @@ struct FitConfig {
       {"lamost-dr8", {{"R", 15.1}}},
       {"lamost-dr10", {{"R", 12.0}}},
       {"desi:lamost-regrid", {{"R", 18.3}, {"Z", 34.9}}}};
+  // With three or more arm velocities, VRAD from the arms (above) reweights each arm by a
+  // Student-t factor with this many degrees of freedom, capped at 1 (iteratively: w_a min(1,
+  // (nu + 1) / (nu + r_a^2)), r_a the arm's residual about the mean in units of sqrt(stat^2 +
+  // scatter^2); combine_arm_velocities), so that one arm's calibration outlier (the LAMOST DR10
+  // z arms' +60 to +120 km/s, docs/rv-zero-point.md) is down-weighted rather than averaged in,
+  // while arms that agree keep their Gaussian weights. nu = 4 is the usual robust choice (Lange,
+  // Little & Taylor 1989, JASA 84, 881); 0 = Gaussian weights. Two arms keep the Gaussian
+  // weights: with two velocities neither can be told to be the outlier.
+  double arm_rv_t_dof = 4.0;
   // RVS_WARN ARM_RV_DISAGREE when the per-arm velocities' chi^2 about their weighted mean (errors
   // with the VRAD_ARM floor) has a p-value below this.
   double arm_rv_pvalue_min = 1e-3;

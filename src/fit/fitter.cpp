@@ -416,6 +416,42 @@ void diagnostics_of(const PreparedSpectrum& p, const std::vector<float>& ivar,
   }
 }
 
+ArmMean combine_arm_velocities(const std::vector<ArmVelocity>& arms, double t_dof) {
+  ArmMean m;
+  std::vector<ArmVelocity> a;
+  for (const auto& x : arms)
+    if (std::isfinite(x.v) && x.var > 0.0 && std::isfinite(x.var)) a.push_back(x);
+  if (a.empty()) return m;
+  std::vector<double> u(a.size(), 1.0);  // the Student-t factors (1: Gaussian)
+  auto mean = [&](double* w_sum) {
+    double sw = 0.0, swv = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      sw += u[i] / a[i].var;
+      swv += u[i] * a[i].v / a[i].var;
+    }
+    *w_sum = sw;
+    return swv / sw;
+  };
+  double w_sum = 0.0, v = mean(&w_sum);
+  if (a.size() >= 3 && t_dof > 0.0) {
+    for (int it = 0; it < 100; ++it) {
+      for (size_t i = 0; i < a.size(); ++i) {
+        const double r = a[i].v - v;
+        u[i] = std::min(1.0, (t_dof + 1.0) / (t_dof + r * r / a[i].var));
+      }
+      const double v1 = mean(&w_sum);
+      m.iterations = it + 1;
+      const bool done = std::fabs(v1 - v) < 1e-9;
+      v = v1;
+      if (done) break;
+    }
+  }
+  m.ok = true;
+  m.vrad = v;
+  m.err = 1.0 / std::sqrt(w_sum);
+  return m;
+}
+
 void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
                 const std::vector<float>& ivar, const FitContext& ctx) {
   const auto& lib = ctx.lib;
@@ -522,18 +558,18 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
     const double k = w0 > 0.0 && row.VRAD_ERR_STAT > 0.0
                          ? std::max(1.0, row.VRAD_ERR_STAT * std::sqrt(w0))
                          : 1.0;
-    double w_sum = 0.0, wv_sum = 0.0;
+    std::vector<ArmVelocity> arms_v;
     for (int s = 0; s < all.n_seg; ++s) {
       const double v = res.v_seg[s], e = k * chi_scale * res.v_seg_err[s];
       if (!std::isfinite(v) || !(e > 0)) continue;
       const double* t = scatter(all.seg_names[s]);
       const double tau = t ? *t : 0.0;
-      w_sum += 1.0 / (e * e + tau * tau);
-      wv_sum += v / (e * e + tau * tau);
+      arms_v.push_back({v, e * e + tau * tau});
     }
-    if (w_sum > 0.0) {
-      row.VRAD = wv_sum / w_sum;
-      row.VRAD_ERR_STAT = 1.0 / std::sqrt(w_sum);
+    const ArmMean m = combine_arm_velocities(arms_v, cfg.arm_rv_t_dof);
+    if (m.ok) {
+      row.VRAD = m.vrad;
+      row.VRAD_ERR_STAT = m.err;
       add_floor(row.VRAD_ERR_STAT, "VRAD", &row.VRAD_ERR);
       row.FIT_INFO |= info::kVradFromArms;
     }

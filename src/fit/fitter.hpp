@@ -112,6 +112,25 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const FitContext& ctx);
 double error_floor(const FitConfig& cfg, const std::string& format, const std::string& column,
                    const std::string& survey = "");
 
+// One arm's velocity [km/s] and its variance [km^2/s^2] (statistical plus the format's arm
+// scatter, fit.arm_rv_scatter_kms), for combine_arm_velocities.
+struct ArmVelocity {
+  double v, var;
+};
+struct ArmMean {
+  bool ok = false;     // false: no arm with a finite velocity and a positive variance
+  double vrad = NAN;   // km/s
+  double err = NAN;    // km/s: (sum of the final weights)^(-1/2)
+  int iterations = 0;  // reweighting passes (0: Gaussian weights)
+};
+// VRAD from the arms (FitConfig::arm_rv_t_dof): the weighted mean, weights 1 / var; with three or
+// more arms and t_dof > 0, reweighted by Student-t factors capped at 1 (Lange, Little & Taylor
+// 1989, JASA 84, 881): u_a / var_a with u_a = min(1, (nu + 1) / (nu + r_a^2)), r_a = (v_a - mean)
+// / sqrt(var_a), until the mean moves by less than 1e-9 km/s (at most 100 passes). Arms within
+// 1 sigma of the mean keep their Gaussian weights (all agreeing: the Gaussian mean); an outlier
+// weighs less. The error is (sum u_a / var_a)^(-1/2): never below the Gaussian one.
+ArmMean combine_arm_velocities(const std::vector<ArmVelocity>& arms, double t_dof);
+
 // Turn the pipeline result into the catalog row (values, errors, RVS_WARN, SUCCESS).
 // `ivar` is the pipeline's working ivar after clipping.
 void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,

@@ -113,8 +113,12 @@ TEST_CASE("arm velocity scatter and survey keys: checked and looked up per key",
         "fit:\n  error_floor:\n    desi:main:x: {VRAD: 1}\n",
         "fit:\n  error_floor:\n    lamost-dr8:x: {VRAD: 1}\n",  // no SURVEY there
         // Resolutions and arm splits are per format only.
-        "fit:\n  default_R:\n    desi:main: 3000\n"})
+        "fit:\n  default_R:\n    desi:main: 3000\n",
+        // The arms' Student-t degrees of freedom: >= 0 (0: Gaussian weights), finite.
+        "fit:\n  arm_rv_t_dof: -1\n", "fit:\n  arm_rv_t_dof: .nan\n"})
     CHECK_THROWS_AS(load_fit_config(write_yaml("bad", bad)), ConfigError);
+  CHECK(FitConfig{}.arm_rv_t_dof == 4.0);
+  CHECK(load_fit_config(write_yaml("tdof", "fit:\n  arm_rv_t_dof: 0\n")).arm_rv_t_dof == 0.0);
 }
 
 TEST_CASE("one file may hold every section, and each command reads its own", "[config]") {
