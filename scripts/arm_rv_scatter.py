@@ -20,7 +20,7 @@ star; velox weighs the arm by 1 / (s^2 + scatter^2) in VRAD (docs/rv-zero-point.
 velocities are needed. --folds K prints the values of K folds (each left out in turn), and, with
 --truth (CSV of TARGETID and a velocity column `rv`), the robust sigma of the cross-validated
 VRAD (each fold combined with the other folds' values, as the fit combines them: Student-t
-weights with --t-dof, default 4, fit.arm_rv_t_dof) against it. Needs numpy and h5py.
+factors capped at 1 with --t-dof, default 4, fit.arm_rv_t_dof) against it. Needs numpy and h5py.
 """
 import argparse
 import csv
@@ -58,8 +58,9 @@ def estimate(v, s, arms, idx):
 
 
 def combine(v, s, zp, tau, idx, t_dof=0.0):
-    """The fit's VRAD from the arms (fit.arm_rv_t_dof): weights 1 / (s^2 + tau^2), with three or
-    more arms reweighted by a Student-t likelihood with t_dof degrees of freedom (0: Gaussian)."""
+    """The fit's VRAD from the arms (combine_arm_velocities, fit.arm_rv_t_dof): weights
+    1 / (s^2 + tau^2), with three or more arms times the Student-t factors min(1, (t_dof + 1) /
+    (t_dof + r^2)), iterated (t_dof 0: Gaussian weights)."""
     vv = np.array([v[a][idx] - zp[a] for a in zp])
     var = np.array([s[a][idx] ** 2 + tau[a] ** 2 for a in zp])
     ok = np.isfinite(vv) & np.isfinite(var) & (var > 0)
