@@ -170,10 +170,10 @@ VX_HD VX_INLINE void apply_rmat_np_block(const FitData& d, int a, int i, const d
     for (int q = 0; q < NP; ++q) s[p][q] = 0.0;
   bool consecutive = true;
   for (int p = 1; p < P; ++p) consecutive = consecutive && d.full_idx[i + p] == j0 + p;
-  // Adjacent pixels (the usual case) load each diagonal's weights and values together. For
-  // NP = 1 the compiler then runs the P pixels' sums on SIMD lanes, with its own choice of fused
-  // multiply-adds: the same products in the same order, but the last bits can differ from
-  // apply_rmat's (VRAD by 3.5e-13 km/s on the DESI-layout stars); 8% faster DESI fits (CHANGELOG).
+    // Adjacent pixels (the usual case) load each diagonal's weights and values together: the same
+    // products in the same order as apply_rmat, but with fused multiply-adds the last bits can
+    // differ from it (VRAD by 3.5e-13 km/s on the DESI-layout stars); 8% faster DESI fits
+    // (CHANGELOG). For NP = 1 the host sums on explicit vector lanes (next).
 #if defined(VX_VEC8) && !defined(__CUDA_ARCH__)
   // Host, one component: the P pixels' sums on native double vectors, explicitly (kVecD lanes,
   // one unaligned load of the weights, converted, and one of the values per diagonal and

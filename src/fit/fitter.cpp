@@ -590,10 +590,10 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
     row.RVS_WARN |= warn::kModelMismatch;
 
   // ---- Per-arm velocities ------------------------------------------------------------------
-  double sw = 0.0, swv = 0.0;
-  // (v, total error) of the measured segments; the error includes the format's arm scatter
-  // (fit.arm_rv_scatter_kms) for ARM_RV_DISAGREE: a disagreement beyond the calibration's wander.
-  std::vector<std::pair<double, double>> seg;
+  // The measured segments' velocities and total variances, the format's arm scatter
+  // (fit.arm_rv_scatter_kms) included, for ARM_RV_DISAGREE: a disagreement beyond the
+  // calibration's wander, about their Gaussian-weighted mean.
+  std::vector<ArmVelocity> seg;
   for (int s = 0; s < all.n_seg; ++s) {
     const double v = res.v_seg[s];
     double e = NAN;
@@ -614,13 +614,12 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
     *col_err = e;
     const double* tau = scatter(all.seg_names[s]);
     const double et = tau ? std::sqrt(e * e + *tau * *tau) : e;
-    seg.emplace_back(v, et);
-    sw += 1.0 / (et * et);
-    swv += v / (et * et);
+    seg.push_back({v, et * et});
   }
   if (seg.size() >= 2) {
+    const double mean = combine_arm_velocities(seg, 0.0).vrad;
     double chi2 = 0.0;
-    for (const auto& [v, e] : seg) chi2 += (v - swv / sw) * (v - swv / sw) / (e * e);
+    for (const auto& a : seg) chi2 += (a.v - mean) * (a.v - mean) / a.var;
     if (chi2_sf(chi2, static_cast<int>(seg.size()) - 1) < cfg.arm_rv_pvalue_min)
       row.RVS_WARN |= warn::kArmRvDisagree;
   }

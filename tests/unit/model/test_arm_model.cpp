@@ -1,4 +1,5 @@
 // The arm model's host-side forms against the kernels they stand for.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -64,12 +65,12 @@ TEST_CASE("evaluate_many equals the emulator's sum per template, bit for bit", "
   }
 }
 
-TEST_CASE("model_sigma_at_ln for many pixels equals the one-pixel lookup, ties included",
+TEST_CASE("model_sigma_at_ln picks lround's template pixel, ties included, for many pixels",
           "[model]") {
-  // prepare_spectrum looks the emulator's sigma up for an arm's used pixels at once, with its own
-  // rounding (no libm lround): it must pick the same template pixel as model_sigma_at_ln, at
-  // exact half-pixel positions (lround rounds ties away from zero), just below them, and beyond
-  // both ends of the grid (clamped).
+  // The lookup rounds without a libm call (common/rounding.hpp nearest_index): it must pick the
+  // pixel std::lround picks, clamped to the grid, at exact half-pixel positions (ties away from
+  // zero), just below and above them, and beyond both ends of the grid; the per-arm form
+  // prepare_spectrum calls must give the same through its index list.
   const auto& lib = velox::test::thin_library();
   REQUIRE(!lib.model_sigma.empty());
   std::vector<double> ln;
@@ -86,11 +87,18 @@ TEST_CASE("model_sigma_at_ln for many pixels equals the one-pixel lookup, ties i
   for (size_t k = 0; k < idx.size(); ++k) idx[k] = k;
   std::vector<double> many(ln.size());
   lib.model_sigma_at_ln(ln.data(), idx.data(), idx.size(), many.data());
-  int differ = 0, distinct = 0;
+  const long last = static_cast<long>(lib.model_sigma.size()) - 1;
+  int differ = 0, differ_lround = 0, distinct = 0;
   for (size_t k = 0; k < ln.size(); ++k) {
     differ += many[k] != lib.model_sigma_at_ln(ln[k]);
+    const double ref = std::isfinite(ln[k])
+                           ? lib.model_sigma[static_cast<size_t>(std::clamp(
+                                 std::lround((ln[k] - lib.lnlam0) / lib.dlnlam), 0L, last))]
+                           : 0.0;  // the lookup's guard
+    differ_lround += lib.model_sigma_at_ln(ln[k]) != ref;
     distinct += k > 0 && many[k] != many[k - 1];
   }
   CHECK(differ == 0);
+  CHECK(differ_lround == 0);
   CHECK(distinct > 1000);  // the lookups must land on many different pixels
 }
