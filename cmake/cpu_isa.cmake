@@ -37,9 +37,21 @@ foreach(level ${VELOX_ISA_LEVELS})
   # The Python extension links the layers, which are position-independent (python/).
   set_target_properties(velox_cpu_${level} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   target_sources(velox_backend_cpu PRIVATE $<TARGET_OBJECTS:velox_cpu_${level}>)
+  # The host preparation's inner loops (src/fit/isa/prep_slot.cpp), likewise per level, in
+  # velox_fit. -ffp-contract=off: no fused multiply-adds, so that every level computes the same
+  # bits (the prepared spectrum does not depend on the machine).
+  add_library(velox_prep_${level} OBJECT ${CMAKE_SOURCE_DIR}/src/fit/isa/prep_slot.cpp)
+  target_include_directories(velox_prep_${level} PRIVATE ${CMAKE_BINARY_DIR}/layers/velox_fit)
+  target_link_libraries(velox_prep_${level} PRIVATE velox_model)
+  target_compile_definitions(velox_prep_${level} PRIVATE VELOX_ISA_TU=1 VELOX_ISA_LEVEL=${level})
+  target_compile_options(velox_prep_${level} PRIVATE -Wall -Wextra -fno-math-errno
+                                                     -ffp-contract=off ${VELOX_ISA_FLAGS_${level}})
+  set_target_properties(velox_prep_${level} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_sources(velox_fit PRIVATE $<TARGET_OBJECTS:velox_prep_${level}>)
   string(TOUPPER ${level} LEVEL)
   if(NOT level STREQUAL "baseline")
     target_compile_definitions(velox_backend_cpu PRIVATE VELOX_HAVE_ISA_${LEVEL}=1)
+    target_compile_definitions(velox_fit PRIVATE VELOX_HAVE_ISA_${LEVEL}=1)
   endif()
 endforeach()
 message(STATUS "velox: CPU kernel instruction sets: ${VELOX_ISA_LEVELS}")
@@ -47,5 +59,6 @@ message(STATUS "velox: CPU kernel instruction sets: ${VELOX_ISA_LEVELS}")
 # Arguments of the test cpu_isa.objects (tests/CMakeLists.txt, scripts/check-isa-objects.sh).
 set(VELOX_ISA_OBJECT_ARGS)
 foreach(level ${VELOX_ISA_LEVELS})
-  list(APPEND VELOX_ISA_OBJECT_ARGS "${level}:$<TARGET_OBJECTS:velox_cpu_${level}>")
+  list(APPEND VELOX_ISA_OBJECT_ARGS "${level}:$<TARGET_OBJECTS:velox_cpu_${level}>"
+       "${level}:$<TARGET_OBJECTS:velox_prep_${level}>")
 endforeach()

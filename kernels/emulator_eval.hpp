@@ -171,18 +171,23 @@ VX_INLINE void emulator_combine_regs(const EmulatorView& e, const double* rows, 
   }
 }
 
-// x = exp(x) for 8 doubles at once, x in [-708, 0] (host only; the emulator's GP kernel values,
-// x = -d2/2 >= -30): x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts, Cody & Waite 1980),
-// exp(r) by its Taylor series to r^13/13! (truncation < 2e-17 relative at |r| = 0.347),
-// 2^n from the exponent bits. Agrees with libm's exp to a few ulp (test_kernels).
-VX_INLINE void exp_v8(VxVec8& x) {
-  typedef long long I8 __attribute__((vector_size(64)));
-  VxVec8 h;  // round to nearest (half away from 0) through truncation
-  for (int p = 0; p < 8; ++p) h[p] = x[p] < 0 ? -0.5 : 0.5;
-  const VxVec8 n =
-      __builtin_convertvector(__builtin_convertvector(x * 1.4426950408889634 + h, I8), VxVec8);
-  const VxVec8 r = (x - n * 0.693147180369123816490) - n * 1.90821492927058770002e-10;
-  VxVec8 p = VxVec8{} + 1.0 / 6227020800.0;  // 1/13!
+// x = exp(x) lane by lane for a GCC/clang vector of doubles (host only; the emulator's GP kernel
+// values, x = -d2/2 >= -30, and the host's resolution-matrix fold), x in [-708, 700]: x = n ln2
+// + r with |r| <= ln2/2 (ln2 in two parts, Cody & Waite 1980), exp(r) by its Taylor series to
+// r^13/13! (truncation < 2e-17 relative at |r| = 0.347), 2^n from the exponent bits. Agrees with
+// libm's exp to a few ulp (test_kernels).
+// Vec: L doubles; II: L ints; IL: L long longs (exp_vec picks them).
+template <class Vec, class II, class IL>
+VX_INLINE void exp_vec_as(Vec& x) {
+  constexpr int L = static_cast<int>(sizeof(Vec) / sizeof(double));
+  // n through 32-bit integers (|n| <= 1100): a double-to-int32 conversion is one instruction from
+  // SSE2 on, the conversion to int64 only with AVX-512DQ (without it, one scalar per lane).
+  Vec h;  // round to nearest (half away from 0) through truncation
+  for (int p = 0; p < L; ++p) h[p] = x[p] < 0 ? -0.5 : 0.5;
+  const II ni = __builtin_convertvector(x * 1.4426950408889634 + h, II);
+  const Vec n = __builtin_convertvector(ni, Vec);
+  const Vec r = (x - n * 0.693147180369123816490) - n * 1.90821492927058770002e-10;
+  Vec p = Vec{} + 1.0 / 6227020800.0;  // 1/13!
   const double inv_fact[13] = {1.0 / 479001600.0,
                                1.0 / 39916800.0,
                                1.0 / 3628800.0,
@@ -197,11 +202,20 @@ VX_INLINE void exp_v8(VxVec8& x) {
                                1.0,
                                1.0};
   for (int k = 0; k < 13; ++k) p = p * r + inv_fact[k];
-  const I8 e = (__builtin_convertvector(n, I8) + 1023) << 52;
-  VxVec8 s;
+  const IL e = (__builtin_convertvector(ni, IL) + 1023) << 52;
+  Vec s;
   __builtin_memcpy(&s, &e, sizeof s);
   x = p * s;
 }
+template <class Vec>
+VX_INLINE void exp_vec(Vec& x) {
+  constexpr int L = static_cast<int>(sizeof(Vec) / sizeof(double));
+  typedef int II __attribute__((vector_size(L * 4)));
+  typedef long long IL __attribute__((vector_size(L * 8)));
+  exp_vec_as<Vec, II, IL>(x);
+}
+// exp_vec for 8 doubles (kern::VxVec8).
+VX_INLINE void exp_v8(VxVec8& x) { exp_vec(x); }
 
 // emulator_combine_regs<NL, NV> for the run-time K (NV = 1 .. 6: up to 48 coefficients); false
 // for larger K (then the reduce_grid form runs).

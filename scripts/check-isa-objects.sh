@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The CPU kernel's instruction-set split, checked on the compiled objects (test cpu_isa.objects;
-# docs/performance.md "Instruction sets"):
-#  1. every per-level kernel object defines exactly one external symbol, its entry point
-#     velox::cpu_isa::<level>::fit_spectrum: every kernel template and helper inside is local, so
-#     the linker cannot merge the AVX2/AVX-512 copy of one into the other levels (ODR);
-#  2. the baseline kernel object and every other object of the velox layers contain no VEX/EVEX
+# The instruction-set split of the CPU kernel and of the host preparation's inner loops, checked on
+# the compiled objects (test cpu_isa.objects; docs/performance.md "Instruction sets"):
+#  1. every per-level object defines exactly one external symbol, its entry point
+#     velox::cpu_isa::<level>::fit_spectrum (fit_slot.cpp) or velox::prep_isa::<level>::kernels()
+#     (prep_slot.cpp): every kernel template and helper inside is local, so the linker cannot
+#     merge the AVX2/AVX-512 copy of one into the other levels (ODR);
+#  2. the baseline objects and every other object of the velox layers contain no VEX/EVEX
 #     instruction and no ymm/zmm register: outside the dispatched kernels the binary runs on any
 #     x86-64 CPU;
 #  3. the avx2 and avx512 objects do use VEX/EVEX code (their -march flags took effect).
@@ -36,7 +37,10 @@ for spec in "${levels[@]}"; do
   # sanitizer build, scripts/test-sanitize.sh) emits weak "typeinfo for <function type>" objects.
   exported="$(nm -g --defined-only -C "$obj" | awk '{ $1 = ""; $2 = ""; sub(/^  /, ""); print }' |
     grep -v '^typeinfo \(name \)\?for ' || true)"
-  want="velox::cpu_isa::${level}::fit_spectrum(velox::kern::BatchView const&, int, int, double*)"
+  case "$obj" in
+    *prep_slot*) want="velox::prep_isa::${level}::kernels()" ;;
+    *) want="velox::cpu_isa::${level}::fit_spectrum(velox::kern::BatchView const&, int, int, double*)" ;;
+  esac
   if [[ "$exported" != "$want" ]]; then
     echo "FAIL $level: $obj exports more than its entry point:"; echo "$exported"; fail=1
   else

@@ -10,6 +10,7 @@
 #include "common/median.hpp"
 #include "fit/ln_wave.hpp"
 #include "fit/params.hpp"
+#include "fit/prep_kernels.hpp"
 #include "fit/resolution.hpp"
 #include "io/rvs_warn.hpp"
 #include "kernels/fit_pipeline.hpp"
@@ -206,77 +207,16 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     ivar_fit.resize(idx.size());
     for (size_t k = 0; k < idx.size(); ++k) ivar_fit[k] = arm.ivar[idx[k]];
     if (cfg.model_variance && !lib.model_sigma.empty() && cfg.model_variance_scale > 0) {
-      // The window [a, b) slides one pixel at a time: kept sorted by replacing the pixel that
-      // leaves with the one that enters (a per-pixel nth_element made preparation 7x slower on
-      // LAMOST). 32 slots, those past the window's m values +inf, so that each position is a
-      // count over all 32 (vectorised, without branches: a binary search's branches mispredict
-      // on noisy flux). The flux is finite (data_ok).
-      constexpr size_t kHalf = 15;
-      constexpr int kSlots = 32;
-      static_assert(2 * kHalf + 1 < kSlots, "the window and one +inf slot");
-      alignas(64) float win[kSlots];
-      std::fill(win, win + kSlots, INFINITY);
-      // Counts on 4-float vectors (GCC/Clang vector extensions: SSE2 on any x86-64, NEON on
-      // arm64): a comparison gives -1 per true lane.
-      typedef float F4 __attribute__((vector_size(16)));
-      typedef int I4 __attribute__((vector_size(16)));
-      auto count = [&](float v, auto inclusive) {  // values below v, or not above v
-        const F4 vv = {v, v, v, v};
-        I4 acc = {0, 0, 0, 0};
-        for (int q = 0; q < kSlots; q += 4) {
-          F4 w4;
-          std::memcpy(&w4, win + q, sizeof w4);
-          if constexpr (decltype(inclusive)::value)
-            acc += w4 <= vv;
-          else
-            acc += w4 < vv;
-        }
-        return -(acc[0] + acc[1] + acc[2] + acc[3]);
-      };
-      // v's index when it is in the window; where v is inserted
-      auto below = [&](float v) { return count(v, std::false_type{}); };
-      auto not_above = [&](float v) { return count(v, std::true_type{}); };
+      // The window of +-15 used pixels slides one pixel at a time, kept sorted
+      // (fit/isa/prep_slot.cpp: a per-pixel nth_element made preparation 7x slower on LAMOST).
       thread_local std::vector<float> fl;
       thread_local std::vector<double> msig;  // the emulator's sigma at each used pixel
       fl.resize(idx.size());
       msig.resize(idx.size());
       for (size_t k = 0; k < idx.size(); ++k) fl[k] = arm.flux[idx[k]];
       lib.model_sigma_at_ln(ln_wave, idx.data(), idx.size(), msig.data());
-      size_t a = 0, b = 0;  // window [a, b) of used pixels, m = b - a values in win
-      int m = 0;
-      for (size_t k = 0; k < idx.size(); ++k) {
-        const size_t a1 = k >= kHalf ? k - kHalf : 0, b1 = std::min(idx.size(), k + kHalf + 1);
-        if (a < a1 && b < b1) {  // one leaves, one enters: one shift between their positions
-          const float vo = fl[a++], vi = fl[b++];
-          const int p = below(vo);
-          if (vi >= vo) {
-            const int r = not_above(vi);  // counts vo itself: r > p
-            for (int q = p; q < r - 1; ++q) win[q] = win[q + 1];
-            win[r - 1] = vi;
-          } else {
-            const int l = not_above(vi);  // vo > vi is not counted: l <= p
-            for (int q = p; q > l; --q) win[q] = win[q - 1];
-            win[l] = vi;
-          }
-        }
-        for (; a < a1; ++a) {
-          const int p = below(fl[a]);
-          for (int q = p; q < m - 1; ++q) win[q] = win[q + 1];
-          win[--m] = INFINITY;
-        }
-        for (; b < b1; ++b) {
-          const float v = fl[b];
-          const int p = not_above(v);
-          for (int q = m; q > p; --q) win[q] = win[q - 1];
-          win[p] = v;
-          ++m;
-        }
-        const double F = std::fabs(win[m / 2]);
-        const double sm = cfg.model_variance_scale * msig[k] * F;
-        // 1 / (1/ivar + sm^2) with one division
-        const double iv = arm.ivar[idx[k]];
-        ivar_fit[k] = static_cast<float>(iv / (1.0 + iv * sm * sm));
-      }
+      prep_kernels().model_ivar(fl.data(), msig.data(), cfg.model_variance_scale, idx.size(),
+                                ivar_fit.data());
     }
     // Per-arm velocity zero point (FitConfig::arm_zero_point_kms): ln lambda - ln(1 + zp/c) for
     // the segment's pixels (one-arm formats: the halves at arm_split_A).

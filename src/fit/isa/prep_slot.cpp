@@ -1,0 +1,378 @@
+// The host preparation's inner loops (prep_slot.hpp), compiled once per instruction-set level
+// (cmake/cpu_isa.cmake: baseline, x86-64-v3, x86-64-v4, each with -ffp-contract=off so that every
+// level computes the same bits). As in backend/cpu/isa/fit_slot.cpp, nothing here has external
+// linkage but kernels(), and nothing of the standard library beyond <cmath> is used (its inline
+// functions would be shared between the levels); the test cpu_isa.objects checks both.
+#if !defined(VELOX_ISA_TU) || !defined(VELOX_ISA_LEVEL)
+#error "compile through cmake/cpu_isa.cmake (VELOX_ISA_TU, VELOX_ISA_LEVEL)"
+#endif
+#include "fit/isa/prep_slot.hpp"
+
+#include <cmath>
+
+#include "kernels/emulator_eval.hpp"
+#include "kernels/team.hpp"
+
+namespace {
+
+using velox::prep::FoldMoments;
+// Doubles in one native register (8 with AVX-512, 4 with AVX2, 2 with SSE2): one row per lane of
+// the fold (64-byte vectors below AVX-512 make GCC keep the lanes in memory).
+typedef velox::kern::VxVecD V;
+constexpr int kLanes = velox::kern::kVecD;
+typedef long long M __attribute__((vector_size(sizeof(V))));  // their lane masks
+
+// mask ? a : b lane by lane, as bit operations (by reference: a vector argument or result would
+// change the ABI with the level).
+inline void sel(V& out, const M& mask, const V& a, const V& b) {
+  M am, bm;
+  __builtin_memcpy(&am, &a, sizeof am);
+  __builtin_memcpy(&bm, &b, sizeof bm);
+  const M r = (am & mask) | (bm & ~mask);
+  __builtin_memcpy(&out, &r, sizeof out);
+}
+
+// The most diagonals folded (fit/resolution.hpp kMaxResolutionDiagonals).
+constexpr int kMaxDiag = 32;
+// Centroid tolerance of the sampled Gaussian [px]: 1e-7 px is 5e-6 km/s on DESI pixels, and the
+// rows are stored in single precision (relative 6e-8) anyway.
+constexpr double kCentroidTol = 1e-7;
+
+inline long lmin(long a, long b) { return a < b ? a : b; }
+inline long lmax(long a, long b) { return a > b ? a : b; }
+inline long floor_l(double x) {  // floor() without a libm call (common/rounding.hpp)
+  const long k = static_cast<long>(x);
+  return k - (x < static_cast<double>(k));
+}
+
+void moments(const float* res, long n, int ndiag, long row_lo, long row_hi, double* m0, double* m1,
+             double* m2) {
+  const long half = ndiag / 2;
+  // Row i: weight of model[i + o] is res[d * n + i + o] with o = k - half, d = ndiag - 1 - k.
+  // A non-finite weight makes the row's sum non-finite: such rows are unusable.
+  for (long k = 0; k < ndiag; ++k) {
+    const long o = k - half;
+    const double od = static_cast<double>(o), od2 = od * od;
+    const float* rd = res + static_cast<size_t>(ndiag - 1 - k) * n + o;
+    for (long i = lmax(row_lo, -o), hi = lmin(row_hi, n - o); i < hi; ++i) {
+      const double r = rd[i];
+      m0[i] += r;
+      m1[i] += r * od;
+      m2[i] += r * od2;
+    }
+  }
+}
+
+// The complete row whose moments row i takes: the nearest with all ndiag weights inside the arm.
+inline long borrowed(const FoldMoments& f, long i) {
+  const long h = f.ndiag / 2;
+  return f.n > 2 * h ? lmin(lmax(i, h), f.n - 1 - h) : i;
+}
+inline bool usable(const FoldMoments& f, long i) {
+  return std::isfinite(f.m0[i]) && f.m0[i] > 1e-6;
+}
+
+// w[k] proportional to exp(-(k - half - c)^2 / (2 sg^2)) (dx = 1/sg, q = exp(-dx^2)) from the tap
+// nearest c outwards, for one row whose centroid lies beyond the taps.
+void sampled_gaussian_1(int ndiag, int half, double c, double dx, double q, double* w) {
+  long kc = floor_l(c + 0.5) + half;
+  kc = kc < 0 ? 0 : kc > ndiag - 1 ? ndiag - 1 : kc;
+  const double xc = (kc - half - c) * dx;
+  w[kc] = 1.0;
+  const double r_up = std::exp(-(xc + 0.5 * dx) * dx);  // w[kc+1] / w[kc]
+  double r = r_up;
+  for (int k = static_cast<int>(kc) + 1; k < ndiag; ++k, r *= q) w[k] = w[k - 1] * r;
+  r = q / r_up;  // w[kc-1] / w[kc]
+  for (int k = static_cast<int>(kc) - 1; k >= 0; --k, r *= q) w[k] = w[k + 1] * r;
+}
+
+// Rows per chunk of write_rows (a multiple of every level's kLanes).
+constexpr int kChunk = 64;
+
+// The sampled Gaussians of ng <= kChunk rows, one per lane in groups of kLanes: centroids mu_r
+// [px from the central tap], variances var_r [px^2], weights normalised to s0_r, row r written to
+// dst[r][k * k_step] (k = 0 .. ndiag-1).
+void gaussian_rows(int ndiag, int ng, const double* mu_r, const double* var_r, const double* s0_r,
+                   float* const* dst, ptrdiff_t k_step) {
+  constexpr int kGroups = kChunk / kLanes;
+  const int half = ndiag / 2, n_groups = (ng + kLanes - 1) / kLanes;
+  alignas(64) V w[kMaxDiag], wf[kGroups][kMaxDiag];
+  alignas(64) V mu[kGroups], dx[kGroups], q[kGroups], c[kGroups], norm[kGroups];
+  M active[kGroups];
+  bool alive[kGroups];
+  for (int gi = 0; gi < n_groups; ++gi) {
+    alignas(64) double dx_l[kLanes], m_l[kLanes];
+    for (int g = 0; g < kLanes; ++g) {  // idle lanes: a harmless row
+      const int r = gi * kLanes + g;
+      dx_l[g] = r < ng ? 1.0 / std::sqrt(var_r[r]) : 1.0;
+      m_l[g] = r < ng ? mu_r[r] : 0.0;
+      active[gi][g] = r < ng ? -1 : 0;
+    }
+    __builtin_memcpy(&mu[gi], m_l, sizeof(V));
+    __builtin_memcpy(&dx[gi], dx_l, sizeof(V));
+    q[gi] = -dx[gi] * dx[gi];
+    velox::kern::exp_vec(q[gi]);  // exp(-dx^2): each tap ratio over the previous one
+    c[gi] = mu[gi], norm[gi] = V{} + 1.0;
+    for (int k = 0; k < ndiag; ++k) wf[gi][k] = V{};
+    alive[gi] = true;
+  }
+  // Sampling a narrow Gaussian at integer offsets pulls its centroid towards 0 (0.04 px for
+  // sigma 0.46, i.e. ~2 km/s on DESI pixels): move the centre until the sampled centroid is
+  // the row's (a contraction: 1-4 steps to kCentroidTol for most rows, at most 8). A lane
+  // keeps the weights of the step where it converged. The groups' steps are independent: one
+  // group's latency overlaps the next one's.
+  for (int it = 0; it < 8; ++it) {
+    bool any_group = false;
+    for (int gi = 0; gi < n_groups; ++gi) {
+      if (!alive[gi]) continue;
+      // w[k] = exp(-(x_k^2 - x_h^2) / 2), x_k = (k - half - c) dx, from the central tap
+      // outwards: each ratio w[k+1]/w[k] = exp(-(x_k + dx/2) dx) is the last one times q. With
+      // |c| <= half and dx < 1/0.3 the weights stay within 1e-181 .. 1e61: no overflow, no
+      // underflow.
+      const V xh = -c[gi] * dx[gi];
+      V r_up = -(xh + 0.5 * dx[gi]) * dx[gi];
+      velox::kern::exp_vec(r_up);
+      w[half] = V{} + 1.0;
+      V r = r_up;
+      for (int k = half + 1; k < ndiag; ++k, r *= q[gi]) w[k] = w[k - 1] * r;
+      r = q[gi] / r_up;
+      for (int k = half - 1; k >= 0; --k, r *= q[gi]) w[k] = w[k + 1] * r;
+      V nm = {}, m1 = {};
+      for (int k = 0; k < ndiag; ++k) {
+        nm += w[k];
+        m1 += w[k] * static_cast<double>(k - half);
+      }
+      const V dc = mu[gi] - m1 / nm;
+      for (int k = 0; k < ndiag; ++k) sel(wf[gi][k], active[gi], w[k], wf[gi][k]);
+      sel(norm[gi], active[gi], nm, norm[gi]);
+      sel(c[gi], active[gi], c[gi] + dc, c[gi]);
+      active[gi] &= ~((dc < kCentroidTol) & (dc > -kCentroidTol));
+      long long any = 0;
+      for (int g = 0; g < kLanes; ++g) any |= active[gi][g];
+      alive[gi] = any != 0;
+      any_group |= alive[gi];
+    }
+    if (!any_group) break;
+  }
+  for (int gi = 0; gi < n_groups; ++gi) {
+    const int r0 = gi * kLanes, nl = ng - r0 < kLanes ? ng - r0 : kLanes;
+    alignas(64) double s0[kLanes];
+    for (int g = 0; g < kLanes; ++g) s0[g] = g < nl ? s0_r[r0 + g] : 0.0;
+    V scale;
+    __builtin_memcpy(&scale, s0, sizeof scale);
+    scale /= norm[gi];
+    bool consecutive = nl == kLanes;  // rows side by side in the output: one store per tap
+    for (int g = 1; g < nl && consecutive; ++g) consecutive = dst[r0 + g] == dst[r0] + g;
+    if (consecutive) {
+      typedef velox::kern::VxVecDF FD;
+      for (int k = 0; k < ndiag; ++k) {
+        const FD o = __builtin_convertvector(scale * wf[gi][k], FD);
+        __builtin_memcpy(dst[r0] + k * k_step, &o, sizeof o);
+      }
+      continue;
+    }
+    for (int g = 0; g < nl; ++g)
+      for (int k = 0; k < ndiag; ++k)
+        dst[r0 + g][k * k_step] = static_cast<float>(scale[g] * wf[gi][k][g]);
+  }
+}
+
+void write_rows(const FoldMoments& fm, const size_t* rows, size_t count, const double* wave,
+                const double* fwhm_pp, double fwhm_fixed, float* out, ptrdiff_t row_step,
+                ptrdiff_t k_step, long offset) {
+  const double fwhm_to_sigma = 1.0 / std::sqrt(8.0 * std::log(2.0));
+  const long n = fm.n;
+  const int ndiag = fm.ndiag, half = ndiag / 2;
+  // Gaussian rows kLanes at a time, one row per lane of a native vector of doubles: every step of a
+  // row's centroid iteration is the same sequence of operations for every row (the taps' recurrence
+  // starts at the central tap, whatever the centre), so the rows' chains run side by side, and a
+  // row's arithmetic is that of the row alone (its floats do not depend on its batch-mates). The
+  // rows' moments, centroids and widths first, kChunk rows at a time in a loop without branches (on
+  // vector lanes).
+  alignas(64) double mu_l[kChunk], var_l[kChunk], s0_l[kChunk];
+  alignas(64) double sum_c[kChunk], m_c[kChunk], var_c[kChunk];
+  float* dst[kChunk];
+  double w1[kMaxDiag];
+  for (size_t c0 = 0; c0 < count; c0 += kChunk) {
+    const int nc = count - c0 < kChunk ? static_cast<int>(count - c0) : kChunk;
+    // The rows' centroids [px] and the Gaussians' variances [px^2]. The first and last `half`
+    // rows reach beyond the arm, where the matrix stores nothing: their stored weights lose part
+    // of the row and pull its centroid inward. They take the shape and weight of the nearest
+    // complete row (the LSF varies slowly along an arm).
+    for (int j = 0; j < nc; ++j) {
+      const long i = static_cast<long>(rows[c0 + j]);
+      const long ib = borrowed(fm, i);
+      const long ir = usable(fm, ib) ? ib : i;
+      const double sum = fm.m0[ir], s1 = fm.m1[ir], s2 = fm.m2[ir];
+      const double m = s1 / sum;
+      const double v_raw = s2 / sum - m * m;
+      const double var_row = v_raw > 0.0 ? v_raw : 0.0;
+      // The pixel's width [A]: half the span of its neighbours (exact: a power of two), or the
+      // one-sided step at the arm's ends.
+      const long i0 = lmax(0L, i - 1), i1 = lmin(n - 1, i + 1);
+      const double dlam = i1 - i0 == 2   ? (wave[i1] - wave[i0]) * 0.5
+                          : i1 - i0 == 1 ? wave[i1] - wave[i0]
+                                         : 0.0;
+      const double fwhm_t = fwhm_pp ? fwhm_pp[c0 + j] : fwhm_fixed;
+      const double sig_t = fwhm_t > 0 ? fwhm_t * fwhm_to_sigma / dlam : 0.0;
+      sum_c[j] = sum;
+      m_c[j] = m;
+      var_c[j] = var_row - sig_t * sig_t;
+    }
+    int ng = 0;  // the chunk's Gaussian rows
+    for (int j = 0; j < nc; ++j) {
+      const long i = static_cast<long>(rows[c0 + j]);
+      float* o = out + (i - offset) * row_step;
+      const double sum = sum_c[j], m = m_c[j], var = var_c[j];
+      if (var > 0.09 && std::fabs(m) <= static_cast<double>(half)) {
+        // sigma > 0.3 px with the centroid within the taps: a sampled Gaussian in a lane,
+        // normalised to the row's sum
+        mu_l[ng] = m;
+        var_l[ng] = var;
+        s0_l[ng] = sum;
+        dst[ng] = o;
+        ++ng;
+      } else if (var > 0.09) {
+        // A centroid beyond the taps (a row with negative weights): the recurrence from the
+        // central tap could overflow there, so this row alone, from its nearest tap.
+        const double dx = 1.0 / std::sqrt(var), q = std::exp(-dx * dx);
+        double c = m, norm = 1.0;
+        for (int it = 0; it < 8; ++it) {
+          sampled_gaussian_1(ndiag, half, c, dx, q, w1);
+          double nm = 0, m1 = 0;
+          for (int k = 0; k < ndiag; ++k) {
+            nm += w1[k];
+            m1 += w1[k] * (k - half);
+          }
+          norm = nm;
+          const double dc = m - m1 / nm;
+          c += dc;
+          if (std::fabs(dc) < kCentroidTol) break;
+        }
+        const double scale = sum / norm;
+        for (int k = 0; k < ndiag; ++k) o[k * k_step] = static_cast<float>(scale * w1[k]);
+      } else if (ndiag == 1) {  // a one-diagonal matrix: the row is its weight
+        o[0] = static_cast<float>(sum);
+      } else {  // narrower than a pixel: linear interpolation at the centroid
+        const double hd = static_cast<double>(half);
+        const double cl = m < -hd ? -hd : m > hd ? hd : m;
+        const int k0 = static_cast<int>(lmin(floor_l(cl) + half, ndiag - 2L));
+        const double f = cl + hd - k0;
+        o[k0 * k_step] = static_cast<float>(sum * (1 - f));
+        o[(k0 + 1) * k_step] = static_cast<float>(sum * f);
+      }
+    }
+    if (ng > 0) gaussian_rows(ndiag, ng, mu_l, var_l, s0_l, dst, k_step);
+  }
+}
+
+// Batcher's odd-even merge sort network for 32 values: its 191 compare-exchange pairs, in order.
+struct SortNet32 {
+  unsigned char a[191], b[191];
+  constexpr SortNet32() : a(), b() {
+    int c = 0;
+    for (int p = 1; p < 32; p <<= 1)
+      for (int k = p; k >= 1; k >>= 1)
+        for (int j = k % p; j + k < 32; j += 2 * k)
+          for (int i = 0; i < k && i + j + k < 32; ++i)
+            if ((i + j) / (2 * p) == (i + j + k) / (2 * p)) {
+              a[c] = static_cast<unsigned char>(i + j);
+              b[c] = static_cast<unsigned char>(i + j + k);
+              ++c;
+            }
+  }
+};
+constexpr SortNet32 kSortNet;
+static_assert(kSortNet.b[190] != 0, "191 compare-exchanges");
+
+// Native float vectors: 16 lanes with AVX-512, 8 with AVX2, 4 with SSE2.
+using velox::kern::kVecF;
+typedef velox::kern::VxVecF FV;
+
+// Sorts x[0..31] lane by lane (each lane its own 32 values): the network's compare-exchanges on
+// vector lanes, each a min and a max (only comparisons: the values are exact).
+inline void sort32(FV* x) {
+#pragma GCC unroll 191
+  for (int c = 0; c < 191; ++c) {
+    const FV u = x[kSortNet.a[c]], v = x[kSortNet.b[c]];
+    x[kSortNet.a[c]] = u < v ? u : v;
+    x[kSortNet.b[c]] = u < v ? v : u;
+  }
+}
+
+// The model ivar of pixel k from its median F (prepare_spectrum's formula).
+inline void model_ivar_at(size_t k, double F, const double* sigma, double scale, float* ivar) {
+  const double sm = scale * sigma[k] * F;
+  // 1 / (1/ivar + sm^2) with one division
+  const double iv = ivar[k];
+  ivar[k] = static_cast<float>(iv / (1.0 + iv * sm * sm));
+}
+
+void model_ivar(const float* fl, const double* sigma, double scale, size_t n, float* ivar) {
+  // Pixel k's window: the used pixels [k - 15, k + 16) within [0, n), sorted; its median is
+  // element m/2 (m values, the upper median). kVecF pixels at a time, one per lane: the window's
+  // values and +inf up to 32 slots, sorted by a network (no data-dependent branches, and no
+  // chain from one pixel to the next as in a sliding sorted window).
+  constexpr size_t kHalf = 15, kBlock = kVecF;
+  FV x[32];
+  FV lane;  // 0, 1, .. kVecF - 1
+  for (int q = 0; q < kVecF; ++q) lane[q] = static_cast<float>(q);
+  const FV inf = FV{} + INFINITY;
+  if (n >= 2 * kHalf + kBlock) {
+    // Pixels whose window is full (31 values: median slot 15) load their slots as vectors (the
+    // last block overlaps the one before it).
+    const size_t full_hi = n - kHalf;
+    alignas(64) float med[kBlock];
+    for (size_t k0 = kHalf; k0 < full_hi; k0 += kBlock) {
+      const size_t k = k0 + kBlock <= full_hi ? k0 : full_hi - kBlock;
+      for (int j = 0; j < 31; ++j) __builtin_memcpy(&x[j], fl + k - kHalf + j, sizeof(FV));
+      x[31] = inf;
+      sort32(x);
+      __builtin_memcpy(med, &x[15], sizeof(FV));
+      for (size_t q = 0; q < kBlock; ++q)
+        if (k + q >= k0) model_ivar_at(k + q, std::fabs(med[q]), sigma, scale, ivar);
+    }
+    // The first and last 15 pixels: edge pixel e (0 .. 14) from either end has the 16 + e
+    // pixels nearest that end as its window (n >= 31), so slot j of lane e is the j-th pixel from
+    // the end where j < 16 + e, else +inf.
+    for (int end = 0; end < 2; ++end)
+      for (size_t e0 = 0; e0 < kHalf; e0 += kBlock) {
+        for (int j = 0; j < 32; ++j) {
+          const float v = j < 31 ? fl[end == 0 ? j : n - 1 - j] : INFINITY;
+          x[j] = lane + static_cast<float>(e0 + kHalf + 1) > static_cast<float>(j) ? FV{} + v : inf;
+        }
+        sort32(x);
+        for (size_t q = 0; q < kBlock && e0 + q < kHalf; ++q) {
+          const size_t e = e0 + q;
+          model_ivar_at(end == 0 ? e : n - 1 - e, std::fabs(x[(e + kHalf + 1) / 2][q]), sigma,
+                        scale, ivar);
+        }
+      }
+    return;
+  }
+  // A short arm: every window filled lane by lane.
+  for (size_t k0 = 0; k0 < n; k0 += kBlock) {
+    alignas(64) float slots[32][kBlock];
+    int mid[kBlock];
+    for (size_t q = 0; q < kBlock; ++q) {
+      const size_t k = k0 + q < n ? k0 + q : n - 1;  // past the end: a copy of the last
+      const size_t a = k >= kHalf ? k - kHalf : 0, b = k + kHalf + 1 < n ? k + kHalf + 1 : n;
+      for (size_t j = 0; j < 32; ++j) slots[j][q] = a + j < b ? fl[a + j] : INFINITY;
+      mid[q] = static_cast<int>(b - a) / 2;
+    }
+    __builtin_memcpy(x, slots, sizeof x);
+    sort32(x);
+    for (size_t q = 0; q < kBlock && k0 + q < n; ++q)
+      model_ivar_at(k0 + q, std::fabs(x[mid[q]][q]), sigma, scale, ivar);
+  }
+}
+
+const velox::prep::Kernels kKernels = {&moments, &write_rows, &model_ivar};
+
+}  // namespace
+
+namespace velox::prep_isa::VELOX_ISA_LEVEL {
+
+const prep::Kernels& kernels() { return kKernels; }
+
+}  // namespace velox::prep_isa::VELOX_ISA_LEVEL

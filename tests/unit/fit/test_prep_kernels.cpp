@@ -1,0 +1,99 @@
+// The host preparation's inner loops per instruction-set level (fit/prep_kernels.hpp): every
+// level this machine runs gives the same bits as the baseline level, and the running median equals
+// a sorted copy of each window.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "fit/cpu_isa.hpp"
+#include "fit/prep_kernels.hpp"
+#include "fit/resolution.hpp"
+#include "io/readers.hpp"
+#include "test_util.hpp"
+
+using namespace velox;
+
+TEST_CASE("the running median's model ivar equals a sorted copy of each window, at every level",
+          "[resolution][fit]") {
+  // Lengths around the edges of the vector form: windows are full (15 pixels each side) only
+  // from pixel 15 to n - 16, and blocks of 4-16 lanes need at least one full block. Ties (the
+  // flux rounded to a few values) and negative flux included. Oracle: the window sorted, element
+  // m/2 (the upper median), in the kernel's formula: equal bits are required (comparisons only).
+  std::mt19937 rng(7);
+  std::normal_distribution<float> noise(0.0f, 1.0f);
+  for (size_t n : {1, 2, 15, 16, 30, 31, 45, 46, 47, 61, 62, 63, 100, 257, 1913}) {
+    std::vector<float> flux(n), ivar0(n);
+    std::vector<double> sigma(n);
+    for (size_t k = 0; k < n; ++k) {
+      flux[k] = 1.0f + 0.5f * noise(rng);
+      if (k % 7 == 0) flux[k] = std::round(flux[k] * 4.0f) / 4.0f;  // ties
+      ivar0[k] = 100.0f + 10.0f * static_cast<float>(k % 13);
+      sigma[k] = 0.01 + 0.001 * static_cast<double>(k % 5);
+    }
+    std::vector<float> want(n);
+    for (size_t k = 0; k < n; ++k) {
+      std::vector<float> win(flux.begin() + (k >= 15 ? k - 15 : 0),
+                             flux.begin() + std::min(n, k + 16));
+      std::sort(win.begin(), win.end());
+      const double sm = 2.0 * sigma[k] * std::fabs(win[win.size() / 2]);
+      const double iv = ivar0[k];
+      want[k] = static_cast<float>(iv / (1.0 + iv * sm * sm));
+    }
+    for (CpuIsa isa : supported_isas()) {
+      std::vector<float> iv = ivar0;
+      prep_kernels(isa).model_ivar(flux.data(), sigma.data(), 2.0, n, iv.data());
+      size_t n_diff = 0;
+      for (size_t k = 0; k < n; ++k) n_diff += std::memcmp(&iv[k], &want[k], sizeof(float)) != 0;
+      INFO("n " << n << ", level " << isa_name(isa));
+      CHECK(n_diff == 0);
+    }
+  }
+}
+
+TEST_CASE("every instruction-set level folds resolution rows to the same bits", "[resolution]") {
+  // The fold (moments, then the rows written diagonal-major as prepare_spectrum does) of a real
+  // DESI-layout arm with a template FWHM rising 0.5 -> 6 A along it, so that Gaussian rows of
+  // every width (1-8 centroid steps) and sub-pixel (linear) rows both occur. The levels are
+  // compiled without fused multiply-adds (cmake/cpu_isa.cmake): any difference is a defect of
+  // the vector forms (a lane mixed into another, an idle lane written).
+  const auto file = read_spectra(test::data("spectra/desi_lamost/coadd-lamost-dr8.fits"));
+  REQUIRE(file.spectra.size() > 3);
+  size_t n_rows = 0;
+  for (size_t s = 0; s < 3; ++s) {
+    for (const auto& arm : file.spectra[s].arms) {
+      const long n = static_cast<long>(arm.size());
+      const int nd = arm.ndiag;
+      REQUIRE(nd > 0);
+      std::vector<size_t> rows;
+      std::vector<double> fwhm;
+      std::vector<float> ref;
+      for (CpuIsa isa : supported_isas()) {
+        const prep::Kernels& k = prep_kernels(isa);
+        std::vector<double> mom(3 * n, 0.0);
+        k.moments(arm.resolution.data(), n, nd, 0, n, mom.data(), mom.data() + n,
+                  mom.data() + 2 * n);
+        const prep::FoldMoments fm{mom.data(), mom.data() + n, mom.data() + 2 * n, n, nd};
+        if (rows.empty())
+          for (long i = 0; i < n; ++i)
+            if (std::isfinite(mom[i]) && mom[i] > 1e-6 && i % 5 != 3) {  // gaps: not all rows
+              rows.push_back(i);
+              fwhm.push_back(0.5 + 5.5 * static_cast<double>(i) / n);
+            }
+        std::vector<float> out(static_cast<size_t>(n) * nd, 0.0f);
+        k.write_rows(fm, rows.data(), rows.size(), arm.wave_vac_A.data(), fwhm.data(), 0.0,
+                     out.data(), 1, n, 0);
+        if (ref.empty()) {
+          ref = out;
+          continue;
+        }
+        INFO("spectrum " << s << ", arm " << arm.name << ", level " << isa_name(isa));
+        CHECK(std::memcmp(out.data(), ref.data(), out.size() * sizeof(float)) == 0);
+      }
+      n_rows += rows.size();
+    }
+  }
+  REQUIRE(n_rows > 10000);
+}
