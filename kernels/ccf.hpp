@@ -154,8 +154,10 @@ VX_HD void rows_to_pixels(const Team& team, const FitData& d, int a, const doubl
 // The chi^2 grid's template positions at velocity v_kms, computed once for all the grid's
 // templates (fixed_template_stencils; the CPU teams): every used pixel's cubic stencil,
 // t0[i] (grid_stencil's first interior tap) and frac[i]; for an arm with a resolution matrix,
-// every point of its full grid instead, as the pair (frac, t0) at d.dTf[2 (full_off + jf)]
-// (dTf, 1 + L >= 2 doubles per full-grid point, is free until the LM's first evaluation).
+// every point of its full grid instead, in the arm's 2 n_full doubles from d.dTf + 2 full_off:
+// the fractions first, then the taps t0 (as doubles), each contiguous so that the CPU loads them
+// as vectors (dTf, 1 + L >= 2 doubles per full-grid point, is free until the LM's first
+// evaluation).
 template <class Team>
 VX_HD void grid_stencils_at(const Team& team, const GridView& g, const FitData& d, double v_kms,
                             int* t0, double* frac) {
@@ -164,12 +166,13 @@ VX_HD void grid_stencils_at(const Team& team, const GridView& g, const FitData& 
     if (d.n_full[a] > 0) {
       const double* ll = d.full_lnlam[a];
       double* st = d.dTf + 2 * (size_t)d.full_off[a];
-      team.for_each(d.n_full[a], [&](int jf) {
+      const int nf = d.n_full[a];
+      team.for_each(nf, [&](int jf) {
         int k;
         double f;
         grid_stencil(g, ll[jf], lnd, &k, &f);
-        st[2 * jf] = f;
-        st[2 * jf + 1] = k;
+        st[jf] = f;
+        st[nf + jf] = k;
       });
     } else {
       const int i0 = d.arm_start[a];
@@ -179,6 +182,23 @@ VX_HD void grid_stencils_at(const Team& team, const GridView& g, const FitData& 
     }
   }
   team.sync();
+}
+
+// The template t at n stencils (frac[i], k[i]): out[i] = taps4 of cubic_weights(frac[i]) at
+// t + k[i] - 1 (K: int, or a tap held as a double). The CPU's SIMD team takes kVecD stencils
+// per step (SimdTeam::fixed_taps, the same arithmetic lane by lane).
+template <class Team, class K>
+VX_HD void fixed_taps(const Team& team, const float* t, int n, const double* frac, const K* k,
+                      double* out) {
+  if constexpr (host_simd<Team>()) {
+    team.fixed_taps(t, n, frac, k, out);
+  } else {
+    team.for_each(n, [&](int i) {
+      double wt[4], dwt[4];
+      cubic_weights(frac[i], wt, dwt);
+      out[i] = taps4(wt, t + (int)k[i] - 1);
+    });
+  }
 }
 
 // fixed_template_at_pixels from the stencils of grid_stencils_at: the same values (an arm with
@@ -191,23 +211,15 @@ VX_HD void fixed_template_stencils(const Team& team, const GridView& g, const Fi
     const float* t = tmpl[a] + (size_t)j * g.n_tpix;
     const int i0 = d.arm_start[a];
     if (d.n_full[a] > 0) {
+      const int nf = d.n_full[a];
       const double* st = d.dTf + 2 * (size_t)d.full_off[a];
       double* t_out = d.Tf + d.full_off[a];
-      team.for_each(d.n_full[a], [&](int jf) {
-        double wt[4], dwt[4];
-        cubic_weights(st[2 * jf], wt, dwt);
-        t_out[jf] = taps4(wt, t + (int)st[2 * jf + 1] - 1);
-      });
+      fixed_taps(team, t, nf, st, st + nf, t_out);
       team.sync();
       rows_to_pixels(team, d, a, t_out, T);
       continue;
     }
-    team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
-      const int i = i0 + ii, k = t0[i];
-      double wt[4], dwt[4];
-      cubic_weights(frac[i], wt, dwt);
-      T[i] = taps4(wt, t + k - 1);
-    });
+    fixed_taps(team, t, d.arm_start[a + 1] - i0, frac + i0, t0 + i0, T + i0);
   }
   team.sync();
 }

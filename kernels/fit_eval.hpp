@@ -204,6 +204,55 @@ VX_HD VX_INLINE void apply_rmat_np_block(const FitData& d, int a, int i, const d
       return;
     }
   }
+#if !defined(__clang__)
+  // Host, NP components (the Jacobian's columns), 8 pixels: adjacent pixels' rows read
+  // contiguous values, v[(j0 + k - half) NP ...] for P NP doubles, so the P x NP sums are P NP /
+  // kVecD vectors, each multiplied by the pixels' weights spread over their NP lanes (a constant
+  // permutation of the diagonal's 8 weights, converted once). Each lane's sum is apply_rmat_np's,
+  // r_k v_k added in the order of k, each a fused multiply-add where the level has FMA. GCC's own
+  // vectorisation of the loop below rebuilt the weights lane by lane: this form made the DESI
+  // backend 7-11% faster with AVX-512; with AVX2 (two registers of weights, a two-source
+  // shuffle) it was 5% slower, so AVX2 and SSE2 keep the loop below (docs/performance.md,
+  // fourteenth session). GCC only: clang (the sanitizer build) has no run-time-mask shuffle.
+  if constexpr (NP > 1 && P == 8 && kVecD == 8) {
+    if (consecutive) {
+      constexpr int V = kVecD, U = P * NP / V;
+      typedef long long M __attribute__((vector_size(sizeof(VxVecD))));
+      typedef float F8 __attribute__((vector_size(8 * sizeof(float))));
+      struct Masks {  // lane e of vector u takes pixel (u V + e) / NP's weight
+        long long m[U][V];
+        constexpr Masks() : m{} {
+          for (int u = 0; u < U; ++u)
+            for (int e = 0; e < V; ++e) m[u][e] = (u * V + e) / NP;
+        }
+      };
+      static constexpr Masks kMask{};
+      VxVecD acc[U];
+      for (int u = 0; u < U; ++u) acc[u] = VxVecD{};
+      const float* r0 = d.rmat[a] + j0;
+      const double* v0 = v + (size_t)(j0 - half) * NP;
+      for (int k = 0; k < nd; ++k) {
+        F8 rf;
+        __builtin_memcpy(&rf, r0 + (size_t)k * n, sizeof rf);
+        const VxVec8 rd = __builtin_convertvector(rf, VxVec8);
+        const double* vk = v0 + (size_t)k * NP;
+        for (int u = 0; u < U; ++u) {
+          VxVecD vv, rv;
+          M mu;
+          __builtin_memcpy(&mu, kMask.m[u], sizeof mu);
+          __builtin_memcpy(&vv, vk + u * V, sizeof vv);
+          VxVecD r8;
+          __builtin_memcpy(&r8, &rd, sizeof r8);
+          rv = __builtin_shuffle(r8, mu);
+          acc[u] += rv * vv;
+        }
+      }
+      for (int u = 0; u < U; ++u)
+        __builtin_memcpy(out + (size_t)i * NP + u * V, &acc[u], sizeof acc[u]);
+      return;
+    }
+  }
+#endif
 #endif
   if (consecutive) {
     for (int k = 0; k < nd; ++k) {
@@ -243,7 +292,13 @@ VX_HD VX_INLINE void apply_rmat_rows(const FitData& d, int a, int i0, int i1, co
       for (int q = 0; q < np; ++q) out[(size_t)i * np + q] = apply_rmat(d, a, i, v, np, q);
     return;
   }
+  // 8 pixels per block on the host where apply_rmat_np_block has its explicit vector forms
+  // (GCC, AVX-512), otherwise 4 for NP > 1.
+#if defined(VX_VEC8) && !defined(__CUDA_ARCH__) && !defined(__clang__)
+  constexpr int P = NP == 1 || kVecD == 8 ? 8 : 4;
+#else
   constexpr int P = NP == 1 ? 8 : 4;
+#endif
   const int nd = d.ndiag[a], half = nd / 2, n = d.n_full[a];
   auto complete = [&](int i) {
     const int j = d.full_idx[i];

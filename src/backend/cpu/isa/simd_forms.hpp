@@ -8,6 +8,9 @@
 // type (fit_slot.cpp).
 #pragma once
 #include <cstring>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/batch.hpp"
 
@@ -500,6 +503,87 @@ VX_INLINE void ccf_sums_phased(const CcfPhases& c, const float* ph_j, int n_tpix
   }
 }
 
+// kern::fixed_taps (kernels/ccf.hpp) kVecD stencils at a time: the stencils' first taps k
+// (int, or taps held as doubles) and fractions as vectors, the four taps t[k - 1 .. k + 2] as one
+// 16-byte load per stencil, transposed (AVX2, AVX-512; lane by lane otherwise: hardware gathers
+// were slower), the cubic weights and the 4-tap sums
+// in the same expressions as cubic_weights and taps4, so that each lane equals the scalar form;
+// the last n mod kVecD stencils take the scalar form itself.
+template <class K>
+VX_INLINE void fixed_taps_cpu(const float* t, int n, const double* frac, const K* k, double* out) {
+  typedef VxVecD D;
+  constexpr int V = kVecD;
+  typedef int I __attribute__((vector_size(V * sizeof(int))));
+  int i = 0;
+  for (; i + V <= n; i += V) {
+    D f;
+    I ki;
+    __builtin_memcpy(&f, frac + i, sizeof f);
+    if constexpr (sizeof(K) == sizeof(double)) {
+      D kd;
+      __builtin_memcpy(&kd, k + i, sizeof kd);
+      ki = __builtin_convertvector(kd, I);
+    } else {
+      __builtin_memcpy(&ki, k + i, sizeof ki);
+    }
+    // The four taps t[k - 1 .. k + 2] of each lane, one 16-byte load per lane, transposed.
+    int kk[V];
+    __builtin_memcpy(kk, &ki, sizeof kk);
+    D r[4];
+#if defined(__AVX512F__)
+    static_assert(V == 8, "AVX-512: 8 doubles per vector");
+    __m512 A = _mm512_castps128_ps512(_mm_loadu_ps(t + kk[0] - 1));
+    __m512 B = _mm512_castps128_ps512(_mm_loadu_ps(t + kk[4] - 1));
+    A = _mm512_insertf32x4(A, _mm_loadu_ps(t + kk[1] - 1), 1);
+    B = _mm512_insertf32x4(B, _mm_loadu_ps(t + kk[5] - 1), 1);
+    A = _mm512_insertf32x4(A, _mm_loadu_ps(t + kk[2] - 1), 2);
+    B = _mm512_insertf32x4(B, _mm_loadu_ps(t + kk[6] - 1), 2);
+    A = _mm512_insertf32x4(A, _mm_loadu_ps(t + kk[3] - 1), 3);
+    B = _mm512_insertf32x4(B, _mm_loadu_ps(t + kk[7] - 1), 3);
+    // Lane p's tap q is at 4 p + q of A:B; X: taps 0 and 1 of lanes 0..7, Y: taps 2 and 3.
+    const __m512i i01 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+    const __m512i i23 =
+        _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
+    typedef float F16 __attribute__((vector_size(64)));
+    F16 xy[2];
+    const __m512 X = _mm512_permutex2var_ps(A, i01, B), Y = _mm512_permutex2var_ps(A, i23, B);
+    __builtin_memcpy(&xy[0], &X, sizeof X);
+    __builtin_memcpy(&xy[1], &Y, sizeof Y);
+    for (int q = 0; q < 4; ++q) {
+      VxVecDF h;
+      __builtin_memcpy(&h, reinterpret_cast<const float*>(&xy[q / 2]) + 8 * (q % 2), sizeof h);
+      r[q] = __builtin_convertvector(h, D);
+    }
+#elif defined(__AVX2__)
+    static_assert(V == 4, "AVX2: 4 doubles per vector");
+    __m128 c0 = _mm_loadu_ps(t + kk[0] - 1), c1 = _mm_loadu_ps(t + kk[1] - 1);
+    __m128 c2 = _mm_loadu_ps(t + kk[2] - 1), c3 = _mm_loadu_ps(t + kk[3] - 1);
+    _MM_TRANSPOSE4_PS(c0, c1, c2, c3);
+    const __m128 c[4] = {c0, c1, c2, c3};
+    for (int q = 0; q < 4; ++q) {
+      VxVecDF h;
+      __builtin_memcpy(&h, &c[q], sizeof h);
+      r[q] = __builtin_convertvector(h, D);
+    }
+#else
+    for (int q = 0; q < 4; ++q)
+      for (int p = 0; p < V; ++p) r[q][p] = t[kk[p] + q - 1];
+#endif
+    const D f2 = f * f, f3 = f2 * f;  // cubic_weights (kernels/physics.hpp), lane by lane
+    const D w0 = -0.5 * f3 + f2 - 0.5 * f;
+    const D w1 = 1.5 * f3 - 2.5 * f2 + 1.0;
+    const D w2 = -1.5 * f3 + 2.0 * f2 + 0.5 * f;
+    const D w3 = 0.5 * f3 - 0.5 * f2;
+    const D o = w0 * r[0] + w1 * r[1] + w2 * r[2] + w3 * r[3];  // taps4
+    __builtin_memcpy(out + i, &o, sizeof o);
+  }
+  for (; i < n; ++i) {
+    double wt[4], dwt[4];
+    cubic_weights(frac[i], wt, dwt);
+    out[i] = taps4(wt, t + (int)k[i] - 1);
+  }
+}
+
 // SerialTeam with the CPU's SIMD forms above (kHostSimd: kern::host_simd<Team>() selects them in
 // template_at_pixels, profile_continuum_simd and cross_correlate; kernels/team.hpp). Local: a
 // type local to the translation unit that instantiates the team (fit_slot.cpp passes its own
@@ -631,6 +715,13 @@ struct SimdTeam : SerialTeam {
   [[gnu::always_inline]] bool continuum_moments(int deg, const FitData& d, const double* T, int i0,
                                                 int n, double* red) const {
     return pass1_moments_for(deg, d, T, i0, n, red);
+  }
+
+  // kern::fixed_taps (kernels/ccf.hpp): the chi^2 grid's template values (fixed_taps_cpu).
+  template <class K>
+  [[gnu::always_inline]] void fixed_taps(const float* t, int n, const double* frac, const K* k,
+                                         double* out) const {
+    fixed_taps_cpu(t, n, frac, k, out);
   }
 
   // cross_correlate's per-lag sums of arm a for template j, part[n_out][4], from the
