@@ -184,9 +184,17 @@ struct SerialTeam {
       rowv(i0, n - i0 < V ? n - i0 : V, Z);
       for (int k = 0; k < m; ++k) {
 #if defined(VX_VEC8)
-        // One 8-double vector operation per slot (GCC's loop vectorizer would otherwise
-        // vectorize over the slots, with gathers).
-        *(VX_VEC8*)(acc + k * V) += *(const VX_VEC8*)(Z + pa[k]) * *(const VX_VEC8*)(Z + pb[k]);
+        // Native vector operations per slot, 8 / kVecD of them (GCC's loop vectorizer would
+        // otherwise vectorize over the slots, with gathers; one 8-double vector, two registers
+        // with AVX2, went through the stack: the AVX2 DESI backend 25% slower).
+        for (int h = 0; h < V; h += kVecD) {
+          VxVecD x, y, a;
+          __builtin_memcpy(&x, Z + pa[k] + h, sizeof x);
+          __builtin_memcpy(&y, Z + pb[k] + h, sizeof y);
+          __builtin_memcpy(&a, acc + k * V + h, sizeof a);
+          a += x * y;
+          __builtin_memcpy(acc + k * V + h, &a, sizeof a);
+        }
 #else
         const double* x = Z + pa[k];
         const double* y = Z + pb[k];
