@@ -74,7 +74,8 @@ struct FitData {
   const int* full_idx = nullptr;  // [n_pix] index of each used pixel in its arm's grid
   double* Tf = nullptr;           // scratch [sum n_full] template on the full grids
   double* dTf = nullptr;          // scratch [sum n_full][np]; the CPU's chi^2 grid keeps its
-                                  // (frac, t0) stencil pairs there until the LM (ccf.hpp)
+                                  // stencils there until the LM (per arm the fractions, then
+                                  // the taps; grid_stencils_at, ccf.hpp)
   // Scratch [n_tpix][np] for the rotated model: the template (and its label derivatives) on the
   // grid rows an arm spans, computed once per evaluation. nullptr: per-pixel sums instead.
   double* Tg = nullptr;
@@ -173,7 +174,8 @@ VX_HD VX_INLINE void apply_rmat_np_block(const FitData& d, int a, int i, const d
     // Adjacent pixels (the usual case) load each diagonal's weights and values together: the same
     // products in the same order as apply_rmat, but with fused multiply-adds the last bits can
     // differ from it (VRAD by 3.5e-13 km/s on the DESI-layout stars); 8% faster DESI fits
-    // (CHANGELOG). For NP = 1 the host sums on explicit vector lanes (next).
+    // (CHANGELOG). For NP = 1, and with AVX-512 for NP > 1, the host sums on explicit vector
+    // lanes (next).
 #if defined(VX_VEC8) && !defined(__CUDA_ARCH__)
   // Host, one component: the P pixels' sums on native double vectors, explicitly (kVecD lanes,
   // one unaligned load of the weights, converted, and one of the values per diagonal and
@@ -213,7 +215,8 @@ VX_HD VX_INLINE void apply_rmat_np_block(const FitData& d, int a, int i, const d
   // vectorisation of the loop below rebuilt the weights lane by lane: this form made the DESI
   // backend 7-11% faster with AVX-512; with AVX2 (two registers of weights, a two-source
   // shuffle) it was 5% slower, so AVX2 and SSE2 keep the loop below (docs/performance.md,
-  // fourteenth session). GCC only: clang (the sanitizer build) has no run-time-mask shuffle.
+  // fourteenth session). GCC only: the permutation is GCC's __builtin_shuffle, which clang (the
+  // sanitizer build) lacks.
   if constexpr (NP > 1 && P == 8 && kVecD == 8) {
     if (consecutive) {
       constexpr int V = kVecD, U = P * NP / V;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The instruction-set split of the CPU kernel and of the host preparation's inner loops, checked on
 # the compiled objects (test cpu_isa.objects; docs/performance.md "Instruction sets"):
-#  1. every per-level object defines exactly one external symbol, its entry point
-#     velox::cpu_isa::<level>::fit_spectrum (fit_slot.cpp) or velox::prep_isa::<level>::kernels()
+#  1. every per-level object defines only its entry points, velox::cpu_isa::<level>::fit_spectrum
+#     and the test entry fixed_taps (fit_slot.cpp), or velox::prep_isa::<level>::kernels()
 #     (prep_slot.cpp): every kernel template and helper inside is local, so the linker cannot
 #     merge the AVX2/AVX-512 copy of one into the other levels (ODR);
 #  2. the baseline objects and every other object of the velox layers contain no VEX/EVEX
@@ -36,15 +36,17 @@ for spec in "${levels[@]}"; do
   # Type descriptions are data, the same for every level: clang's -fsanitize=function (the
   # sanitizer build, scripts/test-sanitize.sh) emits weak "typeinfo for <function type>" objects.
   exported="$(nm -g --defined-only -C "$obj" | awk '{ $1 = ""; $2 = ""; sub(/^  /, ""); print }' |
-    grep -v '^typeinfo \(name \)\?for ' || true)"
+    grep -v '^typeinfo \(name \)\?for ' | LC_ALL=C sort || true)"
   case "$obj" in
     *prep_slot*) want="velox::prep_isa::${level}::kernels()" ;;
-    *) want="velox::cpu_isa::${level}::fit_spectrum(velox::kern::BatchView const&, int, int, double*)" ;;
+    *) want="velox::cpu_isa::${level}::fit_spectrum(velox::kern::BatchView const&, int, int, double*)
+velox::cpu_isa::${level}::fixed_taps(float const*, int, double const*, int const*, double const*, double*)" ;;
   esac
+  want="$(LC_ALL=C sort <<< "$want")"
   if [[ "$exported" != "$want" ]]; then
-    echo "FAIL $level: $obj exports more than its entry point:"; echo "$exported"; fail=1
+    echo "FAIL $level: $obj exports more than its entry points:"; echo "$exported"; fail=1
   else
-    echo "ok   $level: only $want is external"
+    echo "ok   $level: only its entry points are external: $(tr "\n" " " <<< "$want")"
   fi
   n_wide="$(wide_code "$obj" | wc -l)"
   if [[ "$level" == baseline && "$n_wide" -ne 0 ]]; then

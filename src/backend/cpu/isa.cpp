@@ -6,30 +6,39 @@ namespace velox {
 
 namespace {
 
-// The kernel of each level, null where this build has none (cmake/cpu_isa.cmake defines
+// The entries of each level, null where this build has none (cmake/cpu_isa.cmake defines
 // VELOX_HAVE_ISA_AVX2 / _AVX512 on x86-64 with a compiler that knows the -march levels).
-CpuFitKernel kernel_of(CpuIsa isa) {
+struct LevelEntries {
+  CpuFitKernel fit = nullptr;
+  CpuFixedTaps fixed_taps = nullptr;
+};
+#define VELOX_ISA_ENTRIES(level) \
+  LevelEntries { &cpu_isa::level::fit_spectrum, &cpu_isa::level::fixed_taps }
+
+LevelEntries entries_of(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kBaseline:
-      return &cpu_isa::baseline::fit_spectrum;
+      return VELOX_ISA_ENTRIES(baseline);
     case CpuIsa::kAvx2:
 #ifdef VELOX_HAVE_ISA_AVX2
-      return &cpu_isa::avx2::fit_spectrum;
+      return VELOX_ISA_ENTRIES(avx2);
 #else
-      return nullptr;
+      return {};
 #endif
     case CpuIsa::kAvx512:
 #ifdef VELOX_HAVE_ISA_AVX512
-      return &cpu_isa::avx512::fit_spectrum;
+      return VELOX_ISA_ENTRIES(avx512);
 #else
-      return nullptr;
+      return {};
 #endif
   }
-  return nullptr;
+  return {};
 }
 
 }  // namespace
 
-CpuFitKernel cpu_fit_kernel() { return kernel_of(active_isa()); }
+CpuFitKernel cpu_fit_kernel() { return entries_of(active_isa()).fit; }
+
+CpuFixedTaps cpu_fixed_taps(CpuIsa isa) { return entries_of(isa).fixed_taps; }
 
 }  // namespace velox

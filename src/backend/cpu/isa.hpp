@@ -13,4 +13,12 @@ namespace velox {
 using CpuFitKernel = void (*)(const kern::BatchView& b, int s, int slot, double* model);
 CpuFitKernel cpu_fit_kernel();
 
+// Level isa's SIMD form of the chi^2 grid's template values (kern::fixed_taps): out[i] =
+// taps4(cubic_weights(frac[i]), t + k[i] - 1) for i < n, k from ki (int) or, where ki is null,
+// from kd (taps held as doubles; the matrix arms' layout). For tests: every level must give the
+// scalar form's bits. Null where this build lacks the level.
+using CpuFixedTaps = void (*)(const float* t, int n, const double* frac, const int* ki,
+                              const double* kd, double* out);
+CpuFixedTaps cpu_fixed_taps(CpuIsa isa);
+
 }  // namespace velox

@@ -1,15 +1,19 @@
 // The CPU kernel's instruction sets (backend/cpu/isa.hpp): every level this machine supports fits
-// real LAMOST DR8 spectra to the baseline's answer, and the baseline level (what any x86-64 CPU
-// runs) is always there and fits. The compiled objects are checked by the test cpu_isa.objects.
-#include <catch2/catch.hpp>
+// real LAMOST DR8 spectra and DESI-layout stars to the baseline's answer, its vector form of the
+// chi^2 grid's taps equals its scalar form bit for bit, and the baseline level (what any x86-64
+// CPU runs) is always there and fits. The compiled objects are checked by the test
+// cpu_isa.objects.
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "backend/backend.hpp"
 #include "backend/cpu/isa.hpp"
 #include "common/error.hpp"
 #include "io/readers.hpp"
+#include "kernels/fit_eval.hpp"
 #include "test_util.hpp"
 #include "thin_library.hpp"
 
@@ -37,7 +41,7 @@ std::vector<CatalogRow> fit_at(CpuIsa isa, const std::vector<SpectrumFile>& file
   FitConfig cfg;
   std::vector<CatalogRow> rows;
   for (const auto& f : files) {
-    const FitContext ctx{lib, cache, cfg, format_name(f.format)};
+    const FitContext ctx{lib, cache, cfg, format_name(f.format), f.survey};
     for (const auto& s : f.spectra) rows.push_back(fit_spectrum(s, ctx));
   }
   return rows;
@@ -73,6 +77,47 @@ TEST_CASE("Instruction-set names parse, and every supported level has its own ke
   for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512})
     if (!isa_supported(isa)) CHECK_THROWS_AS(set_active_isa(isa), ConfigError);
   WARN("CPU kernel instruction sets: " << isa_summary());
+}
+
+// The chi^2 grid's template values (kern::fixed_taps) on vector lanes at every level: each lane
+// must be the level's own scalar form bit for bit (the same expressions, compiled with the same
+// flags; the form's last n mod kVecD stencils and a call with n = 1 take the scalar form), for
+// taps as ints and as doubles, stencil counts not a multiple of any vector width, taps at both
+// clamp limits of grid_stencil (1 and n_tpix - 3) and fractions 0 and 1. Against this file's own
+// cubic_weights/taps4 (baseline, no FMA) the values agree to rounding only.
+TEST_CASE("Every instruction set's fixed-template taps equal its scalar form bit for bit",
+          "[backend][isa]") {
+  const int n_tpix = 211;
+  std::vector<float> t(n_tpix);
+  for (int j = 0; j < n_tpix; ++j)
+    t[j] = static_cast<float>(1.0 + 0.3 * std::sin(0.7 * j) + 1e-3 * j);
+  for (const int n : {1, 7, 45, 64, 203}) {
+    std::vector<double> frac(n), kd(n);
+    std::vector<int> ki(n);
+    for (int i = 0; i < n; ++i) {
+      ki[i] = i % 11 == 3 ? 1 : i % 11 == 7 ? n_tpix - 3 : 1 + (i * 37) % (n_tpix - 3);
+      kd[i] = ki[i];
+      frac[i] = i % 13 == 0 ? 0.0 : i % 13 == 1 ? 1.0 : std::fmod(0.618 * i, 1.0);
+    }
+    std::vector<double> ref(n);
+    for (int i = 0; i < n; ++i) {
+      double wt[4], dwt[4];
+      kern::cubic_weights(frac[i], wt, dwt);
+      ref[i] = kern::taps4(wt, t.data() + ki[i] - 1);
+    }
+    for (CpuIsa isa : supported_isas()) {
+      const CpuFixedTaps f = cpu_fixed_taps(isa);
+      REQUIRE(f != nullptr);
+      CAPTURE(isa_name(isa), n);
+      std::vector<double> vec_i(n, -1.0), vec_d(n, -1.0), scalar(n, -1.0);
+      f(t.data(), n, frac.data(), ki.data(), nullptr, vec_i.data());
+      f(t.data(), n, frac.data(), nullptr, kd.data(), vec_d.data());
+      for (int i = 0; i < n; ++i) f(t.data(), 1, &frac[i], &ki[i], nullptr, &scalar[i]);
+      CHECK(std::memcmp(vec_i.data(), scalar.data(), n * sizeof(double)) == 0);
+      CHECK(std::memcmp(vec_d.data(), scalar.data(), n * sizeof(double)) == 0);
+      for (int i = 0; i < n; ++i) CHECK(scalar[i] == Approx(ref[i]).epsilon(1e-14));
+    }
+  }
 }
 
 TEST_CASE("The baseline instruction set fits real LAMOST DR8 spectra (any x86-64 CPU)",
@@ -149,9 +194,9 @@ TEST_CASE("Every instruction set this CPU supports fits real LAMOST DR8 spectra 
   compare_with_baseline(dr8_files(6), test::thin_library(), 6);
 }
 
-// The DESI layout's resolution matrices take the levels' own vector forms (the chi^2 grid's
-// fixed templates, kern::fixed_taps; the Jacobian's matrix block with AVX-512,
-// kern::apply_rmat_np_block), which the LAMOST spectra above never reach.
+// The DESI layout's resolution matrices take forms of their own at each level, which the LAMOST
+// spectra above never reach: the chi^2 grid's stencils stored per matrix arm (taps as doubles,
+// kern::fixed_taps) and, with AVX-512, the Jacobian's matrix block (kern::apply_rmat_np_block).
 TEST_CASE("Every instruction set fits DESI-layout stars (resolution matrices) like the baseline",
           "[backend][isa][realdata]") {
   const KeepIsa keep;

@@ -6,7 +6,7 @@
 // One-definition rule. The kernels are header templates and inline functions; compiled three
 // times with different -march flags, the linker would keep ONE copy of each (say the AVX-512
 // one) for the whole program, and a baseline run would execute AVX-512 code. So nothing here
-// has external linkage except fit_spectrum:
+// has external linkage except fit_spectrum (and fixed_taps, a test entry):
 //  - the team type is declared in an anonymous namespace, so every kernel template instantiated
 //    on it (fit_one, evaluate, template_at_pixels, ... and their lambdas), and SimdTeam<IsaTeam>
 //    with its SIMD forms (simd_forms.hpp), is local to this object;
@@ -57,6 +57,14 @@ void fit_spectrum(const kern::BatchView& b, int s, int slot, double* model) {
   kern::evaluate(team, &b.em, b.grid, d, b.cfg.cont_deg, res->best.theta, false, &sh->w, sc.T,
                  sc.dT);
   kern::model_at_pixels(team, d, b.cfg.cont_deg, sc.T, &sh->w, model);
+}
+
+void fixed_taps(const float* t, int n, const double* frac, const int* ki, const double* kd,
+                double* out) {
+  if (ki)
+    kern::cpu::fixed_taps_cpu(t, n, frac, ki, out);
+  else
+    kern::cpu::fixed_taps_cpu(t, n, frac, kd, out);
 }
 
 }  // namespace velox::cpu_isa::VELOX_ISA_LEVEL

@@ -585,10 +585,10 @@ VX_INLINE void fixed_taps_cpu(const float* t, int n, const double* frac, const K
 }
 
 // SerialTeam with the CPU's SIMD forms above (kHostSimd: kern::host_simd<Team>() selects them in
-// template_at_pixels, profile_continuum_simd and cross_correlate; kernels/team.hpp). Local: a
-// type local to the translation unit that instantiates the team (fit_slot.cpp passes its own
-// team), so that these members, and every kernel instantiated on the team, have internal linkage
-// in the per-ISA objects.
+// template_at_pixels, profile_continuum_simd, cross_correlate and fixed_taps; kernels/team.hpp).
+// Local: a type local to the translation unit that instantiates the team (fit_slot.cpp passes its
+// own team), so that these members, and every kernel instantiated on the team, have internal
+// linkage in the per-ISA objects.
 template <class Local = void>
 struct SimdTeam : SerialTeam {
   static constexpr bool kHostSimd = true;
