@@ -17,6 +17,8 @@
 // matrix it is applied on the template grid before the matrix. Pixels are the good ones only.
 #pragma once
 #include <cmath>
+#include <type_traits>
+#include <utility>
 
 #include "kernels/convolve.hpp"
 #include "kernels/emulator_eval.hpp"
@@ -157,6 +159,33 @@ VX_HD VX_INLINE void apply_rmat_np(const FitData& d, int a, int i, const double*
   for (int q = 0; q < NP; ++q) out[q] = s[q];
 }
 
+#if defined(VX_VEC8) && !defined(__CUDA_ARCH__)
+// __builtin_shufflevector (constant lane indices): clang, and GCC from 12.
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
+#define VX_HAVE_SHUFFLEVECTOR 1
+#else
+#define VX_HAVE_SHUFFLEVECTOR 0
+#endif
+// f(std::integral_constant<int, u>) for u = 0 .. N-1 in order (compile-time indices).
+template <class F, int... I>
+VX_INLINE void static_for_seq(F&& f, std::integer_sequence<int, I...>) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
+template <int N, class F>
+VX_INLINE void static_for(F&& f) {
+  static_for_seq(f, std::make_integer_sequence<int, N>{});
+}
+#if VX_HAVE_SHUFFLEVECTOR
+// 8 pixels' weights r spread over their NP lanes, vector u of the P NP flat sums (8 lanes):
+// lane e takes pixel (8 u + e) / NP's weight (apply_rmat_np_block).
+template <int NP, int U, int... E>
+VX_INLINE VxVecD spread_weights(const VxVecD& r, std::integer_sequence<int, E...>) {
+  static_assert(sizeof...(E) == 8 && kVecD == 8, "8 lanes (AVX-512)");
+  return __builtin_shufflevector(r, r, ((U * 8 + E) / NP)...);
+}
+#endif
+#endif
+
 // apply_rmat_np for P used pixels i .. i + P - 1 at once (out[(i + p) NP + q]), every row
 // complete (the full grid's padding makes the used pixels' rows complete): each pixel's sums are
 // apply_rmat_np's, the same products added in the same order (up to the compiler's fused
@@ -206,30 +235,20 @@ VX_HD VX_INLINE void apply_rmat_np_block(const FitData& d, int a, int i, const d
       return;
     }
   }
-#if !defined(__clang__)
+#if VX_HAVE_SHUFFLEVECTOR
   // Host, NP components (the Jacobian's columns), 8 pixels: adjacent pixels' rows read
   // contiguous values, v[(j0 + k - half) NP ...] for P NP doubles, so the P x NP sums are P NP /
   // kVecD vectors, each multiplied by the pixels' weights spread over their NP lanes (a constant
-  // permutation of the diagonal's 8 weights, converted once). Each lane's sum is apply_rmat_np's,
-  // r_k v_k added in the order of k, each a fused multiply-add where the level has FMA. GCC's own
-  // vectorisation of the loop below rebuilt the weights lane by lane: this form made the DESI
-  // backend 7-11% faster with AVX-512; with AVX2 (two registers of weights, a two-source
-  // shuffle) it was 5% slower, so AVX2 and SSE2 keep the loop below (docs/performance.md,
-  // fourteenth session). GCC only: the permutation is GCC's __builtin_shuffle, which clang (the
-  // sanitizer build) lacks.
+  // permutation of the diagonal's 8 weights, converted once: spread_weights). Each lane's sum is
+  // apply_rmat_np's, r_k v_k added in the order of k, each a fused multiply-add where the level
+  // has FMA. GCC's own vectorisation of the loop below rebuilt the weights lane by lane: this
+  // form made the DESI backend 7-11% faster with AVX-512; with AVX2 (two registers of weights, a
+  // two-source shuffle) it was 5% slower, so AVX2 and SSE2 keep the loop below
+  // (docs/performance.md, fourteenth session).
   if constexpr (NP > 1 && P == 8 && kVecD == 8) {
     if (consecutive) {
       constexpr int V = kVecD, U = P * NP / V;
-      typedef long long M __attribute__((vector_size(sizeof(VxVecD))));
       typedef float F8 __attribute__((vector_size(8 * sizeof(float))));
-      struct Masks {  // lane e of vector u takes pixel (u V + e) / NP's weight
-        long long m[U][V];
-        constexpr Masks() : m{} {
-          for (int u = 0; u < U; ++u)
-            for (int e = 0; e < V; ++e) m[u][e] = (u * V + e) / NP;
-        }
-      };
-      static constexpr Masks kMask{};
       VxVecD acc[U];
       for (int u = 0; u < U; ++u) acc[u] = VxVecD{};
       const float* r0 = d.rmat[a] + j0;
@@ -237,18 +256,16 @@ VX_HD VX_INLINE void apply_rmat_np_block(const FitData& d, int a, int i, const d
       for (int k = 0; k < nd; ++k) {
         F8 rf;
         __builtin_memcpy(&rf, r0 + (size_t)k * n, sizeof rf);
-        const VxVec8 rd = __builtin_convertvector(rf, VxVec8);
+        const VxVec8 r8 = __builtin_convertvector(rf, VxVec8);  // VxVecD here (kVecD == 8)
+        VxVecD rd;
+        __builtin_memcpy(&rd, &r8, sizeof rd);
         const double* vk = v0 + (size_t)k * NP;
-        for (int u = 0; u < U; ++u) {
-          VxVecD vv, rv;
-          M mu;
-          __builtin_memcpy(&mu, kMask.m[u], sizeof mu);
+        static_for<U>([&](auto uc) {
+          constexpr int u = decltype(uc)::value;
+          VxVecD vv;
           __builtin_memcpy(&vv, vk + u * V, sizeof vv);
-          VxVecD r8;
-          __builtin_memcpy(&r8, &rd, sizeof r8);
-          rv = __builtin_shuffle(r8, mu);
-          acc[u] += rv * vv;
-        }
+          acc[u] += spread_weights<NP, u>(rd, std::make_integer_sequence<int, 8>{}) * vv;
+        });
       }
       for (int u = 0; u < U; ++u)
         __builtin_memcpy(out + (size_t)i * NP + u * V, &acc[u], sizeof acc[u]);
@@ -296,8 +313,8 @@ VX_HD VX_INLINE void apply_rmat_rows(const FitData& d, int a, int i0, int i1, co
     return;
   }
   // 8 pixels per block on the host where apply_rmat_np_block has its explicit vector forms
-  // (GCC, AVX-512), otherwise 4 for NP > 1.
-#if defined(VX_VEC8) && !defined(__CUDA_ARCH__) && !defined(__clang__)
+  // (AVX-512), otherwise 4 for NP > 1.
+#if defined(VX_VEC8) && !defined(__CUDA_ARCH__) && VX_HAVE_SHUFFLEVECTOR
   constexpr int P = NP == 1 || kVecD == 8 ? 8 : 4;
 #else
   constexpr int P = NP == 1 ? 8 : 4;
