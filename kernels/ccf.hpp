@@ -193,11 +193,7 @@ VX_HD void fixed_taps(const Team& team, const float* t, int n, const double* fra
   if constexpr (host_simd<Team>()) {
     team.fixed_taps(t, n, frac, k, out);
   } else {
-    team.for_each(n, [&](int i) {
-      double wt[4], dwt[4];
-      cubic_weights(frac[i], wt, dwt);
-      out[i] = taps4(wt, t + (int)k[i] - 1);
-    });
+    team.for_each(n, [&](int i) { out[i] = fixed_tap(t, (int)k[i], frac[i]); });
   }
 }
 
@@ -345,9 +341,7 @@ VX_HD void fixed_template_at_pixels(const Team& team, const GridView& g, const F
     int k;
     double f;
     grid_stencil(g, lnlam, lnd, &k, &f);
-    double wt[4], dwt[4];
-    cubic_weights(f, wt, dwt);
-    return taps4(wt, t + k - 1);
+    return fixed_tap(t, k, f);
   };
   for (int a = 0; a < d.n_arms; ++a) {
     const float* t = tmpl[a] + (size_t)j * g.n_tpix;

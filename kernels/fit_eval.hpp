@@ -175,6 +175,9 @@ template <int N, class F>
 VX_INLINE void static_for(F&& f) {
   static_for_seq(f, std::make_integer_sequence<int, N>{});
 }
+// Whether apply_rmat_np_block has its explicit vector form for NP > 1 (AVX-512 with
+// __builtin_shufflevector; then apply_rmat_rows takes blocks of 8 pixels for every NP).
+constexpr bool kRmatBlockVecNP = VX_HAVE_SHUFFLEVECTOR && kVecD == 8;
 #if VX_HAVE_SHUFFLEVECTOR
 // 8 pixels' weights r spread over their NP lanes, vector u of the P NP flat sums (8 lanes):
 // lane e takes pixel (8 u + e) / NP's weight (apply_rmat_np_block).
@@ -245,7 +248,7 @@ VX_HD VX_INLINE void apply_rmat_np_block(const FitData& d, int a, int i, const d
   // form made the DESI backend 7-11% faster with AVX-512; with AVX2 (two registers of weights, a
   // two-source shuffle) it was 5% slower, so AVX2 and SSE2 keep the loop below
   // (docs/performance.md, fourteenth session).
-  if constexpr (NP > 1 && P == 8 && kVecD == 8) {
+  if constexpr (NP > 1 && P == 8 && kRmatBlockVecNP) {
     if (consecutive) {
       constexpr int V = kVecD, U = P * NP / V;
       typedef float F8 __attribute__((vector_size(8 * sizeof(float))));
@@ -313,9 +316,9 @@ VX_HD VX_INLINE void apply_rmat_rows(const FitData& d, int a, int i0, int i1, co
     return;
   }
   // 8 pixels per block on the host where apply_rmat_np_block has its explicit vector forms
-  // (AVX-512), otherwise 4 for NP > 1.
-#if defined(VX_VEC8) && !defined(__CUDA_ARCH__) && VX_HAVE_SHUFFLEVECTOR
-  constexpr int P = NP == 1 || kVecD == 8 ? 8 : 4;
+  // (kRmatBlockVecNP), otherwise 4 for NP > 1.
+#if defined(VX_VEC8) && !defined(__CUDA_ARCH__)
+  constexpr int P = NP == 1 || kRmatBlockVecNP ? 8 : 4;
 #else
   constexpr int P = NP == 1 ? 8 : 4;
 #endif
@@ -381,10 +384,19 @@ VX_HD VX_INLINE void grid_stencil(const GridView& g, double lnlam, double lnd, i
   *f = fr;
 }
 
-// sum_tap w[tap] r[tap] over a cubic stencil's 4 values r (template values or rows).
-template <class R>
-VX_HD VX_INLINE double taps4(const double* w, const R* r) {
+// sum_tap w[tap] r[tap] over a cubic stencil's 4 values r (template values or rows); W, R:
+// doubles or floats, or host vectors of doubles (lane by lane).
+template <class W, class R>
+VX_HD VX_INLINE auto taps4(const W* w, const R* r) {
   return w[0] * r[0] + w[1] * r[1] + w[2] * r[2] + w[3] * r[3];
+}
+
+// The template t interpolated at a stencil, first interior tap k and fraction f (grid_stencil):
+// taps4 of the cubic weights at t + k - 1 (the chi^2 grid's fixed templates, kern::fixed_taps).
+VX_HD VX_INLINE double fixed_tap(const float* t, int k, double f) {
+  double w[4];
+  cubic_weights_of(f, w);
+  return taps4(w, t + k - 1);
 }
 
 // grid_stencil's taps t0 - 1 .. t0 + 2 (t0 returned) and the cubic weights wt[4] with their

@@ -22,15 +22,23 @@ VX_HD VX_INLINE double velocity_from_ln_doppler(double lnd) {
   return kSpeedOfLight_kms * tanh(lnd);
 }
 
-// Keys (1981) cubic convolution kernel, a = -0.5 (Catmull-Rom): C1-continuous interpolation with
-// an analytic derivative. For fractional offset f in [0,1) the taps are at -1, 0, 1, 2.
-// w[4] are the weights, dw[4] their derivatives d/df.
-VX_HD VX_INLINE void cubic_weights(double f, double* w, double* dw) {
-  const double f2 = f * f, f3 = f2 * f;
+// The four weights of cubic_weights (below) alone, for a double or, lane by lane, a host vector
+// of doubles (the CPU's SIMD forms): one set of expressions for both.
+template <class T>
+VX_HD VX_INLINE void cubic_weights_of(const T& f, T* w) {
+  const T f2 = f * f, f3 = f2 * f;
   w[0] = -0.5 * f3 + f2 - 0.5 * f;
   w[1] = 1.5 * f3 - 2.5 * f2 + 1.0;
   w[2] = -1.5 * f3 + 2.0 * f2 + 0.5 * f;
   w[3] = 0.5 * f3 - 0.5 * f2;
+}
+
+// Keys (1981) cubic convolution kernel, a = -0.5 (Catmull-Rom): C1-continuous interpolation with
+// an analytic derivative. For fractional offset f in [0,1) the taps are at -1, 0, 1, 2.
+// w[4] are the weights, dw[4] their derivatives d/df.
+VX_HD VX_INLINE void cubic_weights(double f, double* w, double* dw) {
+  cubic_weights_of(f, w);
+  const double f2 = f * f;
   dw[0] = -1.5 * f2 + 2.0 * f - 0.5;
   dw[1] = 4.5 * f2 - 5.0 * f;
   dw[2] = -4.5 * f2 + 4.0 * f + 0.5;

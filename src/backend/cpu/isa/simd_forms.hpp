@@ -506,9 +506,9 @@ VX_INLINE void ccf_sums_phased(const CcfPhases& c, const float* ph_j, int n_tpix
 // kern::fixed_taps (kernels/ccf.hpp) kVecD stencils at a time: the stencils' first taps k
 // (int, or taps held as doubles) and fractions as vectors, the four taps t[k - 1 .. k + 2] as one
 // 16-byte load per stencil, transposed (AVX2, AVX-512; lane by lane otherwise: hardware gathers
-// were slower), the cubic weights and the 4-tap sums
-// in the same expressions as cubic_weights and taps4, so that each lane equals the scalar form;
-// the last n mod kVecD stencils take the scalar form itself.
+// were slower), the cubic weights and the 4-tap sums in kern::fixed_tap's own expressions
+// (cubic_weights_of, taps4) on vectors, so that each lane equals the scalar form; the last
+// n mod kVecD stencils take fixed_tap itself.
 template <class K>
 VX_INLINE void fixed_taps_cpu(const float* t, int n, const double* frac, const K* k, double* out) {
   typedef VxVecD D;
@@ -569,19 +569,12 @@ VX_INLINE void fixed_taps_cpu(const float* t, int n, const double* frac, const K
     for (int q = 0; q < 4; ++q)
       for (int p = 0; p < V; ++p) r[q][p] = t[kk[p] + q - 1];
 #endif
-    const D f2 = f * f, f3 = f2 * f;  // cubic_weights (kernels/physics.hpp), lane by lane
-    const D w0 = -0.5 * f3 + f2 - 0.5 * f;
-    const D w1 = 1.5 * f3 - 2.5 * f2 + 1.0;
-    const D w2 = -1.5 * f3 + 2.0 * f2 + 0.5 * f;
-    const D w3 = 0.5 * f3 - 0.5 * f2;
-    const D o = w0 * r[0] + w1 * r[1] + w2 * r[2] + w3 * r[3];  // taps4
+    D w[4];
+    cubic_weights_of(f, w);  // kern::fixed_tap's expressions, lane by lane
+    const D o = taps4(w, r);
     __builtin_memcpy(out + i, &o, sizeof o);
   }
-  for (; i < n; ++i) {
-    double wt[4], dwt[4];
-    cubic_weights(frac[i], wt, dwt);
-    out[i] = taps4(wt, t + (int)k[i] - 1);
-  }
+  for (; i < n; ++i) out[i] = fixed_tap(t, (int)k[i], frac[i]);
 }
 
 // SerialTeam with the CPU's SIMD forms above (kHostSimd: kern::host_simd<Team>() selects them in
