@@ -1,6 +1,7 @@
 #include "fit/classify.hpp"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
 #include <utility>
@@ -30,41 +31,62 @@ ClassSpectrum rebin_for_classes(const std::vector<ArmView>& arms,
   ClassSpectrum cs;
   for (const auto& a : arms) {
     if (cs.n_arms >= kern::kClassMaxArms) break;
-    // Bin of each usable pixel (kUnused: not used); the sums then go to a flat array over the
-    // bins' range, in pixel order (ln lambda once per file and arm, fit/ln_wave.hpp).
-    constexpr long kUnused = LONG_MIN;
-    const double* ln_wave = ln_wavelengths(a.wave_vac_A, a.n_pix);
-    thread_local std::vector<long> bin_of;
-    bin_of.assign(a.n_pix, kUnused);
-    long k_lo = LONG_MAX, k_hi = LONG_MIN;
-    for (size_t j = 0; j < a.n_pix; ++j) {
-      const double w = a.wave_vac_A[j], iv = a.ivar[j], f = a.flux[j];
-      if (!(std::isfinite(w) && w > 0 && std::isfinite(f) && std::isfinite(iv) && iv > 0)) continue;
-      if (a.mask && a.mask[j] != 0) continue;
-      bool in_band = false;
-      for (const auto& b : mask_bands_A) in_band = in_band || (w >= b.first && w <= b.second);
-      if (in_band) continue;
-      const long k = floor_long(ln_wave[j] / kClassBinDlnlam);
-      bin_of[j] = k;
-      k_lo = std::min(k_lo, k);
-      k_hi = std::max(k_hi, k);
+    // Each pixel's bin comes with the grid (fit/ln_wave.hpp: once per file and arm), and so do
+    // the pixels inside the masked bands (kept for the last grid and bands seen on this thread).
+    // The usable pixels' sums go to a flat array over the grid's bins, in pixel order.
+    const ArmGrid grid = arm_grid(a.wave_vac_A, a.n_pix);
+    if (a.n_pix == 0) continue;
+    struct BandSlot {
+      uint64_t grid = 0;  // ArmGrid::id
+      std::vector<std::pair<double, double>> bands;
+      std::vector<char> in_band;  // [n_pix] 1: inside a masked band
+      long lo = 0, hi = -1;       // the grid's lowest and highest bin
+    };
+    thread_local std::array<BandSlot, 8> slots;  // one per arm of the last files seen
+    thread_local size_t next_slot = 0;
+    BandSlot* bs = nullptr;
+    for (auto& sl : slots)
+      if (sl.grid == grid.id && sl.bands == mask_bands_A) bs = &sl;
+    if (!bs) {
+      bs = &slots[next_slot++ % slots.size()];
+      bs->in_band.assign(a.n_pix, 0);
+      bs->lo = LONG_MAX, bs->hi = LONG_MIN;
+      for (size_t j = 0; j < a.n_pix; ++j) {
+        const double w = a.wave_vac_A[j];
+        for (const auto& b : mask_bands_A) bs->in_band[j] |= w >= b.first && w <= b.second;
+        if (grid.class_bin[j] == ArmGrid::kNoBin) continue;
+        bs->lo = std::min(bs->lo, grid.class_bin[j]);
+        bs->hi = std::max(bs->hi, grid.class_bin[j]);
+      }
+      bs->grid = grid.id;
+      bs->bands = mask_bands_A;
     }
-    if (k_lo > k_hi) continue;
-    // bin k - k_lo -> (sum ivar * flux, sum ivar); ivar > 0 marks a bin with pixels
+    const char* in_band = bs->in_band.data();
+    const long grid_lo = bs->lo, grid_hi = bs->hi;
+    if (grid_lo > grid_hi) continue;
+    // bin k - grid_lo -> (sum ivar * flux, sum ivar); ivar > 0 marks a bin with pixels
     thread_local std::vector<std::pair<double, double>> sums;
-    sums.assign(static_cast<size_t>(k_hi - k_lo + 1), {0.0, 0.0});
+    sums.assign(static_cast<size_t>(grid_hi - grid_lo + 1), {0.0, 0.0});
+    long k_lo = LONG_MAX, k_hi = LONG_MIN;
     size_t n_bins = 0;
     for (size_t j = 0; j < a.n_pix; ++j) {
-      if (bin_of[j] == kUnused) continue;
-      auto& s = sums[static_cast<size_t>(bin_of[j] - k_lo)];
+      const long k = grid.class_bin[j];
+      const float iv = a.ivar[j], f = a.flux[j];
+      if (k == ArmGrid::kNoBin || !(std::isfinite(f) && std::isfinite(iv) && iv > 0)) continue;
+      if ((a.mask && a.mask[j] != 0) || in_band[j]) continue;
+      k_lo = std::min(k_lo, k);
+      k_hi = std::max(k_hi, k);
+      auto& s = sums[static_cast<size_t>(k - grid_lo)];
       n_bins += s.second == 0.0;
-      s.first += static_cast<double>(a.ivar[j]) * a.flux[j];
-      s.second += a.ivar[j];
+      s.first += static_cast<double>(iv) * f;
+      s.second += iv;
     }
-    if (n_bins < 10) continue;
+    if (k_lo > k_hi || n_bins < 10) continue;
     const double lo = k_lo, hi = k_hi;
+    for (auto* v : {&cs.lnlam, &cs.flux, &cs.ivar, &cs.xleg}) v->reserve(v->size() + n_bins);
+    cs.arm.reserve(cs.arm.size() + n_bins);
     for (long k = k_lo; k <= k_hi; ++k) {
-      const auto& s = sums[static_cast<size_t>(k - k_lo)];
+      const auto& s = sums[static_cast<size_t>(k - grid_lo)];
       if (s.second == 0.0) continue;
       cs.lnlam.push_back((k + 0.5) * kClassBinDlnlam);
       cs.flux.push_back(s.first / s.second);

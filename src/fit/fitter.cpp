@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -20,6 +21,39 @@ namespace velox {
 namespace {
 
 using kern::kSpeedOfLight_kms;
+
+// Per pixel of a grid: 0 wavelength not finite, 1 outside the fit range, 2 inside it (the
+// template coverage [lam_lo, lam_hi], fit.wave_min_A/wave_max_A, outside fit.mask_bands_A). Kept
+// per grid and range on this thread (the fibres of a file share their arms' grids).
+const char* fit_range_of(const ArmGrid& grid, const double* wave, size_t n, double lam_lo,
+                         double lam_hi, const FitConfig& cfg) {
+  struct Slot {
+    uint64_t grid = 0;  // ArmGrid::id
+    double lo = 0, hi = 0, wmin = 0, wmax = 0;
+    std::vector<std::pair<double, double>> bands;
+    std::vector<char> range;
+  };
+  thread_local std::array<Slot, 8> slots;
+  thread_local size_t next_slot = 0;
+  for (const Slot& sl : slots)
+    if (sl.grid == grid.id && sl.lo == lam_lo && sl.hi == lam_hi && sl.wmin == cfg.wave_min_A &&
+        sl.wmax == cfg.wave_max_A && sl.bands == cfg.mask_bands_A)
+      return sl.range.data();
+  Slot& sl = slots[next_slot++ % slots.size()];
+  sl.range.resize(n);
+  for (size_t j = 0; j < n; ++j) {
+    const double w = wave[j];
+    bool in = !(w < lam_lo || w > lam_hi);
+    if (cfg.wave_min_A > 0 && w < cfg.wave_min_A) in = false;
+    if (cfg.wave_max_A > 0 && w > cfg.wave_max_A) in = false;
+    for (const auto& b : cfg.mask_bands_A)
+      if (w >= b.first && w <= b.second) in = false;
+    sl.range[j] = !std::isfinite(w) ? 0 : in ? 2 : 1;
+  }
+  sl.grid = grid.id, sl.lo = lam_lo, sl.hi = lam_hi;
+  sl.wmin = cfg.wave_min_A, sl.wmax = cfg.wave_max_A, sl.bands = cfg.mask_bands_A;
+  return sl.range.data();
+}
 
 double arm_resolution(const ArmView& arm, const FitContext& ctx) {
   if (std::isfinite(arm.resolution_R) && arm.resolution_R > 0) return arm.resolution_R;
@@ -144,44 +178,39 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     if (all.n_arms >= kern::kMaxArms) break;
     const size_t n = arm.n_pix;
     // ln of the arm's wavelengths: once per file and arm for DESI coadds (fit/ln_wave.hpp).
-    const double* ln_wave = ln_wavelengths(arm.wave_vac_A, n);
+    const ArmGrid grid = arm_grid(arm.wave_vac_A, n);
+    const double* ln_wave = grid.ln;
     // Resolution-matrix forward model for this arm? Rows with the template LSF folded in; pixels
     // whose row is all zero or not finite are not fitted.
     const bool use_rm = cfg.resolution_matrix && arm.ndiag > 0 && arm.resolution;
     // The pixels the fit may use, before the matrix rows are known: finite, ivar > 0, not masked,
-    // inside the template coverage, the configured range and outside the masked bands.
-    auto data_ok = [&](size_t j) {
-      const double w = arm.wave_vac_A[j];
-      const float f = arm.flux[j], iv = arm.ivar[j];
-      return std::isfinite(w) && std::isfinite(f) && std::isfinite(iv) && iv > 0 &&
-             (!arm.mask || arm.mask[j] == 0);
-    };
-    auto in_fit_range = [&](double w) {
-      if (w < lam_lo || w > lam_hi) return false;
-      if (cfg.wave_min_A > 0 && w < cfg.wave_min_A) return false;
-      if (cfg.wave_max_A > 0 && w > cfg.wave_max_A) return false;
-      for (const auto& b : cfg.mask_bands_A)
-        if (w >= b.first && w <= b.second) return false;
-      return true;
-    };
+    // inside the template coverage, the configured range and outside the masked bands. What
+    // depends on the wavelengths alone is kept per grid (fit_range_of).
+    const char* range = fit_range_of(grid, arm.wave_vac_A, n, lam_lo, lam_hi, cfg);
     // Per pixel: 1 usable data, 2 usable data inside the fit range (the rows worth folding).
     // Per-thread scratch, reused across spectra (no per-fibre allocations).
-    thread_local std::vector<char> use, want;
+    thread_local std::vector<char> use;
     thread_local std::vector<size_t> idx;
     use.resize(n);
-    for (size_t j = 0; j < n; ++j)
-      use[j] = data_ok(j) ? (in_fit_range(arm.wave_vac_A[j]) ? 2 : 1) : 0;
+    long first = -1, last = -1;  // the first and last pixel of use 2
+    for (size_t j = 0; j < n; ++j) {
+      const float f = arm.flux[j], iv = arm.ivar[j];
+      const bool ok =
+          std::isfinite(f) && std::isfinite(iv) && iv > 0 && (!arm.mask || arm.mask[j] == 0);
+      use[j] = ok ? range[j] : 0;
+      if (use[j] == 2) {
+        if (first < 0) first = static_cast<long>(j);
+        last = static_cast<long>(j);
+      }
+    }
     // With the matrix, only the rows of pixels the fit can use are folded (the others are never
     // applied): their moments now, the rows themselves straight into the packed grid below.
     thread_local ResolutionFold fold;
-    if (use_rm) {
-      want.resize(n);
-      for (size_t j = 0; j < n; ++j) want[j] = use[j] == 2;
-      fold.set(arm.resolution, n, arm.ndiag, want.data());
-    }
+    if (use_rm) fold.set_span(arm.resolution, n, arm.ndiag, first, last);
     idx.clear();
-    for (size_t j = 0; j < n; ++j)
-      if (use[j] == 2 && (!use_rm || fold.ok(j))) idx.push_back(j);
+    if (first >= 0)
+      for (size_t j = static_cast<size_t>(first); j <= static_cast<size_t>(last); ++j)
+        if (use[j] == 2 && (!use_rm || fold.ok(j))) idx.push_back(j);
     if (static_cast<int>(idx.size()) < cfg.min_arm_pixels) {
       // Excluded: noted where the arm has any usable pixel (data, and with the matrix a usable
       // row), inside the fit range or not.
@@ -329,9 +358,11 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     return p;
   }
   {
-    std::vector<double> sn(all.flux.size());
+    thread_local std::vector<double> sn;  // the upper median of flux * sqrt(ivar)
+    sn.resize(all.flux.size());
     for (size_t i = 0; i < sn.size(); ++i) sn[i] = all.flux[i] * std::sqrt(all.ivar[i]);
-    row.SN = median_upper(std::move(sn));
+    std::nth_element(sn.begin(), sn.begin() + sn.size() / 2, sn.end());
+    row.SN = sn[sn.size() / 2];
   }
   // Rebinned for the classification only when the spectrum will be fitted.
   if (cfg.classify && !lib.classes.empty())

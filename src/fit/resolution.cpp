@@ -8,32 +8,36 @@
 namespace velox {
 
 void ResolutionFold::set(const float* res, size_t n_pix, int ndiag, const char* want) {
+  long first = -1, last = -1;
+  for (size_t i = 0; i < n_pix; ++i)
+    if (!want || want[i]) {
+      if (first < 0) first = static_cast<long>(i);
+      last = static_cast<long>(i);
+    }
+  set_span(res, n_pix, ndiag, first, last);
+}
+
+void ResolutionFold::set_span(const float* res, size_t n_pix, int ndiag, long first, long last) {
   n_ = static_cast<long>(n_pix);
   ndiag_ = ndiag;
   half_ = ndiag / 2;
   lo_ = hi_ = 0;
-  if (ndiag <= 0 || ndiag > kMaxResolutionDiagonals) return;
+  if (ndiag <= 0 || ndiag > kMaxResolutionDiagonals || first < 0 || last < first) return;
   const long n = n_;
   // Moments of the rows (sum, sum o, sum o^2 of its weights over offsets o), one contiguous
   // pass per diagonal (fit/isa/prep_slot.cpp; the same order of additions per row as a row-by-row
   // loop).
   // Row i: weight of model[i + o] is res[d * n + i + o] with o = k - half, d = ndiag - 1 - k.
-  // A non-finite weight makes the row's sum non-finite: such rows are unusable. With `want`,
-  // only the rows from the first to the last wanted one (and the complete rows their edge rows
-  // borrow): the matrix beyond the templates' range is never read (the rest of a DESI arm past
+  // A non-finite weight makes the row's sum non-finite: such rows are unusable. Only the rows
+  // from the first to the last wanted one get moments, and the complete rows their edge rows
+  // borrow (borrowed() does not decrease with i, so the first and last wanted rows set the
+  // span): the matrix beyond the templates' range is never read (the rest of a DESI arm past
   // MILES' 7410 A, the whole z arm).
-  long row_lo = 0, row_hi = n;  // rows [row_lo, row_hi) get moments
-  if (want) {
-    row_lo = n, row_hi = 0;
-    for (long i = 0; i < n; ++i)
-      if (want[i]) {
-        row_lo = std::min({row_lo, i, borrowed(i)});
-        row_hi = std::max({row_hi, i + 1, borrowed(i) + 1});
-      }
-  }
-  if (row_lo >= row_hi) return;
-  mom_.assign(3 * n_pix, 0.0);
+  const long row_lo = std::min(first, borrowed(first));
+  const long row_hi = std::max(last + 1, borrowed(last) + 1);
+  if (mom_.size() < 3 * n_pix) mom_.resize(3 * n_pix);
   double *m0 = mom_.data(), *m1 = m0 + n, *m2 = m1 + n;
+  for (double* m : {m0, m1, m2}) std::fill(m + row_lo, m + row_hi, 0.0);  // only these are read
   prep_kernels().moments(res, n, ndiag, row_lo, row_hi, m0, m1, m2);
   m0_ = m0, m1_ = m1, m2_ = m2;
   lo_ = row_lo, hi_ = row_hi;

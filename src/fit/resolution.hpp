@@ -45,6 +45,9 @@ class ResolutionFold {
   // rows when want is null), and the complete rows the edge rows borrow. ndiag <= 0 or above
   // kMaxResolutionDiagonals: no row is usable.
   void set(const float* res, size_t n, int ndiag, const char* want);
+  // The same with the wanted rows given by their span: rows first .. last (first < 0: none) are
+  // the first and last wanted ones, and the moments are those set() gives for them.
+  void set_span(const float* res, size_t n, int ndiag, long first, long last);
   // Whether row i is usable (finite, sum above 1e-6); false outside the rows set() read.
   bool ok(size_t i) const {
     const long k = static_cast<long>(i);

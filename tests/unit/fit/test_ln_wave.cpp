@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "fit/classify.hpp"
 #include "fit/ln_wave.hpp"
 
 using namespace velox;
@@ -55,4 +56,33 @@ TEST_CASE("ln_wavelengths: more grids than the cache holds stay correct", "[fit]
   for (int g = 0; g < 20; ++g) grids.push_back(grid(3600.0 + g, 500));
   for (int round = 0; round < 3; ++round)
     for (const auto& w : grids) REQUIRE(bitwise_logs(ln_wavelengths(w.data(), w.size()), w));
+}
+
+TEST_CASE("arm_grid: classification bins and a new id for every refilled entry", "[fit][ln_wave]") {
+  std::vector<double> a = grid(3600.0, 3000);
+  a[7] = NAN;
+  a[8] = -5.0;
+  const ArmGrid g = arm_grid(a.data(), a.size());
+  CHECK(g.ln == ln_wavelengths(a.data(), a.size()));
+  for (size_t j = 0; j < a.size(); ++j) {
+    const long want = j == 7 || j == 8
+                          ? ArmGrid::kNoBin
+                          : static_cast<long>(std::floor(std::log(a[j]) / kClassBinDlnlam));
+    REQUIRE(g.class_bin[j] == want);
+  }
+  // A hit keeps the id; the grid with one value changed is another entry with a new id; after
+  // more grids than the cache holds, the first grid is recomputed under a new id (ids are never
+  // reused, so callers keyed on them do not read another grid's work).
+  CHECK(arm_grid(a.data(), a.size()).id == g.id);
+  std::vector<double> b = a;
+  b[100] *= 1.0001;
+  const uint64_t id_b = arm_grid(b.data(), b.size()).id;
+  CHECK(id_b != g.id);
+  for (int k = 0; k < 9; ++k) {
+    const std::vector<double> o = grid(4000.0 + k, 50);
+    (void)arm_grid(o.data(), o.size());
+  }
+  const uint64_t id_again = arm_grid(a.data(), a.size()).id;
+  CHECK(id_again != g.id);
+  CHECK(id_again != id_b);
 }
