@@ -4,6 +4,7 @@
 #include <array>
 #include <climits>
 #include <cmath>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -69,18 +70,31 @@ ClassSpectrum rebin_for_classes(const std::vector<ArmView>& arms,
     sums.assign(static_cast<size_t>(grid_hi - grid_lo + 1), {0.0, 0.0});
     long k_lo = LONG_MAX, k_hi = LONG_MIN;
     size_t n_bins = 0;
+    // A bin's sums stay in registers while consecutive usable pixels fall in it (runs: the grid
+    // increases), so that the additions do not wait on a store; each bin's terms are added in
+    // pixel order as before.
+    long k_run = ArmGrid::kNoBin;
+    double sf = 0.0, si = 0.0;
+    auto flush = [&]() {
+      if (k_run != ArmGrid::kNoBin) sums[static_cast<size_t>(k_run - grid_lo)] = {sf, si};
+    };
     for (size_t j = 0; j < a.n_pix; ++j) {
       const long k = grid.class_bin[j];
       const float iv = a.ivar[j], f = a.flux[j];
       if (k == ArmGrid::kNoBin || !(std::isfinite(f) && std::isfinite(iv) && iv > 0)) continue;
       if ((a.mask && a.mask[j] != 0) || in_band[j]) continue;
-      k_lo = std::min(k_lo, k);
-      k_hi = std::max(k_hi, k);
-      auto& s = sums[static_cast<size_t>(k - grid_lo)];
-      n_bins += s.second == 0.0;
-      s.first += static_cast<double>(iv) * f;
-      s.second += iv;
+      if (k != k_run) {
+        flush();
+        k_run = k;
+        k_lo = std::min(k_lo, k);
+        k_hi = std::max(k_hi, k);
+        std::tie(sf, si) = sums[static_cast<size_t>(k - grid_lo)];
+        n_bins += si == 0.0;
+      }
+      sf += static_cast<double>(iv) * f;
+      si += iv;
     }
+    flush();
     if (k_lo > k_hi || n_bins < 10) continue;
     const double lo = k_lo, hi = k_hi;
     for (auto* v : {&cs.lnlam, &cs.flux, &cs.ivar, &cs.xleg}) v->reserve(v->size() + n_bins);

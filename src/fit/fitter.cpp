@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "common/median.hpp"
+#include "common/rounding.hpp"
 #include "fit/ln_wave.hpp"
 #include "fit/params.hpp"
 #include "fit/prep_kernels.hpp"
@@ -53,6 +54,32 @@ const char* fit_range_of(const ArmGrid& grid, const double* wave, size_t n, doub
   sl.grid = grid.id, sl.lo = lam_lo, sl.hi = lam_hi;
   sl.wmin = cfg.wave_min_A, sl.wmax = cfg.wave_max_A, sl.bands = cfg.mask_bands_A;
   return sl.range.data();
+}
+
+// Per pixel of a grid: the nearest template pixel of a per-template-pixel array of `size` values
+// on the library's grid (lnlam0, dlnlam), as TemplateLibrary::model_sigma_at_ln picks it; -1 where
+// ln lambda is not above -inf. Kept per grid and library grid on this thread.
+const long* template_pixel_of(const ArmGrid& grid, size_t n, double lnlam0, double dlnlam,
+                              size_t size) {
+  struct Slot {
+    uint64_t grid = 0;  // ArmGrid::id
+    double lnlam0 = 0, dlnlam = 0;
+    size_t size = 0;
+    std::vector<long> tpix;
+  };
+  thread_local std::array<Slot, 8> slots;
+  thread_local size_t next_slot = 0;
+  for (const Slot& sl : slots)
+    if (sl.grid == grid.id && sl.lnlam0 == lnlam0 && sl.dlnlam == dlnlam && sl.size == size)
+      return sl.tpix.data();
+  Slot& sl = slots[next_slot++ % slots.size()];
+  sl.tpix.resize(n);
+  for (size_t j = 0; j < n; ++j)
+    sl.tpix[j] = grid.ln[j] > -INFINITY
+                     ? nearest_index((grid.ln[j] - lnlam0) / dlnlam, static_cast<long>(size) - 1)
+                     : -1;
+  sl.grid = grid.id, sl.lnlam0 = lnlam0, sl.dlnlam = dlnlam, sl.size = size;
+  return sl.tpix.data();
 }
 
 double arm_resolution(const ArmView& arm, const FitContext& ctx) {
@@ -173,13 +200,23 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
   const double lam_lo = lib.wave_vac_A(2) * std::exp(kern::ln_doppler(cfg.vmax_kms));
   const double lam_hi = lib.wave_vac_A(lib.n_tpix - 4) * std::exp(kern::ln_doppler(cfg.vmin_kms));
   double best_R = 0.0;  // effective resolving power of the sharpest fitted arm (VSINI)
+  // Two passes over the arms: each arm's pixels first (which are used, the matrix rows'
+  // moments), so that the packed arrays are allocated once at their exact size; then the packing.
+  // Per-thread scratch, reused across spectra (no per-fibre allocations).
+  thread_local std::array<std::vector<size_t>, kern::kMaxArms> idx_of;  // used pixels per slot
+  thread_local std::array<ResolutionFold, kern::kMaxArms> fold_of;
+  size_t in_slot[kern::kMaxArms] = {};  // the input arm of each slot
+  ArmGrid grid_of[kern::kMaxArms];      // its grid (arm_grid's cache)
+  static_assert(kern::kMaxArms < kArmGridCache, "every arm's grid stays in the cache");
+  int n_slots = 0;
+  size_t n_used = 0;
   for (size_t a_in = 0; a_in < arms.size(); ++a_in) {
     const ArmView& arm = arms[a_in];
-    if (all.n_arms >= kern::kMaxArms) break;
+    if (n_slots >= kern::kMaxArms) break;
     const size_t n = arm.n_pix;
-    // ln of the arm's wavelengths: once per file and arm for DESI coadds (fit/ln_wave.hpp).
+    // ln of the arm's wavelengths and what else the grid fixes: once per file and arm for DESI
+    // coadds (fit/ln_wave.hpp).
     const ArmGrid grid = arm_grid(arm.wave_vac_A, n);
-    const double* ln_wave = grid.ln;
     // Resolution-matrix forward model for this arm? Rows with the template LSF folded in; pixels
     // whose row is all zero or not finite are not fitted.
     const bool use_rm = cfg.resolution_matrix && arm.ndiag > 0 && arm.resolution;
@@ -190,7 +227,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     // Per pixel: 1 usable data, 2 usable data inside the fit range (the rows worth folding).
     // Per-thread scratch, reused across spectra (no per-fibre allocations).
     thread_local std::vector<char> use;
-    thread_local std::vector<size_t> idx;
+    std::vector<size_t>& idx = idx_of[n_slots];
     use.resize(n);
     long first = -1, last = -1;  // the first and last pixel of use 2
     for (size_t j = 0; j < n; ++j) {
@@ -205,7 +242,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     }
     // With the matrix, only the rows of pixels the fit can use are folded (the others are never
     // applied): their moments now, the rows themselves straight into the packed grid below.
-    thread_local ResolutionFold fold;
+    ResolutionFold& fold = fold_of[n_slots];
     if (use_rm) fold.set_span(arm.resolution, n, arm.ndiag, first, last);
     idx.clear();
     if (first >= 0)
@@ -228,6 +265,23 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       }
       continue;
     }
+    grid_of[n_slots] = grid;
+    in_slot[n_slots++] = a_in;
+    n_used += idx.size();
+  }
+  // Exact capacity: grown by push_back, these vectors held up to twice their size while a batch
+  // of prepared spectra waits for the GPU.
+  for (auto* v : {&all.lnlam, &all.xleg, &all.wave}) v->reserve(n_used);
+  for (auto* v : {&all.flux, &all.ivar}) v->reserve(n_used);
+  for (auto* v : {&all.arm, &all.full_idx, &all.input_pixel}) v->reserve(n_used);
+  for (int slot = 0; slot < n_slots; ++slot) {
+    const size_t a_in = in_slot[slot];
+    const ArmView& arm = arms[a_in];
+    const size_t n = arm.n_pix;
+    const double* ln_wave = grid_of[slot].ln;
+    const bool use_rm = cfg.resolution_matrix && arm.ndiag > 0 && arm.resolution;
+    const std::vector<size_t>& idx = idx_of[slot];
+    const ResolutionFold& fold = fold_of[slot];
     const double lo = ln_wave[idx.front()];
     const double hi = ln_wave[idx.back()];
     // The emulator's own variance (FitConfig::model_variance): (scale sigma_m F)^2 added to 1/ivar,
@@ -243,7 +297,13 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       fl.resize(idx.size());
       msig.resize(idx.size());
       for (size_t k = 0; k < idx.size(); ++k) fl[k] = arm.flux[idx[k]];
-      lib.model_sigma_at_ln(ln_wave, idx.data(), idx.size(), msig.data());
+      // lib.model_sigma_at_ln at each used pixel, through the grid's template pixels
+      const long* tp = template_pixel_of(grid_of[slot], arm.n_pix, lib.lnlam0, lib.dlnlam,
+                                         lib.model_sigma.size());
+      for (size_t k = 0; k < idx.size(); ++k) {
+        const long t = tp[idx[k]];
+        msig[k] = t >= 0 ? lib.model_sigma[static_cast<size_t>(t)] : 0.0;
+      }
       prep_kernels().model_ivar(fl.data(), msig.data(), cfg.model_variance_scale, idx.size(),
                                 ivar_fit.data());
     }
@@ -259,12 +319,10 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     zp_b = std::log1p((split_arm ? zp("B") : zp(std::string(arm.name))) / kSpeedOfLight_kms);
     zp_r = split_arm ? std::log1p(zp("R") / kSpeedOfLight_kms) : zp_b;
     const double split_A = split_arm ? split_fmt->second : INFINITY;
-    // Exact capacity, one arm at a time: grown by push_back, these vectors held up to twice
-    // their size while a batch of prepared spectra waits for the GPU.
     const size_t n0 = all.lnlam.size(), n_all = n0 + idx.size();
-    for (auto* v : {&all.lnlam, &all.xleg, &all.wave}) v->reserve(n_all), v->resize(n_all);
-    for (auto* v : {&all.flux, &all.ivar}) v->reserve(n_all), v->resize(n_all);
-    for (auto* v : {&all.arm, &all.full_idx, &all.input_pixel}) v->reserve(n_all), v->resize(n_all);
+    for (auto* v : {&all.lnlam, &all.xleg, &all.wave}) v->resize(n_all);
+    for (auto* v : {&all.flux, &all.ivar}) v->resize(n_all);
+    for (auto* v : {&all.arm, &all.full_idx, &all.input_pixel}) v->resize(n_all);
     // The pixel's index in the model's full grid (below), which starts ndiag/2 pixels before
     // the first used pixel.
     const long full_off = use_rm ? arm.ndiag / 2 - static_cast<long>(idx.front()) : 0;
@@ -312,8 +370,15 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       thread_local std::vector<double> fwhm_pp;
       if (!lib.lsf_fwhm_A.empty()) {
         fwhm_pp.resize(idx.size());
-        for (size_t k = 0; k < idx.size(); ++k)
-          fwhm_pp[k] = lib.template_fwhm_at_ln(ln_wave[idx[k]]);
+        if (lib.n_tpix > 0) {  // lib.template_fwhm_at_ln, through the grid's template pixels
+          const long* tp = template_pixel_of(grid_of[slot], arm.n_pix, lib.lnlam0, lib.dlnlam,
+                                             lib.lsf_fwhm_A.size());
+          for (size_t k = 0; k < idx.size(); ++k)
+            fwhm_pp[k] = lib.lsf_fwhm_A[static_cast<size_t>(std::max(tp[idx[k]], 0L))];
+        } else {
+          for (size_t k = 0; k < idx.size(); ++k)
+            fwhm_pp[k] = lib.template_fwhm_at_ln(ln_wave[idx[k]]);
+        }
       }
       fold.write_rows(idx.data(), idx.size(), arm.wave_vac_A,
                       lib.lsf_fwhm_A.empty() ? nullptr : fwhm_pp.data(), fwhm_fixed,

@@ -23,7 +23,7 @@ struct Entry {
 
 ArmGrid arm_grid(const double* wave, size_t n) {
   if (n == 0) return {};  // nothing to look up, nothing to evict
-  thread_local std::array<Entry, 8> cache;
+  thread_local std::array<Entry, kArmGridCache> cache;
   thread_local unsigned long clock = 0;
   thread_local uint64_t next_id = 0;
   ++clock;

@@ -15,6 +15,10 @@ namespace velox {
 // element by element, never by address). n == 0: nullptr.
 const double* ln_wavelengths(const double* wave, size_t n);
 
+// The grids each thread's cache keeps: a pointer from ln_wavelengths or arm_grid stays valid while
+// fewer than this many other grids are looked up after it.
+constexpr int kArmGridCache = 8;
+
 // What a grid alone fixes, from the same cache as ln_wavelengths (valid as long as its pointers).
 struct ArmGrid {
   const double* ln = nullptr;  // [n] ln(wave), as ln_wavelengths

@@ -45,22 +45,61 @@ inline long floor_l(double x) {  // floor() without a libm call (common/rounding
   return k - (x < static_cast<double>(k));
 }
 
-void moments(const float* res, long n, int ndiag, long row_lo, long row_hi, double* m0, double* m1,
-             double* m2) {
+// Adds row i's moments for the rows [a, b), one pass per diagonal (only the weights inside the
+// arm: the edge rows).
+void moments_by_diagonal(const float* res, long n, int ndiag, long a, long b, double* m0,
+                         double* m1, double* m2) {
   const long half = ndiag / 2;
-  // Row i: weight of model[i + o] is res[d * n + i + o] with o = k - half, d = ndiag - 1 - k.
-  // A non-finite weight makes the row's sum non-finite: such rows are unusable.
   for (long k = 0; k < ndiag; ++k) {
     const long o = k - half;
     const double od = static_cast<double>(o), od2 = od * od;
     const float* rd = res + static_cast<size_t>(ndiag - 1 - k) * n + o;
-    for (long i = lmax(row_lo, -o), hi = lmin(row_hi, n - o); i < hi; ++i) {
+    for (long i = lmax(a, -o), hi = lmin(b, n - o); i < hi; ++i) {
       const double r = rd[i];
       m0[i] += r;
       m1[i] += r * od;
       m2[i] += r * od2;
     }
   }
+}
+
+void moments(const float* res, long n, int ndiag, long row_lo, long row_hi, double* m0, double* m1,
+             double* m2) {
+  // Row i: weight of model[i + o] is res[d * n + i + o] with o = k - half, d = ndiag - 1 - k,
+  // added in the order k = 0 .. ndiag-1 to what m0, m1, m2 hold. A non-finite weight makes the
+  // row's sum non-finite: such rows are unusable. The rows whose weights all lie inside the arm
+  // take kLanes rows per native vector with the sums in registers across the diagonals (each
+  // row's additions in the same order as one diagonal at a time); the edge rows go diagonal by
+  // diagonal.
+  const long half = ndiag / 2;
+  const long in_lo = lmax(row_lo, half), in_hi = lmin(row_hi, n - (ndiag - 1 - half));
+  if (in_lo >= in_hi) {
+    moments_by_diagonal(res, n, ndiag, row_lo, row_hi, m0, m1, m2);
+    return;
+  }
+  moments_by_diagonal(res, n, ndiag, row_lo, in_lo, m0, m1, m2);
+  typedef velox::kern::VxVecDF FD;  // kLanes floats
+  long i = in_lo;
+  for (; i + kLanes <= in_hi; i += kLanes) {
+    V a0, a1, a2;
+    __builtin_memcpy(&a0, m0 + i, sizeof(V));
+    __builtin_memcpy(&a1, m1 + i, sizeof(V));
+    __builtin_memcpy(&a2, m2 + i, sizeof(V));
+    for (long k = 0; k < ndiag; ++k) {
+      const double od = static_cast<double>(k - half), od2 = od * od;
+      FD rf;
+      __builtin_memcpy(&rf, res + static_cast<size_t>(ndiag - 1 - k) * n + (k - half) + i,
+                       sizeof rf);
+      const V r = __builtin_convertvector(rf, V);
+      a0 += r;
+      a1 += r * od;
+      a2 += r * od2;
+    }
+    __builtin_memcpy(m0 + i, &a0, sizeof(V));
+    __builtin_memcpy(m1 + i, &a1, sizeof(V));
+    __builtin_memcpy(m2 + i, &a2, sizeof(V));
+  }
+  moments_by_diagonal(res, n, ndiag, i, row_hi, m0, m1, m2);
 }
 
 // The complete row whose moments row i takes: the nearest with all ndiag weights inside the arm.
