@@ -333,10 +333,22 @@ std::vector<float> File::read_image_float(uint64_t first, uint64_t count) const 
   return read_image_as<float>(TFLOAT, first, count);
 }
 std::vector<int32_t> File::read_image_int32(uint64_t first, uint64_t count) const {
-  // Read through double: CFITSIO cannot convert tile-compressed integer images to TLONGLONG
-  // (status 410, seen on DESI spectra-*.fits masks), and doubles hold every 32-bit value exactly.
-  // A corrupt or floating-point image may hold NaN or values beyond int64 (converting them would
-  // be undefined): NaN becomes -1 (every bit set: a bad pixel), others saturate.
+  // An uncompressed image whose values all fit 32-bit integers (BITPIX 8, 16 or 32 after BZERO:
+  // DESI's masks) is read as int32 directly: the same values as the conversions below.
+  int status = 0, equiv = 0;
+  fits_get_img_equivtype(ff(fptr_), &equiv, &status);
+  const bool fits_int32 = equiv == BYTE_IMG || equiv == SBYTE_IMG || equiv == SHORT_IMG ||
+                          equiv == USHORT_IMG || equiv == LONG_IMG;
+  int compressed = 0;
+  if (status == 0) compressed = fits_is_compressed_image(ff(fptr_), &status);
+  if (status == 0 && fits_int32 && !compressed) {
+    static_assert(sizeof(int) == sizeof(int32_t), "TINT reads 32-bit ints");
+    return read_image_as<int32_t>(TINT, first, count);
+  }
+  // Otherwise read through double: CFITSIO cannot convert tile-compressed integer images to
+  // TLONGLONG (status 410, seen on DESI spectra-*.fits masks), and doubles hold every 32-bit value
+  // exactly. A corrupt or floating-point image may hold NaN or values beyond int64 (converting them
+  // would be undefined): NaN becomes -1 (every bit set: a bad pixel), others saturate.
   const auto d = read_image_as<double>(TDOUBLE, first, count);
   std::vector<int64_t> v(d.size());
   std::transform(d.begin(), d.end(), v.begin(), [](double x) {

@@ -2,6 +2,7 @@
 // Data model:
 // https://desidatamodel.readthedocs.io/en/latest/DESI_SPECTRO_REDUX/SPECPROD/healpix/SURVEY/PROGRAM/PIXGROUP/PIXNUM/coadd-SURVEY-PROGRAM-PIXNUM.html
 #include <algorithm>
+#include <array>
 
 #include "common/error.hpp"
 #include "io/readers_detail.hpp"
@@ -9,15 +10,13 @@
 namespace velox::detail {
 namespace {
 
-// One arm's arrays for the fibres [r0, r1) of the file, as stored (row-major, C order).
-struct ArmArrays {
+// One arm's wavelengths and image shapes, and the fibres [r0, r1) of the file to read.
+struct ArmShape {
   std::string name;
-  std::vector<double> wave;       // [n_pix]
-  std::vector<float> flux, ivar;  // [r1 - r0][n_pix]
-  std::vector<int32_t> mask;      // [r1 - r0][n_pix]; zeros if the file has no MASK
-  std::vector<float> res;         // [r1 - r0][n_diag][n_pix]; empty if no RESOLUTION
+  std::vector<double> wave;  // [n_pix]
   size_t n_fib = 0, n_pix = 0, n_pix_ivar = 0, n_pix_mask = 0, n_diag = 0, n_pix_res = 0;
   size_t r0 = 0, r1 = 0;  // the fibres held (clamped to n_fib)
+  bool has_mask = false, has_res = false;
 };
 
 // Image HDU `name` and its C-order shape; throws IoError if the HDU is absent.
@@ -29,12 +28,12 @@ std::vector<int64_t> image_at(fits::File& f, const std::string& name) {
 
 size_t last_axis(const std::vector<int64_t>& shape) { return shape.empty() ? 0 : shape.back(); }
 
-ArmArrays read_arm(fits::File& f, const std::string& arm, const std::vector<std::string>& hdus,
+ArmShape shape_arm(fits::File& f, const std::string& arm, const std::vector<std::string>& hdus,
                    size_t first, size_t count) {
   auto has = [&](const std::string& n) {
     return std::find(hdus.begin(), hdus.end(), n) != hdus.end();
   };
-  ArmArrays a;
+  ArmShape a;
   a.name = arm;
   image_at(f, arm + "_WAVELENGTH");
   a.wave = f.read_image_double();
@@ -44,26 +43,17 @@ ArmArrays read_arm(fits::File& f, const std::string& arm, const std::vector<std:
   a.n_pix = fshape[1];
   a.r0 = std::min(first, a.n_fib);
   a.r1 = a.r0 + std::min(count, a.n_fib - a.r0);
-  const size_t nr = a.r1 - a.r0;
-  a.flux = f.read_image_float(a.r0 * a.n_pix, nr * a.n_pix);
   a.n_pix_ivar = last_axis(image_at(f, arm + "_IVAR"));
-  a.ivar = f.read_image_float(a.r0 * a.n_pix_ivar, nr * a.n_pix_ivar);
-  if (has(arm + "_MASK")) {
-    a.n_pix_mask = last_axis(image_at(f, arm + "_MASK"));
-    a.mask = f.read_image_int32(a.r0 * a.n_pix_mask, nr * a.n_pix_mask);
-  } else {
-    a.n_pix_mask = a.n_pix;
-    a.mask.assign(nr * a.n_pix, 0);
-  }
-  if (has(arm + "_RESOLUTION")) {
+  a.has_mask = has(arm + "_MASK");
+  a.n_pix_mask = a.has_mask ? last_axis(image_at(f, arm + "_MASK")) : a.n_pix;
+  a.has_res = has(arm + "_RESOLUTION");
+  if (a.has_res) {
     const auto rshape = image_at(f, arm + "_RESOLUTION");
     if (rshape.size() != 3 || static_cast<size_t>(rshape[0]) != a.n_fib) {
       f.fail("expected a [n_fiber][n_diag][n_pix] image matching " + arm + "_FLUX");
     }
     a.n_diag = rshape[1];
     a.n_pix_res = rshape[2];
-    const size_t row = a.n_diag * a.n_pix_res;
-    a.res = f.read_image_float(a.r0 * row, nr * row);
   }
   return a;
 }
@@ -77,10 +67,10 @@ void read_desi_coadd(fits::File& f, SpectrumFile& out, size_t first, size_t coun
   f.move_to(0);
   const std::string hpx = f.has_key("HPXPIXEL") ? std::to_string(f.key_long("HPXPIXEL", -1)) : "";
   out.survey = f.key_string("SURVEY", "");
-  std::vector<ArmArrays> arms;
+  std::vector<ArmShape> arms;
   for (const char* arm : {"B", "R", "Z"}) {
     if (std::find(hdus.begin(), hdus.end(), std::string(arm) + "_FLUX") != hdus.end()) {
-      arms.push_back(read_arm(f, arm, hdus, first, count));
+      arms.push_back(shape_arm(f, arm, hdus, first, count));
     }
   }
   if (arms.empty()) {
@@ -109,6 +99,10 @@ void read_desi_coadd(fits::File& f, SpectrumFile& out, size_t first, size_t coun
     if (f.has_column(col) && f.column_repeat(col) == 1) meta_cols[col] = f.read_column_text(col);
   }
 
+  // The spectra with their metadata and empty arms first; then each image HDU once, every fibre's
+  // row read straight into its arm (no block of fibres copied row by row).
+  const size_t out0 = out.spectra.size();
+  std::vector<std::array<int, 3>> slot;  // per spectrum: the arm's index in s.arms, -1 if none
   for (size_t i = std::min(first, n_fib); i < n_fib && i - first < count; ++i) {
     Spectrum s;
     s.row_in_file = static_cast<int64_t>(i);
@@ -120,25 +114,54 @@ void read_desi_coadd(fits::File& f, SpectrumFile& out, size_t first, size_t coun
       s.problem = "FIBERMAP has only " + std::to_string(targetid.size()) + " rows for " +
                   std::to_string(n_fib) + " fibres";
     }
-    for (const auto& a : arms) {
+    std::array<int, 3> sl = {-1, -1, -1};
+    for (size_t ai = 0; ai < arms.size(); ++ai) {
+      const ArmShape& a = arms[ai];
       if (i >= a.r1) {
         s.problem += (s.problem.empty() ? "" : "; ") + ("arm " + a.name + ": no data for fibre");
         continue;
       }
-      const size_t k = i - a.r0;  // the fibre's row in this block
       ArmData arm;
       arm.name = a.name;
       arm.wave_vac_A = a.wave;
-      arm.flux = row_slice(a.flux, k, a.n_pix);
-      arm.ivar = row_slice(a.ivar, k, a.n_pix_ivar);
-      arm.mask = row_slice(a.mask, k, a.n_pix_mask);
-      if (a.n_diag > 0) {
-        arm.ndiag = static_cast<int>(a.n_diag);
-        arm.resolution = row_slice(a.res, k, a.n_diag * a.n_pix_res);
-      }
+      if (a.has_res && a.n_diag > 0) arm.ndiag = static_cast<int>(a.n_diag);
+      sl[ai] = static_cast<int>(s.arms.size());
       s.arms.push_back(std::move(arm));
     }
+    slot.push_back(sl);
     out.spectra.push_back(std::move(s));
+  }
+  for (size_t ai = 0; ai < arms.size(); ++ai) {
+    const ArmShape& a = arms[ai];
+    // Each fibre's row of this arm in one image HDU; `read` reads fibre i's row into its arm.
+    auto each_fibre = [&](const auto& read) {
+      for (size_t k = 0; k < slot.size(); ++k) {
+        if (slot[k][ai] < 0) continue;
+        Spectrum& s = out.spectra[out0 + k];
+        read(static_cast<size_t>(s.row_in_file), s.arms[static_cast<size_t>(slot[k][ai])]);
+      }
+    };
+    image_at(f, a.name + "_FLUX");
+    each_fibre(
+        [&](size_t i, ArmData& arm) { arm.flux = f.read_image_float(i * a.n_pix, a.n_pix); });
+    image_at(f, a.name + "_IVAR");
+    each_fibre([&](size_t i, ArmData& arm) {
+      arm.ivar = f.read_image_float(i * a.n_pix_ivar, a.n_pix_ivar);
+    });
+    if (a.has_mask) {
+      image_at(f, a.name + "_MASK");
+      each_fibre([&](size_t i, ArmData& arm) {
+        arm.mask = f.read_image_int32(i * a.n_pix_mask, a.n_pix_mask);
+      });
+    } else {
+      each_fibre([&](size_t, ArmData& arm) { arm.mask.assign(a.n_pix, 0); });
+    }
+    if (a.has_res && a.n_diag > 0) {
+      image_at(f, a.name + "_RESOLUTION");
+      const size_t row = a.n_diag * a.n_pix_res;
+      each_fibre(
+          [&](size_t i, ArmData& arm) { arm.resolution = f.read_image_float(i * row, row); });
+    }
   }
 }
 
