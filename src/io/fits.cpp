@@ -88,12 +88,16 @@ File File::create(const std::string& path) {
   return File(f, path);
 }
 
-File::File(File&& o) noexcept : fptr_(o.fptr_), path_(std::move(o.path_)) { o.fptr_ = nullptr; }
+File::File(File&& o) noexcept
+    : fptr_(o.fptr_), path_(std::move(o.path_)), rice_checked_hdu_(o.rice_checked_hdu_) {
+  o.fptr_ = nullptr;
+}
 
 File& File::operator=(File&& o) noexcept {
   if (this != &o) {
     std::swap(fptr_, o.fptr_);
     std::swap(path_, o.path_);
+    std::swap(rice_checked_hdu_, o.rice_checked_hdu_);
   }
   return *this;
 }
@@ -299,6 +303,83 @@ void File::check_data_in_file(uint64_t n_elements, const std::string& what) cons
 }
 
 namespace {
+
+// Whether CFITSIO 4.2.0's Rice decoder (ricecomp.c: fits_rdecomp, fits_rdecomp_short,
+// fits_rdecomp_byte for bytepix 4, 2, 1) reads only inside the clen bytes of a tile when it
+// decodes nx pixels in blocks of nblock: the decoder's reads, replayed with its bit buffer (the
+// values decoded do not steer the reads, only the bit counts and zero bytes do). The decoder
+// checks the end only after each block, so a corrupt tile (a run of zero bytes, a wrong
+// compression type) makes it read past its buffer before it reports the error; a tile CFITSIO
+// decodes without that error never reads past its end, so no valid tile is refused here.
+// Rice coding: R. F. Rice, JPL Publication 79-22 (1979); the FITS tiled-image convention:
+// Pence, White & Seaman 2010, PASP 122, 1065.
+bool rice_tile_in_bounds(const unsigned char* c, size_t clen, uint64_t nx, long nblock,
+                         int bytepix) {
+  const int bsize = bytepix == 1 ? 1 : bytepix == 2 ? 2 : 4;
+  const int fsbits = bsize == 1 ? 3 : bsize == 2 ? 4 : 5;
+  const int fsmax = bsize == 1 ? 6 : bsize == 2 ? 14 : 25;
+  const int bbits = 1 << fsbits;
+  size_t p = static_cast<size_t>(bsize);  // the first bsize bytes: the first pixel, raw
+  auto next = [&](unsigned int& byte) {
+    if (p >= clen) return false;
+    byte = c[p++];
+    return true;
+  };
+  auto bits_of = [](unsigned int v) {  // ricecomp.c's nonzero_count: bits without leading zeros
+    int k = 0;
+    for (; v != 0; v >>= 1) ++k;
+    return k;
+  };
+  unsigned int b = 0, byte = 0;
+  if (!next(b)) return false;
+  int nbits = 8;
+  for (uint64_t i = 0; i < nx;) {
+    nbits -= fsbits;
+    while (nbits < 0) {
+      if (!next(byte)) return false;
+      b = (b << 8) | byte;
+      nbits += 8;
+    }
+    const int fs = static_cast<int>(b >> nbits) - 1;
+    b &= (1u << nbits) - 1;
+    uint64_t imax = nblock > 0 ? i + static_cast<uint64_t>(nblock) : i;
+    if (imax > nx) imax = nx;
+    if (fs < 0) {
+      i = imax > i ? imax : i;
+    } else if (fs == fsmax) {
+      for (; i < imax; ++i) {
+        int k = bbits - nbits;
+        for (k -= 8; k >= 0; k -= 8)
+          if (!next(b)) return false;
+        if (nbits > 0) {
+          if (!next(b)) return false;
+          b &= (1u << nbits) - 1;
+        } else {
+          b = 0;
+        }
+      }
+    } else {
+      for (; i < imax; ++i) {
+        while (b == 0) {
+          nbits += 8;
+          if (!next(b)) return false;
+        }
+        const int nzero = nbits - bits_of(b);
+        nbits -= nzero + 1;
+        b ^= 1u << nbits;
+        nbits -= fs;
+        while (nbits < 0) {
+          if (!next(byte)) return false;
+          b = (b << 8) | byte;
+          nbits += 8;
+        }
+        b &= (1u << nbits) - 1;
+      }
+    }
+  }
+  return true;
+}
+
 // The number of elements of `shape` (0 for none); false if the product overflows.
 bool element_count(const std::vector<int64_t>& shape, uint64_t& n) {
   n = shape.empty() ? 0 : 1;
@@ -308,12 +389,61 @@ bool element_count(const std::vector<int64_t>& shape, uint64_t& n) {
 }
 }  // namespace
 
+void File::check_rice_tiles() const {
+  fitsfile* f = ff(fptr_);
+  int status = 0, hdu = 0;
+  if (!fits_is_compressed_image(f, &status) || status != 0) return;
+  const FITSfile* F = f->Fptr;
+  fits_get_hdu_num(f, &hdu);
+  if (F->compress_type != RICE_1 || hdu == rice_checked_hdu_ || F->cn_compressed <= 0) return;
+  const int nd = F->zndim;
+  uint64_t n_tiles = nd > 0 ? 1 : 0;
+  for (int d = 0; d < nd; ++d) {
+    if (F->tilesize[d] <= 0 || F->znaxis[d] < 0) fail("tile-compressed image: bad tile size");
+    n_tiles *= static_cast<uint64_t>((F->znaxis[d] + F->tilesize[d] - 1) / F->tilesize[d]);
+  }
+  LONGLONG head = 0, data = 0, end = 0;
+  check(fits_get_hduaddrll(f, &head, &data, &end, &status), "reading the HDU's size");
+  const LONGLONG hdu_bytes = end - data;  // the table and its heap
+  std::vector<unsigned char> bytes;
+  for (uint64_t row = 1; row <= n_tiles; ++row) {
+    // The tile's pixels: its extent along each axis, clipped at the image's edge (as CFITSIO
+    // decodes it), tiles in FITS order (axis 1 fastest).
+    uint64_t nx = 1, t = row - 1;
+    for (int d = 0; d < nd; ++d) {
+      const uint64_t per =
+          static_cast<uint64_t>((F->znaxis[d] + F->tilesize[d] - 1) / F->tilesize[d]);
+      const uint64_t start = (t % per) * static_cast<uint64_t>(F->tilesize[d]);
+      t /= per;
+      nx *= std::min<uint64_t>(F->tilesize[d], static_cast<uint64_t>(F->znaxis[d]) - start);
+    }
+    LONGLONG len = 0, off = 0;
+    check(
+        fits_read_descriptll(f, F->cn_compressed, static_cast<LONGLONG>(row), &len, &off, &status),
+        "reading tile " + std::to_string(row) + "'s descriptor");
+    if (len <= 0) continue;  // stored uncompressed or gzipped instead
+    if (len > hdu_bytes)
+      fail("tile " + std::to_string(row) + ": " + std::to_string(len) + " bytes claimed, the HDU " +
+           "holds " + std::to_string(hdu_bytes) + " (corrupt descriptor)");
+    bytes.resize(static_cast<size_t>(len));
+    int anynul = 0;
+    check(fits_read_col(f, TBYTE, F->cn_compressed, static_cast<LONGLONG>(row), 1, len, nullptr,
+                        bytes.data(), &anynul, &status),
+          "reading tile " + std::to_string(row));
+    if (!rice_tile_in_bounds(bytes.data(), bytes.size(), nx, F->rice_blocksize, F->rice_bytepix))
+      fail("tile " + std::to_string(row) + ": RICE_1 data end before its " + std::to_string(nx) +
+           " pixels (" + std::to_string(len) + " bytes; corrupt or not Rice-coded)");
+  }
+  rice_checked_hdu_ = hdu;
+}
+
 template <typename T>
 std::vector<T> File::read_image_as(int datatype, uint64_t first, uint64_t count) const {
   if (!is_image()) fail("expected an image, found a table");
   uint64_t n = 0;
   if (!element_count(image_shape(), n)) fail("image size overflows (corrupt header)");
   check_data_in_file(n, "image");
+  check_rice_tiles();
   first = std::min(first, n);
   const uint64_t m = std::min(count, n - first);
   std::vector<T> out(m);

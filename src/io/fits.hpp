@@ -111,9 +111,14 @@ class File {
   // of the file, or if a tile-compressed image claims implausibly many elements: checked before
   // velox allocates `n_elements` for a read, so a corrupt header cannot demand terabytes.
   void check_data_in_file(uint64_t n_elements, const std::string& what) const;
+  // Throws IoError if a tile of the current HDU, a RICE_1 tile-compressed image, would make
+  // CFITSIO's Rice decoder read past the tile's bytes (4.2.0 checks the end only after each
+  // block of pixels: a corrupt tile is a heap over-read). Each HDU is walked once.
+  void check_rice_tiles() const;
 
   void* fptr_ = nullptr;  // fitsfile*, kept opaque so fitsio.h stays out of this header
   std::string path_;
+  mutable int rice_checked_hdu_ = 0;  // 1-based HDU whose Rice tiles were checked; 0: none
 };
 
 }  // namespace velox::fits

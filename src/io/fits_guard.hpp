@@ -11,6 +11,8 @@
 //    CFITSIO's estimate may not exceed what the data inflate to.
 //  - A zip archive ("PK"): CFITSIO allocates the size its bytes 22-25 claim.
 //  - ZTILEn <= 0 in a tile-compressed image: CFITSIO divides by it (SIGFPE).
+// (A corrupt RICE_1 tile, which CFITSIO's Rice decoder reads past, is caught per HDU before it is
+// decoded: fits::File::check_rice_tiles.)
 #pragma once
 #include <string>
 

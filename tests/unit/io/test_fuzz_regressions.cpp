@@ -4,13 +4,16 @@
 // (tests/fuzz/fuzz_targets.hpp), where a crash, an unexpected exception (the harness aborts) or,
 // in the sanitizer build, a sanitizer report fails the test. Inputs without survey data can also
 // be dropped into tests/fuzz/regressions/<target>/: the last test replays them.
+#include <fitsio.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <random>
 
 #include "common/error.hpp"
 #include "emulator/build.hpp"
@@ -200,6 +203,77 @@ TEST_CASE("a tile-compressed image with ZTILEn = 0 is refused before CFITSIO div
   // The file as it is still reads (its tiles are positive).
   spit(dir + "/ok.fits", ok);
   CHECK(read_spectra(dir + "/ok.fits").spectra.size() == 5);
+}
+
+namespace {
+// A Rice-compressed (RICE_1) integer image of 300 x 3 pixels, one tile per row, of CFITSIO's
+// `bitpix` (BYTE_IMG, SHORT_IMG, LONG_IMG: Rice bytes per pixel 1, 2, 4): row 0 constant (the
+// low-entropy blocks), row 1 small steps (Rice codes), row 2 noise over the whole range (the
+// directly coded blocks). Returns the values and, through heap_tile0, the file offset of row 0's
+// compressed bytes.
+std::vector<int32_t> write_rice(const std::string& path, int bitpix, long* heap_tile0) {
+  const long nx = 300, ny = 3;
+  const int32_t top = bitpix == BYTE_IMG ? 255 : bitpix == SHORT_IMG ? 32767 : 2147483647;
+  std::vector<int32_t> v(nx * ny);
+  std::mt19937 rng(5);
+  for (long j = 0; j < nx; ++j) {
+    v[j] = 7;
+    v[nx + j] = static_cast<int32_t>(j % 17);
+    v[2 * nx + j] = static_cast<int32_t>(rng() % static_cast<uint32_t>(top));
+  }
+  int status = 0;
+  fitsfile* f = nullptr;
+  const std::string name = "!" + path + "[compress R 300,1]";
+  fits_create_file(&f, name.c_str(), &status);
+  long naxes[2] = {nx, ny};
+  fits_create_img(f, bitpix, 2, naxes, &status);
+  // In the image's own type (CFITSIO's compression refuses a conversion from int here).
+  if (bitpix == BYTE_IMG) {
+    std::vector<unsigned char> b(v.begin(), v.end());
+    fits_write_img(f, TBYTE, 1, nx * ny, b.data(), &status);
+  } else if (bitpix == SHORT_IMG) {
+    std::vector<short> h(v.begin(), v.end());
+    fits_write_img(f, TSHORT, 1, nx * ny, h.data(), &status);
+  } else {
+    fits_write_img(f, TINT, 1, nx * ny, v.data(), &status);
+  }
+  LONGLONG len = 0, off = 0, head = 0, data = 0, end = 0;
+  fits_read_descriptll(f, f->Fptr->cn_compressed, 1, &len, &off, &status);
+  fits_get_hduaddrll(f, &head, &data, &end, &status);
+  *heap_tile0 = static_cast<long>(data + f->Fptr->heapstart + off);
+  fits_close_file(f, &status);
+  REQUIRE(status == 0);
+  return v;
+}
+}  // namespace
+
+TEST_CASE("Rice-compressed tiles decode, and a corrupt one is refused before CFITSIO over-reads",
+          "[io][fuzz]") {
+  // Finding (desi): a DESI file whose GZIP_1 mask said RICE_1 made CFITSIO 4.2.0's Rice decoder
+  // (which checks the end of a tile only after each block of pixels) read past the tile's
+  // buffer: an AddressSanitizer SEGV. fits::File walks each Rice tile's reads first.
+  const auto dir = test::tmp_dir("fuzz_rice");
+  for (int bitpix : {BYTE_IMG, SHORT_IMG, LONG_IMG}) {
+    INFO("BITPIX " << bitpix);
+    long tile0 = 0;
+    const std::vector<int32_t> want = write_rice(dir + "/rice.fits", bitpix, &tile0);
+    {
+      auto f = fits::File::open_read(dir + "/rice.fits");
+      f.move_to(1);
+      CHECK(f.read_image_int32() == want);  // valid tiles of every kind pass the walk
+    }
+    // Row 0's codes replaced by an FS value of 1 (a Rice-coded block) followed by zero bytes:
+    // the decoder's count of leading zeros runs past the tile.
+    std::string bytes = slurp(dir + "/rice.fits");
+    const int bsize = bitpix == BYTE_IMG ? 1 : bitpix == SHORT_IMG ? 2 : 4;
+    const int fsbits = bsize == 1 ? 3 : bsize == 2 ? 4 : 5;
+    bytes[tile0 + bsize] = static_cast<char>(2 << (8 - fsbits));  // fs = 2 - 1
+    for (long k = tile0 + bsize + 1; k < tile0 + bsize + 8; ++k) bytes[k] = 0;
+    spit(dir + "/bad.fits", bytes);
+    auto f = fits::File::open_read(dir + "/bad.fits");
+    f.move_to(1);
+    CHECK_THROWS_WITH(f.read_image_int32(), Contains("tile 1: RICE_1 data end"));
+  }
 }
 
 TEST_CASE("a corrupt gzip trailer is refused before CFITSIO allocates the size it claims",
