@@ -229,25 +229,26 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     thread_local std::vector<char> use;
     std::vector<size_t>& idx = idx_of[n_slots];
     use.resize(n);
+    static_assert(sizeof(int) == sizeof(int32_t), "masks are int32");
+    const size_t n2 = prep_kernels().select_pixels(
+        arm.flux, arm.ivar, reinterpret_cast<const int*>(arm.mask), range, n, use.data());
     long first = -1, last = -1;  // the first and last pixel of use 2
-    for (size_t j = 0; j < n; ++j) {
-      const float f = arm.flux[j], iv = arm.ivar[j];
-      const bool ok =
-          std::isfinite(f) && std::isfinite(iv) && iv > 0 && (!arm.mask || arm.mask[j] == 0);
-      use[j] = ok ? range[j] : 0;
-      if (use[j] == 2) {
-        if (first < 0) first = static_cast<long>(j);
-        last = static_cast<long>(j);
-      }
+    if (n2 > 0) {
+      first = static_cast<long>(std::find(use.begin(), use.end(), 2) - use.begin());
+      last = static_cast<long>(use.rend() - std::find(use.rbegin(), use.rend(), 2)) - 1;
     }
     // With the matrix, only the rows of pixels the fit can use are folded (the others are never
     // applied): their moments now, the rows themselves straight into the packed grid below.
     ResolutionFold& fold = fold_of[n_slots];
     if (use_rm) fold.set_span(arm.resolution, n, arm.ndiag, first, last);
-    idx.clear();
-    if (first >= 0)
-      for (size_t j = static_cast<size_t>(first); j <= static_cast<size_t>(last); ++j)
-        if (use[j] == 2 && (!use_rm || fold.ok(j))) idx.push_back(j);
+    // The pixels of use 2 (and with the matrix a usable row), without a branch per pixel.
+    idx.resize(n2 + 1);  // one slot past the last kept pixel is written (and dropped)
+    size_t m = 0;
+    for (long j = first; n2 > 0 && j <= last; ++j) {
+      idx[m] = static_cast<size_t>(j);
+      m += use[static_cast<size_t>(j)] == 2 && (!use_rm || fold.ok(static_cast<size_t>(j)));
+    }
+    idx.resize(m);
     if (static_cast<int>(idx.size()) < cfg.min_arm_pixels) {
       // Excluded: noted where the arm has any usable pixel (data, and with the matrix a usable
       // row), inside the fit range or not.

@@ -415,7 +415,30 @@ void model_ivar(const float* fl, const double* sigma, double scale, size_t n, fl
   }
 }
 
-const velox::prep::Kernels kKernels = {&moments, &write_rows, &model_ivar};
+size_t select_pixels(const float* flux, const float* ivar, const int* mask, const char* range,
+                     size_t n, char* use) {
+  // Branch-free, so that the compiler puts it on vector lanes: |x| <= FLT_MAX is isfinite(x).
+  constexpr float kMax = 3.40282346638528859812e+38F;
+  size_t n2 = 0;
+  if (mask) {
+    for (size_t j = 0; j < n; ++j) {
+      const float f = flux[j], iv = ivar[j];
+      const bool ok = (std::fabs(f) <= kMax) & (iv <= kMax) & (iv > 0) & (mask[j] == 0);
+      use[j] = ok ? range[j] : 0;
+      n2 += use[j] == 2;
+    }
+  } else {
+    for (size_t j = 0; j < n; ++j) {
+      const float f = flux[j], iv = ivar[j];
+      const bool ok = (std::fabs(f) <= kMax) & (iv <= kMax) & (iv > 0);
+      use[j] = ok ? range[j] : 0;
+      n2 += use[j] == 2;
+    }
+  }
+  return n2;
+}
+
+const velox::prep::Kernels kKernels = {&moments, &write_rows, &model_ivar, &select_pixels};
 
 }  // namespace
 

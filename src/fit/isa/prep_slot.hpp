@@ -30,6 +30,11 @@ struct Kernels {
   // median of flux[] over +-15 of the n used pixels, ivar[k] <- ivar / (1 + ivar (scale
   // sigma_k F_k)^2), sigma[n] the emulator's relative sigma at each pixel. flux finite.
   void (*model_ivar)(const float* flux, const double* sigma, double scale, size_t n, float* ivar);
+  // prepare_spectrum's pixel classes: use[j] = range[j] (0, 1 or 2: fit_range_of) where flux[j]
+  // and ivar[j] are finite, ivar[j] > 0 and mask[j] == 0 (mask null: no mask), else 0; returns
+  // the count of use[j] == 2.
+  size_t (*select_pixels)(const float* flux, const float* ivar, const int* mask, const char* range,
+                          size_t n, char* use);
 };
 
 }  // namespace velox::prep

@@ -97,3 +97,41 @@ TEST_CASE("every instruction-set level folds resolution rows to the same bits", 
   }
   REQUIRE(n_rows > 10000);
 }
+
+TEST_CASE("every level's pixel classes follow the data tests one pixel at a time", "[fit]") {
+  // Oracle: prepare_spectrum's tests written out per pixel (std::isfinite, ivar > 0, mask == 0,
+  // then the grid's range class). Every kind of bad value is mixed in at random positions, with
+  // and without a mask, and lengths that are not multiples of any vector width.
+  std::mt19937 rng(11);
+  const float bad[] = {NAN, INFINITY, -INFINITY, 0.0f, -1.0f, -0.0f, 1e-40f, 3e38f};
+  for (size_t n : {1, 7, 16, 17, 63, 64, 65, 1000, 2751}) {
+    std::vector<float> flux(n), ivar(n);
+    std::vector<int> mask(n);
+    std::vector<char> range(n);
+    for (size_t j = 0; j < n; ++j) {
+      flux[j] = rng() % 5 == 0 ? bad[rng() % 8] : 1.0f + 0.001f * static_cast<float>(j);
+      ivar[j] = rng() % 5 == 0 ? bad[rng() % 8] : 2.0f;
+      mask[j] = rng() % 7 == 0 ? static_cast<int>(rng() % 3) : 0;
+      range[j] = static_cast<char>(rng() % 3);
+    }
+    for (const bool with_mask : {true, false}) {
+      std::vector<char> want(n);
+      size_t want2 = 0;
+      for (size_t j = 0; j < n; ++j) {
+        const bool ok = std::isfinite(flux[j]) && std::isfinite(ivar[j]) && ivar[j] > 0 &&
+                        (!with_mask || mask[j] == 0);
+        want[j] = ok ? range[j] : 0;
+        want2 += want[j] == 2;
+      }
+      for (CpuIsa isa : supported_isas()) {
+        std::vector<char> use(n, 9);
+        const size_t n2 = prep_kernels(isa).select_pixels(flux.data(), ivar.data(),
+                                                          with_mask ? mask.data() : nullptr,
+                                                          range.data(), n, use.data());
+        INFO("n " << n << " mask " << with_mask << " level " << isa_name(isa));
+        CHECK(n2 == want2);
+        CHECK(use == want);
+      }
+    }
+  }
+}
