@@ -178,6 +178,12 @@ void File::move_to(int index) {
   }
 }
 
+bool File::is_compressed_image() const {
+  int status = 0;
+  const int c = fits_is_compressed_image(ff(fptr_), &status);
+  return status == 0 && c != 0;
+}
+
 bool File::is_image() const {
   int status = 0, type = 0;
   check(fits_get_hdu_type(ff(fptr_), &type, &status), "reading HDU type");

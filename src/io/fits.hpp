@@ -34,6 +34,7 @@ class File {
   int current_index() const;
   std::string current_name() const;  // EXTNAME or "PRIMARY"/"#<index>", used in messages
   bool is_image() const;
+  bool is_compressed_image() const;  // a tile-compressed image (stored as a binary table)
 
   // --- header keywords of the current HDU ---
   bool has_key(const std::string& key) const;

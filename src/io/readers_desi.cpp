@@ -41,11 +41,16 @@ ArmShape shape_arm(fits::File& f, const std::string& arm, const std::vector<std:
   if (fshape.size() != 2) f.fail("expected a [n_fiber][n_pix] image");
   a.n_fib = fshape[0];
   a.n_pix = fshape[1];
+  // Each data HDU is checked as it is met (a zero-length read: its header's data lie inside the
+  // file), so that a truncated file names the HDU it ends in, as reading it would.
+  f.read_image_float(0, 0);
   a.r0 = std::min(first, a.n_fib);
   a.r1 = a.r0 + std::min(count, a.n_fib - a.r0);
   a.n_pix_ivar = last_axis(image_at(f, arm + "_IVAR"));
+  f.read_image_float(0, 0);
   a.has_mask = has(arm + "_MASK");
   a.n_pix_mask = a.has_mask ? last_axis(image_at(f, arm + "_MASK")) : a.n_pix;
+  if (a.has_mask) f.read_image_int32(0, 0);
   a.has_res = has(arm + "_RESOLUTION");
   if (a.has_res) {
     const auto rshape = image_at(f, arm + "_RESOLUTION");
@@ -54,6 +59,7 @@ ArmShape shape_arm(fits::File& f, const std::string& arm, const std::vector<std:
     }
     a.n_diag = rshape[1];
     a.n_pix_res = rshape[2];
+    f.read_image_float(0, 0);
   }
   return a;
 }
@@ -141,27 +147,29 @@ void read_desi_coadd(fits::File& f, SpectrumFile& out, size_t first, size_t coun
         read(static_cast<size_t>(s.row_in_file), s.arms[static_cast<size_t>(slot[k][ai])]);
       }
     };
-    image_at(f, a.name + "_FLUX");
-    each_fibre(
-        [&](size_t i, ArmData& arm) { arm.flux = f.read_image_float(i * a.n_pix, a.n_pix); });
-    image_at(f, a.name + "_IVAR");
-    each_fibre([&](size_t i, ArmData& arm) {
-      arm.ivar = f.read_image_float(i * a.n_pix_ivar, a.n_pix_ivar);
-    });
+    // One HDU's rows of `row` elements into each fibre's arm (`member`). A tile-compressed HDU is
+    // read as one block of the fibres and sliced (a tile may hold many fibres' rows: read row by
+    // row, it would be decompressed again for each).
+    auto rows_of = [&](const std::string& hdu, size_t row, auto member, auto read) {
+      image_at(f, a.name + hdu);
+      if (!f.is_compressed_image()) {
+        each_fibre([&](size_t i, ArmData& arm) { arm.*member = read(i * row, row); });
+        return;
+      }
+      const auto block = read(a.r0 * row, (a.r1 - a.r0) * row);
+      each_fibre([&](size_t i, ArmData& arm) { arm.*member = row_slice(block, i - a.r0, row); });
+    };
+    auto floats = [&](uint64_t first, uint64_t n) { return f.read_image_float(first, n); };
+    rows_of("_FLUX", a.n_pix, &ArmData::flux, floats);
+    rows_of("_IVAR", a.n_pix_ivar, &ArmData::ivar, floats);
     if (a.has_mask) {
-      image_at(f, a.name + "_MASK");
-      each_fibre([&](size_t i, ArmData& arm) {
-        arm.mask = f.read_image_int32(i * a.n_pix_mask, a.n_pix_mask);
-      });
+      rows_of("_MASK", a.n_pix_mask, &ArmData::mask,
+              [&](uint64_t first, uint64_t n) { return f.read_image_int32(first, n); });
     } else {
       each_fibre([&](size_t, ArmData& arm) { arm.mask.assign(a.n_pix, 0); });
     }
-    if (a.has_res && a.n_diag > 0) {
-      image_at(f, a.name + "_RESOLUTION");
-      const size_t row = a.n_diag * a.n_pix_res;
-      each_fibre(
-          [&](size_t i, ArmData& arm) { arm.resolution = f.read_image_float(i * row, row); });
-    }
+    if (a.has_res && a.n_diag > 0)
+      rows_of("_RESOLUTION", a.n_diag * a.n_pix_res, &ArmData::resolution, floats);
   }
 }
 
