@@ -207,7 +207,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
   thread_local std::array<ResolutionFold, kern::kMaxArms> fold_of;
   size_t in_slot[kern::kMaxArms] = {};  // the input arm of each slot
   ArmGrid grid_of[kern::kMaxArms];      // its grid (arm_grid's cache)
-  static_assert(kern::kMaxArms < kArmGridCache, "every arm's grid stays in the cache");
+  static_assert(kern::kMaxArms < kArmGridCache, "the kept arms' grids fit in the cache");
   int n_slots = 0;
   size_t n_used = 0;
   for (size_t a_in = 0; a_in < arms.size(); ++a_in) {
@@ -279,6 +279,10 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     const size_t a_in = in_slot[slot];
     const ArmView& arm = arms[a_in];
     const size_t n = arm.n_pix;
+    // The first pass looked up every input arm's grid: with more arms than the grid cache keeps,
+    // a kept arm's entry may have been evicted, so it is looked up again.
+    if (arms.size() >= static_cast<size_t>(kArmGridCache))
+      grid_of[slot] = arm_grid(arm.wave_vac_A, n);
     const double* ln_wave = grid_of[slot].ln;
     const bool use_rm = cfg.resolution_matrix && arm.ndiag > 0 && arm.resolution;
     const std::vector<size_t>& idx = idx_of[slot];

@@ -89,7 +89,7 @@ File File::create(const std::string& path) {
 }
 
 File::File(File&& o) noexcept
-    : fptr_(o.fptr_), path_(std::move(o.path_)), rice_checked_hdu_(o.rice_checked_hdu_) {
+    : fptr_(o.fptr_), path_(std::move(o.path_)), rice_checked_(std::move(o.rice_checked_)) {
   o.fptr_ = nullptr;
 }
 
@@ -97,7 +97,7 @@ File& File::operator=(File&& o) noexcept {
   if (this != &o) {
     std::swap(fptr_, o.fptr_);
     std::swap(path_, o.path_);
-    std::swap(rice_checked_hdu_, o.rice_checked_hdu_);
+    std::swap(rice_checked_, o.rice_checked_);
   }
   return *this;
 }
@@ -338,7 +338,7 @@ bool rice_tile_in_bounds(const unsigned char* c, size_t clen, uint64_t nx, long 
   };
   unsigned int b = 0, byte = 0;
   if (!next(b)) return false;
-  int nbits = 8;
+  long long nbits = 8;  // a run of zero bytes adds 8 per byte (CFITSIO's int; no overflow here)
   for (uint64_t i = 0; i < nx;) {
     nbits -= fsbits;
     while (nbits < 0) {
@@ -354,7 +354,7 @@ bool rice_tile_in_bounds(const unsigned char* c, size_t clen, uint64_t nx, long 
       i = imax > i ? imax : i;
     } else if (fs == fsmax) {
       for (; i < imax; ++i) {
-        int k = bbits - nbits;
+        int k = bbits - static_cast<int>(nbits);  // nbits is 0 .. 7 here
         for (k -= 8; k >= 0; k -= 8)
           if (!next(b)) return false;
         if (nbits > 0) {
@@ -370,7 +370,7 @@ bool rice_tile_in_bounds(const unsigned char* c, size_t clen, uint64_t nx, long 
           nbits += 8;
           if (!next(b)) return false;
         }
-        const int nzero = nbits - bits_of(b);
+        const long long nzero = nbits - bits_of(b);
         nbits -= nzero + 1;
         b ^= 1u << nbits;
         nbits -= fs;
@@ -401,12 +401,16 @@ void File::check_rice_tiles() const {
   if (!fits_is_compressed_image(f, &status) || status != 0) return;
   const FITSfile* F = f->Fptr;
   fits_get_hdu_num(f, &hdu);
-  if (F->compress_type != RICE_1 || hdu == rice_checked_hdu_ || F->cn_compressed <= 0) return;
+  if (F->compress_type != RICE_1 || F->cn_compressed <= 0 ||
+      std::find(rice_checked_.begin(), rice_checked_.end(), hdu) != rice_checked_.end())
+    return;
   const int nd = F->zndim;
   uint64_t n_tiles = nd > 0 ? 1 : 0;
   for (int d = 0; d < nd; ++d) {
     if (F->tilesize[d] <= 0 || F->znaxis[d] < 0) fail("tile-compressed image: bad tile size");
-    n_tiles *= static_cast<uint64_t>((F->znaxis[d] + F->tilesize[d] - 1) / F->tilesize[d]);
+    // tiles along the axis, as CFITSIO counts them (no overflow for any positive tile size)
+    n_tiles *=
+        F->znaxis[d] == 0 ? 0 : static_cast<uint64_t>((F->znaxis[d] - 1) / F->tilesize[d] + 1);
   }
   LONGLONG head = 0, data = 0, end = 0;
   check(fits_get_hduaddrll(f, &head, &data, &end, &status), "reading the HDU's size");
@@ -417,8 +421,7 @@ void File::check_rice_tiles() const {
     // decodes it), tiles in FITS order (axis 1 fastest).
     uint64_t nx = 1, t = row - 1;
     for (int d = 0; d < nd; ++d) {
-      const uint64_t per =
-          static_cast<uint64_t>((F->znaxis[d] + F->tilesize[d] - 1) / F->tilesize[d]);
+      const uint64_t per = static_cast<uint64_t>((F->znaxis[d] - 1) / F->tilesize[d] + 1);
       const uint64_t start = (t % per) * static_cast<uint64_t>(F->tilesize[d]);
       t /= per;
       nx *= std::min<uint64_t>(F->tilesize[d], static_cast<uint64_t>(F->znaxis[d]) - start);
@@ -440,7 +443,7 @@ void File::check_rice_tiles() const {
       fail("tile " + std::to_string(row) + ": RICE_1 data end before its " + std::to_string(nx) +
            " pixels (" + std::to_string(len) + " bytes; corrupt or not Rice-coded)");
   }
-  rice_checked_hdu_ = hdu;
+  rice_checked_.push_back(hdu);
 }
 
 template <typename T>

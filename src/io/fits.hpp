@@ -119,7 +119,7 @@ class File {
 
   void* fptr_ = nullptr;  // fitsfile*, kept opaque so fitsio.h stays out of this header
   std::string path_;
-  mutable int rice_checked_hdu_ = 0;  // 1-based HDU whose Rice tiles were checked; 0: none
+  mutable std::vector<int> rice_checked_;  // 1-based HDUs whose Rice tiles were checked
 };
 
 }  // namespace velox::fits
