@@ -385,12 +385,14 @@ ReadAhead batch_read_ahead(size_t n_inputs, const std::function<size_t(size_t)>&
 
 TEST_CASE("batch mode read-ahead stays bounded after a first input of 0 or 1 tasks", "[stream]") {
   // A first input without a selected fibre (or with one) must not make the stream count every
-  // unread input as one task and pull a batch's worth of 64-task inputs at once: the same bound
-  // as below, 128 + 5 x 64.
+  // unread input as one task and pull a batch's worth of 64-task inputs at once (8192 tasks):
+  // the bound below, 128 + 5 x 64, plus the batch the batcher has taken from the queue but not
+  // yet handed to submit_batch, where this count drops (a batcher descheduled between the two,
+  // on a loaded 2-core CI machine, gave 513).
   for (size_t first : {size_t{0}, size_t{1}}) {
     const auto r = batch_read_ahead(200, [first](size_t i) { return i == 0 ? first : 64; });
     CHECK(r.total == static_cast<long long>(first + 199 * 64));
-    CHECK(r.most <= 128 + 5 * 64);
+    CHECK(r.most <= 2 * 128 + 5 * 64);
   }
 }
 
@@ -441,5 +443,7 @@ TEST_CASE("batch mode reads ahead about one batch and not the whole input list",
   limits.readers = 4;
   run_stream(pool, s, limits);
   CHECK(total == 200 * 64);
-  CHECK(most <= 128 + 5 * 64);
+  // Counted here until submit_batch runs, the batch the batcher has just taken from the queue
+  // may add one batch to the stream's own bound (a batcher descheduled between the two).
+  CHECK(most <= 2 * 128 + 5 * 64);
 }
