@@ -289,29 +289,6 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     const ResolutionFold& fold = fold_of[slot];
     const double lo = ln_wave[idx.front()];
     const double hi = ln_wave[idx.back()];
-    // The emulator's own variance (FitConfig::model_variance): (scale sigma_m F)^2 added to 1/ivar,
-    // F the running median of the flux over +-15 used pixels.
-    thread_local std::vector<float> ivar_fit;
-    ivar_fit.resize(idx.size());
-    for (size_t k = 0; k < idx.size(); ++k) ivar_fit[k] = arm.ivar[idx[k]];
-    if (cfg.model_variance && !lib.model_sigma.empty() && cfg.model_variance_scale > 0) {
-      // The window of +-15 used pixels slides one pixel at a time, kept sorted
-      // (fit/isa/prep_slot.cpp: a per-pixel nth_element made preparation 7x slower on LAMOST).
-      thread_local std::vector<float> fl;
-      thread_local std::vector<double> msig;  // the emulator's sigma at each used pixel
-      fl.resize(idx.size());
-      msig.resize(idx.size());
-      for (size_t k = 0; k < idx.size(); ++k) fl[k] = arm.flux[idx[k]];
-      // lib.model_sigma_at_ln at each used pixel, through the grid's template pixels
-      const long* tp = template_pixel_of(grid_of[slot], arm.n_pix, lib.lnlam0, lib.dlnlam,
-                                         lib.model_sigma.size());
-      for (size_t k = 0; k < idx.size(); ++k) {
-        const long t = tp[idx[k]];
-        msig[k] = t >= 0 ? lib.model_sigma[static_cast<size_t>(t)] : 0.0;
-      }
-      prep_kernels().model_ivar(fl.data(), msig.data(), cfg.model_variance_scale, idx.size(),
-                                ivar_fit.data());
-    }
     // Per-arm velocity zero point (FitConfig::arm_zero_point_kms): ln lambda - ln(1 + zp/c) for
     // the segment's pixels (one-arm formats: the halves at arm_split_A).
     double zp_b = 0.0, zp_r = 0.0;
@@ -338,10 +315,27 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       all.xleg[o] = hi > lo ? 2.0 * (ll - lo) / (hi - lo) - 1.0 : 0.0;
       all.wave[o] = arm.wave_vac_A[j];
       all.flux[o] = arm.flux[j];
-      all.ivar[o] = ivar_fit[k];
+      all.ivar[o] = arm.ivar[j];
       all.arm[o] = all.n_arms;
       all.full_idx[o] = use_rm ? static_cast<int>(static_cast<long>(j) + full_off) : -1;
       all.input_pixel[o] = static_cast<int>(j);
+    }
+    // The emulator's own variance (FitConfig::model_variance): (scale sigma_m F)^2 added to 1/ivar,
+    // F the running median of the flux over +-15 used pixels, on the packed flux and ivar in place.
+    if (cfg.model_variance && !lib.model_sigma.empty() && cfg.model_variance_scale > 0) {
+      // The window of +-15 used pixels slides one pixel at a time, kept sorted
+      // (fit/isa/prep_slot.cpp: a per-pixel nth_element made preparation 7x slower on LAMOST).
+      thread_local std::vector<double> msig;  // the emulator's sigma at each used pixel
+      msig.resize(idx.size());
+      // lib.model_sigma_at_ln at each used pixel, through the grid's template pixels
+      const long* tp = template_pixel_of(grid_of[slot], arm.n_pix, lib.lnlam0, lib.dlnlam,
+                                         lib.model_sigma.size());
+      for (size_t k = 0; k < idx.size(); ++k) {
+        const long t = tp[idx[k]];
+        msig[k] = t >= 0 ? lib.model_sigma[static_cast<size_t>(t)] : 0.0;
+      }
+      prep_kernels().model_ivar(all.flux.data() + n0, msig.data(), cfg.model_variance_scale,
+                                idx.size(), all.ivar.data() + n0);
     }
     if (use_rm) {
       // The model's full grid spans the used pixels plus ndiag/2 pixels beyond each end (the

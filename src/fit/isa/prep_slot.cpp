@@ -168,36 +168,82 @@ void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r
   // chains (each step is latency-bound: exp_vec's Horner chain, the taps' recurrence, the sums)
   // overlap in the core; a per-group test (mispredicted: it depends on the lanes) made this
   // loop 14% slower, although it skips 11% of the group steps.
+  //
+  // After kRepack steps the few rows still moving (5% of a DESI spectrum's rows take all 8 steps)
+  // are gathered into as few groups as they fill, and only those take the remaining steps; their
+  // weights go back to their rows at the end. A row's arithmetic is its own lane's alone, so its
+  // lane does not change its bits.
+  constexpr int kRepack = 3;
+  alignas(64) V wf2[kGroups][kMaxDiag], mu2[kGroups], dx2[kGroups], q2[kGroups], c2[kGroups],
+      norm2[kGroups];
+  M active2[kGroups];
+  int from_g[kChunk], from_l[kChunk], n_moved = 0;  // compact lane j holds row lane from_*[j]
+  V(*WF)[kMaxDiag] = wf;
+  V *MU = mu, *DX = dx, *Q = q, *C = c, *NORM = norm;
+  M* ACT = active;
+  int n_step_groups = n_groups;
   for (int it = 0; it < 8; ++it) {
+    if (it == kRepack) {
+      for (int gi = 0; gi < n_groups; ++gi)
+        for (int g = 0; g < kLanes; ++g)
+          if (active[gi][g]) from_g[n_moved] = gi, from_l[n_moved++] = g;
+      const int n2 = (n_moved + kLanes - 1) / kLanes;
+      if (n2 < n_groups) {
+        for (int j = 0; j < n2 * kLanes; ++j) {
+          const int gj = j / kLanes, lj = j % kLanes;
+          if (j < n_moved) {
+            const int gi = from_g[j], g = from_l[j];
+            mu2[gj][lj] = mu[gi][g], dx2[gj][lj] = dx[gi][g], q2[gj][lj] = q[gi][g];
+            c2[gj][lj] = c[gi][g], norm2[gj][lj] = norm[gi][g];
+            for (int k = 0; k < ndiag; ++k) wf2[gj][k][lj] = wf[gi][k][g];
+            active2[gj][lj] = -1;
+          } else {  // an idle lane: a harmless row (q = exp(-1) for dx = 1)
+            mu2[gj][lj] = 0.0, dx2[gj][lj] = 1.0, q2[gj][lj] = 0.36787944117144233;
+            c2[gj][lj] = 0.0, norm2[gj][lj] = 1.0;
+            for (int k = 0; k < ndiag; ++k) wf2[gj][k][lj] = 0.0;
+            active2[gj][lj] = 0;
+          }
+        }
+        WF = wf2, MU = mu2, DX = dx2, Q = q2, C = c2, NORM = norm2, ACT = active2;
+        n_step_groups = n2;
+      } else {
+        n_moved = 0;  // nothing gained: every group steps on
+      }
+    }
     M any_active = {};
-    for (int gi = 0; gi < n_groups; ++gi) {
+    for (int gi = 0; gi < n_step_groups; ++gi) {
       // w[k] = exp(-(x_k^2 - x_h^2) / 2), x_k = (k - half - c) dx, from the central tap
       // outwards: each ratio w[k+1]/w[k] = exp(-(x_k + dx/2) dx) is the last one times q. With
       // |c| <= half and dx < 1/0.3 the weights stay within 1e-181 .. 1e61: no overflow, no
       // underflow.
-      const V xh = -c[gi] * dx[gi];
-      V r_up = -(xh + 0.5 * dx[gi]) * dx[gi];
+      const V xh = -C[gi] * DX[gi];
+      V r_up = -(xh + 0.5 * DX[gi]) * DX[gi];
       velox::kern::exp_vec(r_up);
       w[half] = V{} + 1.0;
       V r = r_up;
-      for (int k = half + 1; k < ndiag; ++k, r *= q[gi]) w[k] = w[k - 1] * r;
-      r = q[gi] / r_up;
-      for (int k = half - 1; k >= 0; --k, r *= q[gi]) w[k] = w[k + 1] * r;
+      for (int k = half + 1; k < ndiag; ++k, r *= Q[gi]) w[k] = w[k - 1] * r;
+      r = Q[gi] / r_up;
+      for (int k = half - 1; k >= 0; --k, r *= Q[gi]) w[k] = w[k + 1] * r;
       V nm = {}, m1 = {};
       for (int k = 0; k < ndiag; ++k) {
         nm += w[k];
         m1 += w[k] * static_cast<double>(k - half);
       }
-      const V dc = mu[gi] - m1 / nm;
-      for (int k = 0; k < ndiag; ++k) sel(wf[gi][k], active[gi], w[k], wf[gi][k]);
-      sel(norm[gi], active[gi], nm, norm[gi]);
-      sel(c[gi], active[gi], c[gi] + dc, c[gi]);
-      active[gi] &= ~((dc < kCentroidTol) & (dc > -kCentroidTol));
-      any_active |= active[gi];
+      const V dc = MU[gi] - m1 / nm;
+      for (int k = 0; k < ndiag; ++k) sel(WF[gi][k], ACT[gi], w[k], WF[gi][k]);
+      sel(NORM[gi], ACT[gi], nm, NORM[gi]);
+      sel(C[gi], ACT[gi], C[gi] + dc, C[gi]);
+      ACT[gi] &= ~((dc < kCentroidTol) & (dc > -kCentroidTol));
+      any_active |= ACT[gi];
     }
     long long any = 0;
     for (int g = 0; g < kLanes; ++g) any |= any_active[g];
     if (any == 0) break;
+  }
+  for (int j = 0; j < n_moved && WF == wf2; ++j) {  // the gathered rows' weights back
+    const int gj = j / kLanes, lj = j % kLanes, gi = from_g[j], g = from_l[j];
+    norm[gi][g] = norm2[gj][lj];
+    for (int k = 0; k < ndiag; ++k) wf[gi][k][g] = wf2[gj][k][lj];
   }
   for (int gi = 0; gi < n_groups; ++gi) {
     const int r0 = gi * kLanes, nl = ng - r0 < kLanes ? ng - r0 : kLanes;
