@@ -34,37 +34,22 @@ kern::EmulatorView TemplateLibrary::view() const {
 
 double TemplateLibrary::wave_vac_A(int t) const { return std::exp(lnlam0 + t * dlnlam); }
 
-namespace {
-// The value of a per-template-pixel array v[n_tpix] at the pixel nearest vacuum wavelength lam
-// (clamped to the grid).
-template <class T>
-double at_nearest_pixel_ln(const std::vector<T>& v, double lnlam0, double dlnlam, double ln_lam) {
-  const double u = (ln_lam - lnlam0) / dlnlam;
-  return v[static_cast<size_t>(nearest_index(u, static_cast<long>(v.size()) - 1))];
+long TemplateLibrary::nearest_pixel_ln(double ln_lam, size_t size) const {
+  return nearest_index((ln_lam - lnlam0) / dlnlam, static_cast<long>(size) - 1);
 }
-template <class T>
-double at_nearest_pixel(const std::vector<T>& v, double lnlam0, double dlnlam, double lam_A) {
-  return at_nearest_pixel_ln(v, lnlam0, dlnlam, std::log(lam_A));
-}
-}  // namespace
 
 double TemplateLibrary::model_sigma_at(double lam_A) const {
   if (model_sigma.empty() || !(lam_A > 0)) return 0.0;
-  return at_nearest_pixel(model_sigma, lnlam0, dlnlam, lam_A);
+  return model_sigma_at_ln(std::log(lam_A));
 }
 
 double TemplateLibrary::model_sigma_at_ln(double ln_lam) const {
   if (model_sigma.empty() || !(ln_lam > -INFINITY)) return 0.0;
-  return at_nearest_pixel_ln(model_sigma, lnlam0, dlnlam, ln_lam);
-}
-
-void TemplateLibrary::model_sigma_at_ln(const double* ln_lam, const size_t* idx, size_t n,
-                                        double* out) const {
-  for (size_t k = 0; k < n; ++k) out[k] = model_sigma_at_ln(ln_lam[idx[k]]);
+  return model_sigma[static_cast<size_t>(nearest_pixel_ln(ln_lam, model_sigma.size()))];
 }
 
 double TemplateLibrary::template_fwhm_A(double lam_A) const {
-  if (!lsf_fwhm_A.empty() && n_tpix > 0) return at_nearest_pixel(lsf_fwhm_A, lnlam0, dlnlam, lam_A);
+  if (!lsf_fwhm_A.empty() && n_tpix > 0) return template_fwhm_at_ln(std::log(lam_A));
   if (std::isfinite(fwhm_A) && fwhm_A > 0) return fwhm_A;
   if (std::isfinite(resolution_R) && resolution_R > 0) return lam_A / resolution_R;
   return 0.0;
@@ -72,7 +57,7 @@ double TemplateLibrary::template_fwhm_A(double lam_A) const {
 
 double TemplateLibrary::template_fwhm_at_ln(double ln_lam) const {
   if (!lsf_fwhm_A.empty() && n_tpix > 0)
-    return at_nearest_pixel_ln(lsf_fwhm_A, lnlam0, dlnlam, ln_lam);
+    return lsf_fwhm_A[static_cast<size_t>(nearest_pixel_ln(ln_lam, lsf_fwhm_A.size()))];
   return template_fwhm_A(std::exp(ln_lam));
 }
 

@@ -58,9 +58,9 @@ struct TemplateLibrary {
   double model_sigma_at(double lam_A) const;
   // The same at ln(lam) (lam in A): bitwise model_sigma_at(lam) for ln_lam = std::log(lam).
   double model_sigma_at_ln(double ln_lam) const;
-  // model_sigma_at_ln(ln_lam[idx[k]]) for k = 0 .. n-1 into out[n] (prepare_spectrum's pixels:
-  // one call per arm, the lookups inlined).
-  void model_sigma_at_ln(const double* ln_lam, const size_t* idx, size_t n, double* out) const;
+  // The pixel of a per-template-pixel array of `size` values nearest ln(lam) (lam in A; ties away
+  // from zero, clamped to 0 .. size-1): the pixel model_sigma_at_ln and template_fwhm_at_ln read.
+  long nearest_pixel_ln(double ln_lam, size_t size) const;
 
   // Model on the template grid at physical labels: flux[n_tpix] (normalised), using `basis_in`
   // (default: this library's own basis, i.e. the template resolution).

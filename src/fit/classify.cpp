@@ -1,7 +1,6 @@
 #include "fit/classify.hpp"
 
 #include <algorithm>
-#include <array>
 #include <climits>
 #include <cmath>
 #include <tuple>
@@ -33,38 +32,22 @@ ClassSpectrum rebin_for_classes(const std::vector<ArmView>& arms,
   for (const auto& a : arms) {
     if (cs.n_arms >= kern::kClassMaxArms) break;
     // Each pixel's bin comes with the grid (fit/ln_wave.hpp: once per file and arm), and so do
-    // the pixels inside the masked bands (kept for the last grid and bands seen on this thread).
-    // The usable pixels' sums go to a flat array over the grid's bins, in pixel order.
+    // the pixels inside the masked bands (kept per grid and bands on this thread). The usable
+    // pixels' sums go to a flat array over the grid's bins, in pixel order.
     const ArmGrid grid = arm_grid(a.wave_vac_A, a.n_pix);
-    if (a.n_pix == 0) continue;
-    struct BandSlot {
-      uint64_t grid = 0;  // ArmGrid::id
-      std::vector<std::pair<double, double>> bands;
-      std::vector<char> in_band;  // [n_pix] 1: inside a masked band
-      long lo = 0, hi = -1;       // the grid's lowest and highest bin
-    };
-    thread_local std::array<BandSlot, 8> slots;  // one per arm of the last files seen
-    thread_local size_t next_slot = 0;
-    BandSlot* bs = nullptr;
-    for (auto& sl : slots)
-      if (sl.grid == grid.id && sl.bands == mask_bands_A) bs = &sl;
-    if (!bs) {
-      bs = &slots[next_slot++ % slots.size()];
-      bs->in_band.assign(a.n_pix, 0);
-      bs->lo = LONG_MAX, bs->hi = LONG_MIN;
-      for (size_t j = 0; j < a.n_pix; ++j) {
-        const double w = a.wave_vac_A[j];
-        for (const auto& b : mask_bands_A) bs->in_band[j] |= w >= b.first && w <= b.second;
-        if (grid.class_bin[j] == ArmGrid::kNoBin) continue;
-        bs->lo = std::min(bs->lo, grid.class_bin[j]);
-        bs->hi = std::max(bs->hi, grid.class_bin[j]);
-      }
-      bs->grid = grid.id;
-      bs->bands = mask_bands_A;
-    }
-    const char* in_band = bs->in_band.data();
-    const long grid_lo = bs->lo, grid_hi = bs->hi;
+    const long grid_lo = grid.bin_lo, grid_hi = grid.bin_hi;
     if (grid_lo > grid_hi) continue;
+    thread_local GridWorkCache<std::vector<std::pair<double, double>>, std::vector<char>> bands;
+    const char* in_band =
+        bands
+            .get(grid.id, mask_bands_A,
+                 [&](std::vector<char>& in) {  // 1: inside a masked band
+                   in.assign(a.n_pix, 0);
+                   for (size_t j = 0; j < a.n_pix; ++j)
+                     for (const auto& b : mask_bands_A)
+                       in[j] |= a.wave_vac_A[j] >= b.first && a.wave_vac_A[j] <= b.second;
+                 })
+            .data();
     // bin k - grid_lo -> (sum ivar * flux, sum ivar); ivar > 0 marks a bin with pixels
     thread_local std::vector<std::pair<double, double>> sums;
     sums.assign(static_cast<size_t>(grid_hi - grid_lo + 1), {0.0, 0.0});

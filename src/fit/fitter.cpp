@@ -7,9 +7,9 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <tuple>
 
 #include "common/median.hpp"
-#include "common/rounding.hpp"
 #include "fit/ln_wave.hpp"
 #include "fit/params.hpp"
 #include "fit/prep_kernels.hpp"
@@ -28,58 +28,41 @@ using kern::kSpeedOfLight_kms;
 // per grid and range on this thread (the fibres of a file share their arms' grids).
 const char* fit_range_of(const ArmGrid& grid, const double* wave, size_t n, double lam_lo,
                          double lam_hi, const FitConfig& cfg) {
-  struct Slot {
-    uint64_t grid = 0;  // ArmGrid::id
-    double lo = 0, hi = 0, wmin = 0, wmax = 0;
-    std::vector<std::pair<double, double>> bands;
-    std::vector<char> range;
-  };
-  thread_local std::array<Slot, 8> slots;
-  thread_local size_t next_slot = 0;
-  for (const Slot& sl : slots)
-    if (sl.grid == grid.id && sl.lo == lam_lo && sl.hi == lam_hi && sl.wmin == cfg.wave_min_A &&
-        sl.wmax == cfg.wave_max_A && sl.bands == cfg.mask_bands_A)
-      return sl.range.data();
-  Slot& sl = slots[next_slot++ % slots.size()];
-  sl.range.resize(n);
-  for (size_t j = 0; j < n; ++j) {
-    const double w = wave[j];
-    bool in = !(w < lam_lo || w > lam_hi);
-    if (cfg.wave_min_A > 0 && w < cfg.wave_min_A) in = false;
-    if (cfg.wave_max_A > 0 && w > cfg.wave_max_A) in = false;
-    for (const auto& b : cfg.mask_bands_A)
-      if (w >= b.first && w <= b.second) in = false;
-    sl.range[j] = !std::isfinite(w) ? 0 : in ? 2 : 1;
-  }
-  sl.grid = grid.id, sl.lo = lam_lo, sl.hi = lam_hi;
-  sl.wmin = cfg.wave_min_A, sl.wmax = cfg.wave_max_A, sl.bands = cfg.mask_bands_A;
-  return sl.range.data();
+  using Key = std::tuple<double, double, double, double, std::vector<std::pair<double, double>>>;
+  thread_local GridWorkCache<Key, std::vector<char>> cache;
+  const auto probe =
+      std::forward_as_tuple(lam_lo, lam_hi, cfg.wave_min_A, cfg.wave_max_A, cfg.mask_bands_A);
+  return cache
+      .get(grid.id, probe,
+           [&](std::vector<char>& range) {
+             range.resize(n);
+             for (size_t j = 0; j < n; ++j) {
+               const double w = wave[j];
+               bool in = !(w < lam_lo || w > lam_hi);
+               if (cfg.wave_min_A > 0 && w < cfg.wave_min_A) in = false;
+               if (cfg.wave_max_A > 0 && w > cfg.wave_max_A) in = false;
+               for (const auto& b : cfg.mask_bands_A)
+                 if (w >= b.first && w <= b.second) in = false;
+               range[j] = !std::isfinite(w) ? 0 : in ? 2 : 1;
+             }
+           })
+      .data();
 }
 
-// Per pixel of a grid: the nearest template pixel of a per-template-pixel array of `size` values
-// on the library's grid (lnlam0, dlnlam), as TemplateLibrary::model_sigma_at_ln picks it; -1 where
-// ln lambda is not above -inf. Kept per grid and library grid on this thread.
-const long* template_pixel_of(const ArmGrid& grid, size_t n, double lnlam0, double dlnlam,
+// Per pixel of a grid: lib.nearest_pixel_ln for a per-template-pixel array of `size` values (the
+// pixel TemplateLibrary::model_sigma_at_ln and template_fwhm_at_ln read); -1 where ln lambda is
+// not above -inf. Kept per grid and library grid on this thread.
+const long* template_pixel_of(const ArmGrid& grid, size_t n, const TemplateLibrary& lib,
                               size_t size) {
-  struct Slot {
-    uint64_t grid = 0;  // ArmGrid::id
-    double lnlam0 = 0, dlnlam = 0;
-    size_t size = 0;
-    std::vector<long> tpix;
-  };
-  thread_local std::array<Slot, 8> slots;
-  thread_local size_t next_slot = 0;
-  for (const Slot& sl : slots)
-    if (sl.grid == grid.id && sl.lnlam0 == lnlam0 && sl.dlnlam == dlnlam && sl.size == size)
-      return sl.tpix.data();
-  Slot& sl = slots[next_slot++ % slots.size()];
-  sl.tpix.resize(n);
-  for (size_t j = 0; j < n; ++j)
-    sl.tpix[j] = grid.ln[j] > -INFINITY
-                     ? nearest_index((grid.ln[j] - lnlam0) / dlnlam, static_cast<long>(size) - 1)
-                     : -1;
-  sl.grid = grid.id, sl.lnlam0 = lnlam0, sl.dlnlam = dlnlam, sl.size = size;
-  return sl.tpix.data();
+  thread_local GridWorkCache<std::tuple<double, double, size_t>, std::vector<long>> cache;
+  return cache
+      .get(grid.id, std::make_tuple(lib.lnlam0, lib.dlnlam, size),
+           [&](std::vector<long>& tpix) {
+             tpix.resize(n);
+             for (size_t j = 0; j < n; ++j)
+               tpix[j] = grid.ln[j] > -INFINITY ? lib.nearest_pixel_ln(grid.ln[j], size) : -1;
+           })
+      .data();
 }
 
 double arm_resolution(const ArmView& arm, const FitContext& ctx) {
@@ -328,8 +311,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       thread_local std::vector<double> msig;  // the emulator's sigma at each used pixel
       msig.resize(idx.size());
       // lib.model_sigma_at_ln at each used pixel, through the grid's template pixels
-      const long* tp = template_pixel_of(grid_of[slot], arm.n_pix, lib.lnlam0, lib.dlnlam,
-                                         lib.model_sigma.size());
+      const long* tp = template_pixel_of(grid_of[slot], arm.n_pix, lib, lib.model_sigma.size());
       for (size_t k = 0; k < idx.size(); ++k) {
         const long t = tp[idx[k]];
         msig[k] = t >= 0 ? lib.model_sigma[static_cast<size_t>(t)] : 0.0;
@@ -370,8 +352,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       if (!lib.lsf_fwhm_A.empty()) {
         fwhm_pp.resize(idx.size());
         if (lib.n_tpix > 0) {  // lib.template_fwhm_at_ln, through the grid's template pixels
-          const long* tp = template_pixel_of(grid_of[slot], arm.n_pix, lib.lnlam0, lib.dlnlam,
-                                             lib.lsf_fwhm_A.size());
+          const long* tp = template_pixel_of(grid_of[slot], arm.n_pix, lib, lib.lsf_fwhm_A.size());
           for (size_t k = 0; k < idx.size(); ++k)
             fwhm_pp[k] = lib.lsf_fwhm_A[static_cast<size_t>(std::max(tp[idx[k]], 0L))];
         } else {
@@ -422,11 +403,10 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     return p;
   }
   {
-    thread_local std::vector<double> sn;  // the upper median of flux * sqrt(ivar)
+    thread_local std::vector<double> sn;  // flux * sqrt(ivar), reused across spectra
     sn.resize(all.flux.size());
     for (size_t i = 0; i < sn.size(); ++i) sn[i] = all.flux[i] * std::sqrt(all.ivar[i]);
-    std::nth_element(sn.begin(), sn.begin() + sn.size() / 2, sn.end());
-    row.SN = sn[sn.size() / 2];
+    row.SN = median_upper_inplace(sn);
   }
   // Rebinned for the classification only when the spectrum will be fitted.
   if (cfg.classify && !lib.classes.empty())

@@ -1,6 +1,8 @@
 #include "fit/ln_wave.hpp"
 
+#include <algorithm>
 #include <array>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -15,6 +17,7 @@ namespace {
 struct Entry {
   std::vector<double> wave, ln;
   std::vector<long> class_bin;
+  long bin_lo = 0, bin_hi = -1;
   unsigned long last_use = 0;
   uint64_t id = 0;
 };
@@ -41,18 +44,23 @@ ArmGrid arm_grid(const double* wave, size_t n) {
     hit->wave.assign(wave, wave + n);
     hit->ln.resize(n);
     hit->class_bin.resize(n);
+    hit->bin_lo = LONG_MAX, hit->bin_hi = LONG_MIN;
     for (size_t j = 0; j < n; ++j) {
       hit->ln[j] = std::log(wave[j]);
       const double w = wave[j];
-      hit->class_bin[j] =
-          std::isfinite(w) && w > 0 ? floor_long(hit->ln[j] / kClassBinDlnlam) : ArmGrid::kNoBin;
+      if (!(std::isfinite(w) && w > 0)) {
+        hit->class_bin[j] = ArmGrid::kNoBin;
+        continue;
+      }
+      const long k = floor_long(hit->ln[j] / kClassBinDlnlam);
+      hit->class_bin[j] = k;
+      hit->bin_lo = std::min(hit->bin_lo, k);
+      hit->bin_hi = std::max(hit->bin_hi, k);
     }
     hit->id = ++next_id;
   }
   hit->last_use = clock;
-  return {hit->ln.data(), hit->class_bin.data(), hit->id};
+  return {hit->ln.data(), hit->class_bin.data(), hit->bin_lo, hit->bin_hi, hit->id};
 }
-
-const double* ln_wavelengths(const double* wave, size_t n) { return arm_grid(wave, n).ln; }
 
 }  // namespace velox

@@ -396,9 +396,9 @@ bool element_count(const std::vector<int64_t>& shape, uint64_t& n) {
 }  // namespace
 
 void File::check_rice_tiles() const {
+  if (!is_compressed_image()) return;
   fitsfile* f = ff(fptr_);
   int status = 0, hdu = 0;
-  if (!fits_is_compressed_image(f, &status) || status != 0) return;
   const FITSfile* F = f->Fptr;
   fits_get_hdu_num(f, &hdu);
   if (F->compress_type != RICE_1 || F->cn_compressed <= 0 ||
@@ -446,13 +446,18 @@ void File::check_rice_tiles() const {
   rice_checked_.push_back(hdu);
 }
 
-template <typename T>
-std::vector<T> File::read_image_as(int datatype, uint64_t first, uint64_t count) const {
+uint64_t File::check_image() const {
   if (!is_image()) fail("expected an image, found a table");
   uint64_t n = 0;
   if (!element_count(image_shape(), n)) fail("image size overflows (corrupt header)");
   check_data_in_file(n, "image");
   check_rice_tiles();
+  return n;
+}
+
+template <typename T>
+std::vector<T> File::read_image_as(int datatype, uint64_t first, uint64_t count) const {
+  const uint64_t n = check_image();
   first = std::min(first, n);
   const uint64_t m = std::min(count, n - first);
   std::vector<T> out(m);
@@ -478,9 +483,7 @@ std::vector<int32_t> File::read_image_int32(uint64_t first, uint64_t count) cons
   fits_get_img_equivtype(ff(fptr_), &equiv, &status);
   const bool fits_int32 = equiv == BYTE_IMG || equiv == SBYTE_IMG || equiv == SHORT_IMG ||
                           equiv == USHORT_IMG || equiv == LONG_IMG;
-  int compressed = 0;
-  if (status == 0) compressed = fits_is_compressed_image(ff(fptr_), &status);
-  if (status == 0 && fits_int32 && !compressed) {
+  if (status == 0 && fits_int32 && !is_compressed_image()) {
     static_assert(sizeof(int) == sizeof(int32_t), "TINT reads 32-bit ints");
     return read_image_as<int32_t>(TINT, first, count);
   }

@@ -35,6 +35,9 @@ class File {
   std::string current_name() const;  // EXTNAME or "PRIMARY"/"#<index>", used in messages
   bool is_image() const;
   bool is_compressed_image() const;  // a tile-compressed image (stored as a binary table)
+  // The checks every image read makes before reading (an image, its size, its data inside the
+  // file, a RICE_1 image's tiles: IoError otherwise); the number of elements.
+  uint64_t check_image() const;
 
   // --- header keywords of the current HDU ---
   bool has_key(const std::string& key) const;

@@ -41,16 +41,16 @@ ArmShape shape_arm(fits::File& f, const std::string& arm, const std::vector<std:
   if (fshape.size() != 2) f.fail("expected a [n_fiber][n_pix] image");
   a.n_fib = fshape[0];
   a.n_pix = fshape[1];
-  // Each data HDU is checked as it is met (a zero-length read: its header's data lie inside the
-  // file), so that a truncated file names the HDU it ends in, as reading it would.
-  f.read_image_float(0, 0);
+  // Each data HDU is checked as it is met (check_image: its data lie inside the file), so that a
+  // truncated file names the HDU it ends in, as reading it would.
+  f.check_image();
   a.r0 = std::min(first, a.n_fib);
   a.r1 = a.r0 + std::min(count, a.n_fib - a.r0);
   a.n_pix_ivar = last_axis(image_at(f, arm + "_IVAR"));
-  f.read_image_float(0, 0);
+  f.check_image();
   a.has_mask = has(arm + "_MASK");
   a.n_pix_mask = a.has_mask ? last_axis(image_at(f, arm + "_MASK")) : a.n_pix;
-  if (a.has_mask) f.read_image_int32(0, 0);
+  if (a.has_mask) f.check_image();
   a.has_res = has(arm + "_RESOLUTION");
   if (a.has_res) {
     const auto rshape = image_at(f, arm + "_RESOLUTION");
@@ -59,7 +59,7 @@ ArmShape shape_arm(fits::File& f, const std::string& arm, const std::vector<std:
     }
     a.n_diag = rshape[1];
     a.n_pix_res = rshape[2];
-    f.read_image_float(0, 0);
+    f.check_image();
   }
   return a;
 }
