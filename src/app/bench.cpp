@@ -199,20 +199,22 @@ int cmd_bench(const FitOptions& base, int repeat, size_t replicate, const std::v
   std::vector<std::string> devices;
   std::stringstream ss(base.device);
   for (std::string d; std::getline(ss, d, ',');) devices.push_back(d);
-  // Read every input `repeat` times (one host thread; the median pass is reported) and keep the
-  // first pass's spectra: the backend runs replicate them in memory.
+  // Read every input `repeat` times (one host thread; the median pass is reported). Each pass's
+  // spectra are freed before the next, as a run frees each file's spectra after their fit, except
+  // the last pass's: the backend runs replicate them in memory.
   std::vector<SpectrumFile> files;
   std::vector<SecondsPerFormat> read_passes(static_cast<size_t>(std::max(repeat, 1)));
   const std::vector<std::string> inputs = collect_inputs(base);
-  for (size_t pass = 0; pass < read_passes.size(); ++pass)
+  for (auto& pass : read_passes) {
+    files.clear();
     for (const auto& path : inputs) {
       const auto t0 = std::chrono::steady_clock::now();
-      SpectrumFile f = read_spectra(path, parse_format(base.format));
-      auto& [sec, n] = read_passes[pass][format_name(f.format)];
+      files.push_back(read_spectra(path, parse_format(base.format)));
+      auto& [sec, n] = pass[format_name(files.back().format)];
       sec += seconds_since(t0);
-      n += f.spectra.size();
-      if (pass == 0) files.push_back(std::move(f));
+      n += files.back().spectra.size();
     }
+  }
   const SecondsPerFormat reads = median_pass(read_passes);
   const std::string threads = base.threads > 0 ? std::to_string(base.threads) : "all";
   std::map<std::string, double> backend_rate;
