@@ -2,7 +2,9 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -64,6 +66,75 @@ bool nonpositive_ztile(const char* card) {
   return end != value.c_str() && t <= 0;
 }
 
+// CFITSIO reads the integer keywords of a tile-compressed image header (ZBITPIX, ZNAXIS,
+// ZNAXISn, ZTILEn, ZVALn, ZDITHER0, ZBLANK, BLANK; imcomp_get_compressed_image_par, through
+// ffgky and ffc2j) and, when one does not convert, writes its message "Error in ffc2j evaluating
+// string as a long integer: " (52 characters) plus up to 30 characters of the value into an
+// 81-byte buffer: a value of 29 characters or more overflows it, and glibc's fortify check
+// aborts the process (found by fuzzing the DESI reader; CFITSIO 4.2.0 to 4.6.3). Such a card is
+// refused: its value, as CFITSIO extracts it (ffpsvc: a quoted string with its quotes, a complex
+// value "(...)" up to its first ')', comment text included, else the text up to a blank or '/'),
+// is 29 characters or more and holds no number. Letters are compared without case.
+bool long_unconvertible_integer(const char* card, std::string* key) {
+  std::string k(card, 8);
+  for (char& ch : k) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  k = trim(k);
+  auto indexed = [&](const std::string& root) {
+    if (k.size() <= root.size() || k.compare(0, root.size(), root) != 0) return false;
+    for (size_t i = root.size(); i < k.size(); ++i)
+      if (!std::isdigit(static_cast<unsigned char>(k[i]))) return false;
+    return true;
+  };
+  if (!(k == "ZBITPIX" || k == "ZNAXIS" || k == "ZDITHER0" || k == "ZBLANK" || k == "BLANK" ||
+        indexed("ZNAXIS") || indexed("ZTILE") || indexed("ZVAL")))
+    return false;
+  if (card[8] != '=') return false;  // no value indicator: CFITSIO finds no value
+  std::string v = trim(std::string(card + 9, card + kCard));
+  if (v.empty()) return false;
+  std::string number;
+  if (v[0] == '\'') {
+    // A quoted string, up to its closing quote (two quotes inside stand for one).
+    size_t e = 1;
+    while (e < v.size() && !(v[e] == '\'' && (e + 1 == v.size() || v[e + 1] != '\'')))
+      e += v[e] == '\'' ? 2 : 1;
+    v = v.substr(0, std::min(e + 1, v.size()));
+    number = v.size() >= 2 ? trim(v.substr(1, v.size() - 2)) : "";
+  } else if (v[0] == '(') {
+    // A complex value, up to the first ')' whatever comes between (a comment included): never
+    // an integer.
+    v = v.substr(0, std::min(v.find(')'), v.size() - 1) + 1);
+  } else {
+    v = v.substr(0, v.find_first_of(" /"));  // a number or logical: up to a blank or '/'
+    number = v;
+  }
+  if (v.size() < 29) return false;
+  // A number converts (FITS also writes D exponents); anything else fails in ffc2j.
+  for (char& ch : number)
+    if (ch == 'D' || ch == 'd') ch = 'E';
+  char* end = nullptr;
+  const double x = std::strtod(number.c_str(), &end);
+  if (!number.empty() && end == number.c_str() + number.size() && std::isfinite(x) &&
+      std::fabs(x) < 9.2e18)
+    return false;
+  *key = k;
+  return true;
+}
+
+// A binary or ASCII table has at most 999 columns (FITS 4.0, section 7.2.1); CFITSIO (ffgtbp)
+// allocates TFIELDS column descriptions of ~160 bytes each without checking, then walks them:
+// TFIELDS = 12623064 took 2 GB (found by fuzzing the SDSS reader). A TFIELDS card whose value is
+// an integer above 999 is refused.
+bool too_many_tfields(const char* card) {
+  static const char kKey[] = "TFIELDS ";
+  for (int i = 0; i < 8; ++i)
+    if (std::toupper(static_cast<unsigned char>(card[i])) != kKey[i]) return false;
+  if (card[8] != '=') return false;
+  const std::string value(card + 9, card + kCard);
+  char* end = nullptr;
+  const long long n = std::strtoll(value.c_str(), &end, 10);
+  return end != value.c_str() && n > 999;
+}
+
 // The last 4 bytes of a file, little-endian: for a gzip file, CFITSIO takes them for the
 // inflated size (gzip ISIZE, mod 2^32) and allocates that much before inflating.
 bool last_four_bytes(const std::string& path, uint64_t& v) {
@@ -105,6 +176,12 @@ void check_headers_for_cfitsio(const std::string& path) {
         throw IoError(path + ": byte " + std::to_string(offset + c) + ": " +
                       std::string(buf.get() + c, 8) +
                       ": tile size not positive (malformed compressed image)");
+      else if (too_many_tfields(buf.get() + c))
+        throw IoError(path + ": byte " + std::to_string(offset + c) +
+                      ": TFIELDS: more than 999 columns (malformed FITS header)");
+      else if (std::string key; long_unconvertible_integer(buf.get() + c, &key))
+        throw IoError(path + ": byte " + std::to_string(offset + c) + ": " + key +
+                      ": value is not an integer (malformed FITS header)");
     offset += n;
     if (n % kCard) break;  // a short read: the end of a file that is not whole cards
   }

@@ -11,6 +11,11 @@
 //    CFITSIO's estimate may not exceed what the data inflate to.
 //  - A zip archive ("PK"): CFITSIO allocates the size its bytes 22-25 claim.
 //  - ZTILEn <= 0 in a tile-compressed image: CFITSIO divides by it (SIGFPE).
+//  - An integer keyword of a tile-compressed image (ZBITPIX, ZNAXIS, ZNAXISn, ZTILEn, ZVALn,
+//    ZDITHER0, ZBLANK, BLANK) whose value holds no number and is 29 characters or more: CFITSIO's
+//    ffc2j writes its error message past an 81-byte buffer, and glibc's fortify check aborts.
+//  - TFIELDS above 999 (the FITS limit): CFITSIO allocates and walks that many column
+//    descriptions (12623064 took 2 GB).
 // (A corrupt RICE_1 tile, which CFITSIO's Rice decoder reads past, is caught per HDU before it is
 // decoded: fits::File::check_rice_tiles.)
 #pragma once

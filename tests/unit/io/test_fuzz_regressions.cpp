@@ -205,6 +205,82 @@ TEST_CASE("a tile-compressed image with ZTILEn = 0 is refused before CFITSIO div
   CHECK(read_spectra(dir + "/ok.fits").spectra.size() == 5);
 }
 
+TEST_CASE(
+    "a compressed image's integer keyword holding 29 or more characters of no number is "
+    "refused before CFITSIO aborts",
+    "[io][fuzz]") {
+  // Finding (desi, sixteenth session): a DESI coadd whose compressed Z_MASK said
+  // "ZVAL2 = (4 / bytes per pixel (1, 2, 4, or 8)". CFITSIO (4.2.0 to 4.6.3) takes a value
+  // starting with '(' up to the first ')' (37 characters here), fails to read it as an integer,
+  // and its ffc2j copies 30 of them after a 52-character message into an 81-byte buffer: glibc's
+  // fortify check aborted the process while velox listed the HDUs. The same for a quoted string
+  // of 29 characters or more in ZNAXIS, ZNAXISn, ZTILEn, ZBITPIX. The spectra file's masks are
+  // tile-compressed (GZIP_1).
+  small_library();
+  const auto dir = test::tmp_dir("fuzz_ffc2j");
+  const std::string ok = slurp(test::data("spectra/desi_edr/spectra-sv3-dark-26065.fits"));
+  // Replaces the whole value field (columns 10-80) of the first card KEY.
+  auto patch_value = [&](const std::string& key, const std::string& value) {
+    std::string card = key;
+    card.resize(8, ' ');
+    card += "= ";
+    const size_t pos = ok.find(card);
+    REQUIRE(pos != std::string::npos);
+    std::string field = value;
+    field.resize(70, ' ');
+    std::string bytes = ok;
+    bytes.replace(pos + 10, 70, field);
+    return bytes;
+  };
+  const std::string long_string = "'" + std::string(40, 'A') + "'";
+  const std::string complex_value = "(4 / bytes per pixel (1, 2, 4, or 8)";
+  for (const char* key : {"ZNAXIS1", "ZTILE2", "ZBITPIX", "ZNAXIS"})
+    for (const std::string& value : {long_string, complex_value}) {
+      INFO(key << " = " << value);
+      const std::string bytes = patch_value(key, value);
+      spit(dir + "/bad.fits", bytes);
+      CHECK_THROWS_WITH(read_spectra(dir + "/bad.fits"),
+                        Contains(key) && Contains("value is not an integer"));
+      run("desi", bytes);
+    }
+  // A long value that holds a number is what CFITSIO reads: not refused (28 blanks and the tile
+  // size inside the quotes, 31 characters).
+  const std::string padded = patch_value("ZTILE2", "'" + std::string(28, ' ') + "1'");
+  spit(dir + "/padded.fits", padded);
+  CHECK(read_spectra(dir + "/padded.fits").spectra.size() == 5);
+  // A short value that holds no number is left to CFITSIO, which does not abort on it: for
+  // ZTILEn it falls back to its default tiles (one row each, which is how these masks are tiled).
+  const std::string short_bad = patch_value("ZTILE2", "'ABC'");
+  spit(dir + "/short.fits", short_bad);
+  CHECK(read_spectra(dir + "/short.fits").spectra.size() == 5);
+  run("desi", short_bad);
+}
+
+TEST_CASE("a table of more than 999 columns is refused before CFITSIO allocates them",
+          "[io][fuzz]") {
+  // Finding (sdss, sixteenth session): an SDSS spec file whose second table said TFIELDS =
+  // 12623064 made CFITSIO allocate and clear 2 GB of column descriptions (libFuzzer's 2 GB
+  // limit); FITS allows at most 999 columns.
+  small_library();
+  const auto dir = test::tmp_dir("fuzz_tfields");
+  write_sdss(dir + "/ok.fits", {{"PLATEID", 3586}, {"MJD", 55181}, {"FIBERID", 500}});
+  const std::string ok = slurp(dir + "/ok.fits");
+  const std::string bytes = patch_card(ok, "TFIELDS", "12623064");
+  spit(dir + "/wide.fits", bytes);
+  CHECK_THROWS_WITH(read_spectra(dir + "/wide.fits"),
+                    Contains("TFIELDS") && Contains("more than 999 columns"));
+  run("sdss", bytes);
+  // 999 is allowed by the guard (CFITSIO then finds the columns' keywords missing: its error).
+  spit(dir + "/w999.fits", patch_card(ok, "TFIELDS", "999"));
+  CHECK_THROWS_AS(read_spectra(dir + "/w999.fits"), IoError);
+  try {
+    read_spectra(dir + "/w999.fits");
+  } catch (const IoError& e) {
+    CHECK_THAT(e.what(), !Contains("more than 999 columns"));
+  }
+  CHECK(read_spectra(dir + "/ok.fits").spectra.size() == 1);
+}
+
 namespace {
 // A Rice-compressed (RICE_1) integer image of 300 x 3 pixels, one tile per row, of CFITSIO's
 // `bitpix` (BYTE_IMG, SHORT_IMG, LONG_IMG: Rice bytes per pixel 1, 2, 4): row 0 constant (the
