@@ -177,10 +177,10 @@ std::vector<CpuIsa> isa_list(const std::string& arg) {
 // moves that bound with its mmap threshold), so each DESI coadd's spectra, freed after their fit,
 // were faulted in again, page by page and zeroed, by the next file's read: a third of the read
 // time (perf: page faults, clear_page). Keeping up to 64 MB free per heap (and serving requests
-// up to 32 MB from the heaps) made one thread read the DESI-layout coadd 1.3-1.5x as fast; the peak
-// RSS does not grow, since kept memory is reused before a heap grows (docs/performance.md). A
-// user's own MALLOC_TRIM_THRESHOLD_ / MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES malloc settings
-// are left as they are.
+// up to 32 MB from the heaps) made one thread read the DESI-layout coadd 1.3-1.5x as fast; peak
+// RSS rose by 3-5 MB (kept memory is reused before a heap grows; docs/running.md). A user's own
+// MALLOC_TRIM_THRESHOLD_ / MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES malloc settings are left as
+// they are.
 static void tune_allocator() {
 #if defined(__GLIBC__)
   const char* tunables = std::getenv("GLIBC_TUNABLES");
