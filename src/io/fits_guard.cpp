@@ -27,6 +27,17 @@ std::string trim(const std::string& s) {
   return s.substr(a, s.find_last_not_of(' ') - a + 1);
 }
 
+// c in upper case, as std::toupper in the "C" locale (velox never sets another), inline: every
+// card of a file is tested, data included.
+inline char upper(char c) { return c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c; }
+
+// Whether the card's first n characters are key[0 .. n-1] (upper case), letters without case.
+bool key_starts(const char* card, const char* key, int n) {
+  for (int i = 0; i < n; ++i)
+    if (upper(card[i]) != key[i]) return false;
+  return true;
+}
+
 struct GzCloser {
   void operator()(gzFile g) const { gzclose(g); }
 };
@@ -37,9 +48,7 @@ struct GzCloser {
 // any blanks, does not start with a quote is refused (a superset of what overflows). Letters
 // are compared without case.
 bool unquoted_ttype(const char* card) {
-  static const char kKey[] = "TTYPE";
-  for (int i = 0; i < 5; ++i)
-    if (std::toupper(static_cast<unsigned char>(card[i])) != kKey[i]) return false;
+  if (!key_starts(card, "TTYPE", 5)) return false;
   int v = 5;
   while (v < kCard && card[v] != '=') ++v;
   if (v == kCard) return false;  // no value: CFITSIO ignores the card
@@ -52,9 +61,7 @@ bool unquoted_ttype(const char* card) {
 // image: a ZTILEn card whose value is an integer <= 0 is refused (a SIGFPE, found by fuzzing the
 // DESI reader).
 bool nonpositive_ztile(const char* card) {
-  static const char kKey[] = "ZTILE";
-  for (int i = 0; i < 5; ++i)
-    if (std::toupper(static_cast<unsigned char>(card[i])) != kKey[i]) return false;
+  if (!key_starts(card, "ZTILE", 5)) return false;
   int v = 5;
   if (!std::isdigit(static_cast<unsigned char>(card[v]))) return false;
   while (v < 8 && std::isdigit(static_cast<unsigned char>(card[v]))) ++v;
@@ -76,8 +83,12 @@ bool nonpositive_ztile(const char* card) {
 // value "(...)" up to its first ')', comment text included, else the text up to a blank or '/'),
 // is 29 characters or more and holds no number. Letters are compared without case.
 bool long_unconvertible_integer(const char* card, std::string* key) {
+  // Every card of the file comes here, data included: the keywords' first letters and the value
+  // indicator first, before any string is built (this check once cost 60% of a DESI coadd's read).
+  const char c0 = upper(card[0]);
+  if ((c0 != 'Z' && c0 != 'B') || card[8] != '=') return false;
   std::string k(card, 8);
-  for (char& ch : k) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  for (char& ch : k) ch = upper(ch);
   k = trim(k);
   auto indexed = [&](const std::string& root) {
     if (k.size() <= root.size() || k.compare(0, root.size(), root) != 0) return false;
@@ -88,7 +99,6 @@ bool long_unconvertible_integer(const char* card, std::string* key) {
   if (!(k == "ZBITPIX" || k == "ZNAXIS" || k == "ZDITHER0" || k == "ZBLANK" || k == "BLANK" ||
         indexed("ZNAXIS") || indexed("ZTILE") || indexed("ZVAL")))
     return false;
-  if (card[8] != '=') return false;  // no value indicator: CFITSIO finds no value
   std::string v = trim(std::string(card + 9, card + kCard));
   if (v.empty()) return false;
   std::string number;
@@ -125,10 +135,7 @@ bool long_unconvertible_integer(const char* card, std::string* key) {
 // TFIELDS = 12623064 took 2 GB (found by fuzzing the SDSS reader). A TFIELDS card whose value is
 // an integer above 999 is refused.
 bool too_many_tfields(const char* card) {
-  static const char kKey[] = "TFIELDS ";
-  for (int i = 0; i < 8; ++i)
-    if (std::toupper(static_cast<unsigned char>(card[i])) != kKey[i]) return false;
-  if (card[8] != '=') return false;
+  if (!key_starts(card, "TFIELDS ", 8) || card[8] != '=') return false;
   const std::string value(card + 9, card + kCard);
   char* end = nullptr;
   const long long n = std::strtoll(value.c_str(), &end, 10);
@@ -167,21 +174,20 @@ void check_headers_for_cfitsio(const std::string& path) {
   long long offset = 0;
   int n = 0;
   while ((n = gzread(g.get(), buf.get(), kBuffer)) > 0) {
-    for (int c = 0; c + kCard <= n; c += kCard)
-      if (unquoted_ttype(buf.get() + c))
-        throw IoError(path + ": byte " + std::to_string(offset + c) + ": " +
-                      std::string(buf.get() + c, 8) +
-                      ": value is not a quoted string (malformed FITS header)");
-      else if (nonpositive_ztile(buf.get() + c))
-        throw IoError(path + ": byte " + std::to_string(offset + c) + ": " +
-                      std::string(buf.get() + c, 8) +
-                      ": tile size not positive (malformed compressed image)");
-      else if (too_many_tfields(buf.get() + c))
-        throw IoError(path + ": byte " + std::to_string(offset + c) +
-                      ": TFIELDS: more than 999 columns (malformed FITS header)");
-      else if (std::string key; long_unconvertible_integer(buf.get() + c, &key))
-        throw IoError(path + ": byte " + std::to_string(offset + c) + ": " + key +
-                      ": value is not an integer (malformed FITS header)");
+    for (int c = 0; c + kCard <= n; c += kCard) {
+      const char* card = buf.get() + c;
+      auto refuse = [&](const std::string& key, const char* why) {
+        throw IoError(path + ": byte " + std::to_string(offset + c) + ": " + key + ": " + why);
+      };
+      if (unquoted_ttype(card))
+        refuse(std::string(card, 8), "value is not a quoted string (malformed FITS header)");
+      else if (nonpositive_ztile(card))
+        refuse(std::string(card, 8), "tile size not positive (malformed compressed image)");
+      else if (too_many_tfields(card))
+        refuse("TFIELDS", "more than 999 columns (malformed FITS header)");
+      else if (std::string key; long_unconvertible_integer(card, &key))
+        refuse(key, "value is not an integer (malformed FITS header)");
+    }
     offset += n;
     if (n % kCard) break;  // a short read: the end of a file that is not whole cards
   }
