@@ -231,6 +231,12 @@ int main(int argc, char** argv) {
                     "to classify fits (star/WD/CV/QSO/GALAXY, docs/quality.md); repeat it for "
                     "several directories (e.g. templates/redrock and templates/redrock_galaxy)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  bool t_no_classes = false;
+  build
+      ->add_flag("--no-classes", t_no_classes,
+                 "--preset: store no classification templates (by default a preset stores "
+                 "templates/redrock and templates/redrock_galaxy of its data directory)")
+      ->excludes("--classes");
   build->add_option("--output", t_output, "Output library (HDF5)")->required();
   build->add_option("--config", t_config, "YAML configuration file (section templates:)");
   build->add_flag("--overwrite", t_overwrite,
@@ -342,6 +348,13 @@ int main(int argc, char** argv) {
       auto set = template_training_set(t_in, bc, &src_attrs);
       auto lib = build_library(set, bc);
       for (const auto& [k, v] : src_attrs) lib.attrs[k] = v;
+      if (t_classes.empty() && !t_no_classes) {
+        t_classes = preset_class_dirs(t_in);
+        if (!t_in.preset.empty() && t_classes.empty())
+          spdlog::warn(
+              "templates --preset: no templates/redrock in the data directory: the "
+              "library cannot classify its fits (SPECTYPE, SUBTYPE empty)");
+      }
       for (const auto& dir : t_classes) {
         auto more = read_redrock_templates(dir, kClassBinDlnlam);
         spdlog::info("templates: {} classification templates from {}", more.size(), dir);

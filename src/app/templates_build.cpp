@@ -88,6 +88,21 @@ BuildConfig template_build_config(const TemplateInputOptions& opt, const std::st
   return config.empty() ? bc : load_build_config(config, bc);
 }
 
+namespace {
+std::string preset_data_dir(const TemplateInputOptions& opt) {
+  return opt.data_dir.empty() ? env_or("VELOX_DATA_DIR", "../shared/data") : opt.data_dir;
+}
+}  // namespace
+
+std::vector<std::string> preset_class_dirs(const TemplateInputOptions& opt) {
+  std::vector<std::string> dirs;
+  if (opt.preset.empty()) return dirs;
+  const std::string data_dir = preset_data_dir(opt);
+  for (const char* sub : {"/templates/redrock", "/templates/redrock_galaxy"})
+    if (fs::is_directory(data_dir + sub)) dirs.push_back(data_dir + sub);
+  return dirs;
+}
+
 TemplateSet template_training_set(const TemplateInputOptions& opt, const BuildConfig& bc,
                                   std::map<std::string, std::string>* attrs) {
   if (opt.preset.empty()) {
@@ -101,8 +116,7 @@ TemplateSet template_training_set(const TemplateInputOptions& opt, const BuildCo
     return set;
   }
   if (!opt.input.empty()) throw ConfigError("templates: --input and --preset exclude each other");
-  const std::string data_dir =
-      opt.data_dir.empty() ? env_or("VELOX_DATA_DIR", "../shared/data") : opt.data_dir;
+  const std::string data_dir = preset_data_dir(opt);
   if (!fs::is_directory(data_dir + "/templates"))
     throw ConfigError("templates --preset: no templates/ folder in the data directory " + data_dir +
                       " (set VELOX_DATA_DIR or --data-dir)");

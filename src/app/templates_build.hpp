@@ -3,6 +3,7 @@
 // sources (emulator/join.hpp; docs/templates.md gives the measurements behind each preset).
 #pragma once
 #include <string>
+#include <vector>
 
 #include "emulator/build.hpp"
 #include "emulator/join.hpp"
@@ -30,5 +31,10 @@ BuildConfig template_build_config(const TemplateInputOptions& opt, const std::st
 // `bc` carries the join settings of the YAML config (join_grid, join_wave_min_A/max_A).
 TemplateSet template_training_set(const TemplateInputOptions& opt, const BuildConfig& bc,
                                   std::map<std::string, std::string>* attrs);
+
+// The redrock class-template folders a preset library stores by default (issue 23: presets
+// include the classes): templates/redrock and templates/redrock_galaxy of the preset's data
+// directory, those that exist. Empty without --preset.
+std::vector<std::string> preset_class_dirs(const TemplateInputOptions& opt);
 
 }  // namespace velox

@@ -9,6 +9,7 @@
 #  - leave-one-out: the Kesseli M4 dwarf template, fitted as a spectrum through the Python API
 #    with a desi library built without it (templates.exclude_templates): TEFF within 200 K of
 #    Pecaut & Mamajek's 3210 K, no LABEL_EDGE, |VRAD| < 10 km/s;
+#  - a preset stores the redrock classes (GALAXY included) without --classes;
 #  - a preset without its data is refused with exit code 2 before anything is written.
 set -euo pipefail
 source "$VELOX_SOURCE_DIR/tests/integration/common.sh"
@@ -51,6 +52,11 @@ with h5py.File(lib, "r") as f:
     if 10**lo > 2900 or 10**hi < 15000:
         err.append(f"label box {10**lo:.0f}-{10**hi:.0f} K does not reach M6 and 15000 K")
 with h5py.File(no_m4, "r") as f:
+    # built with --preset and no --classes: the preset stores the redrock classes by default
+    types = sorted({f["classes"][k].attrs["spectype"] for k in f["classes"]}) if "classes" in f else []
+    if not {"GALAXY", "QSO", "STAR"} <= set(types):
+        err.append(f"a preset built without --classes stores the classes {types}, expected "
+                   "GALAXY, QSO and STAR (templates/redrock and templates/redrock_galaxy)")
     names = f["/emulator"].attrs["train_names"].split(",")
     if "kesseli:M4_+0.0_Dwarf" in names or "kesseli:M4_+0.5_Dwarf" not in names:
         err.append("exclude_templates did not leave out exactly kesseli:M4_+0.0_Dwarf")
