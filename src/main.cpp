@@ -235,8 +235,10 @@ int main(int argc, char** argv) {
   build
       ->add_flag("--no-classes", t_no_classes,
                  "--preset: store no classification templates (by default a preset stores "
-                 "templates/redrock and templates/redrock_galaxy of its data directory)")
-      ->excludes("--classes");
+                 "templates/redrock and templates/redrock_galaxy of its data directory; "
+                 "--classes replaces them)")
+      ->excludes("--classes")
+      ->needs("--preset");
   build->add_option("--output", t_output, "Output library (HDF5)")->required();
   build->add_option("--config", t_config, "YAML configuration file (section templates:)");
   build->add_flag("--overwrite", t_overwrite,
@@ -346,21 +348,20 @@ int main(int argc, char** argv) {
       const BuildConfig bc = template_build_config(t_in, t_config);
       std::map<std::string, std::string> src_attrs;
       auto set = template_training_set(t_in, bc, &src_attrs);
-      auto lib = build_library(set, bc);
-      for (const auto& [k, v] : src_attrs) lib.attrs[k] = v;
-      if (t_classes.empty() && !t_no_classes) {
-        t_classes = preset_class_dirs(t_in);
-        if (!t_in.preset.empty() && t_classes.empty())
-          spdlog::warn(
-              "templates --preset: no templates/redrock in the data directory: the "
-              "library cannot classify its fits (SPECTYPE, SUBTYPE empty)");
-      }
+      // The classification templates are read before the training, so that a bad folder fails
+      // the build at once; a preset's default folders are those holding templates.
+      if (t_classes.empty() && !t_no_classes) t_classes = preset_class_dirs(t_in);
+      std::vector<ClassTemplate> classes;
       for (const auto& dir : t_classes) {
         auto more = read_redrock_templates(dir, kClassBinDlnlam);
         spdlog::info("templates: {} classification templates from {}", more.size(), dir);
-        lib.classes.insert(lib.classes.end(), std::make_move_iterator(more.begin()),
-                           std::make_move_iterator(more.end()));
+        classes.insert(classes.end(), std::make_move_iterator(more.begin()),
+                       std::make_move_iterator(more.end()));
       }
+      auto lib = build_library(set, bc);
+      for (const auto& [k, v] : src_attrs) lib.attrs[k] = v;
+      lib.classes.insert(lib.classes.end(), std::make_move_iterator(classes.begin()),
+                         std::make_move_iterator(classes.end()));
       lib.attrs["build.command_line"] = cmdline;
       lib.save(t_output);
       spdlog::info("templates: wrote {}", t_output);

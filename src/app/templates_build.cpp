@@ -98,8 +98,21 @@ std::vector<std::string> preset_class_dirs(const TemplateInputOptions& opt) {
   std::vector<std::string> dirs;
   if (opt.preset.empty()) return dirs;
   const std::string data_dir = preset_data_dir(opt);
-  for (const char* sub : {"/templates/redrock", "/templates/redrock_galaxy"})
-    if (fs::is_directory(data_dir + sub)) dirs.push_back(data_dir + sub);
+  for (const char* sub : {"/templates/redrock", "/templates/redrock_galaxy"}) {
+    const std::string dir = data_dir + sub;
+    std::error_code ec;
+    bool any = false;  // a folder holding rrtemplate-*.fits (what read_redrock_templates reads)
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end && !any; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      any = name.rfind("rrtemplate-", 0) == 0 && it->path().extension() == ".fits";
+    }
+    if (any)
+      dirs.push_back(dir);
+    else
+      spdlog::warn("templates --preset: no rrtemplate-*.fits in {}: the library has no {} classes",
+                   dir,
+                   sub == std::string("/templates/redrock") ? "star, WD, CV or QSO" : "GALAXY");
+  }
   return dirs;
 }
 

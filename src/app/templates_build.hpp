@@ -34,7 +34,8 @@ TemplateSet template_training_set(const TemplateInputOptions& opt, const BuildCo
 
 // The redrock class-template folders a preset library stores by default (issue 23: presets
 // include the classes): templates/redrock and templates/redrock_galaxy of the preset's data
-// directory, those that exist. Empty without --preset.
+// directory, those holding rrtemplate-*.fits (a warning names each one that does not). Empty
+// without --preset.
 std::vector<std::string> preset_class_dirs(const TemplateInputOptions& opt);
 
 }  // namespace velox

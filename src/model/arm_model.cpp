@@ -107,8 +107,10 @@ namespace {
 // falls below sigma^2 where the band cuts the wings off (a Gaussian of sigma 2.65 px, R 1800 on
 // 0.8 A pixels at 9000 A, keeps 0.73 sigma^2 within 11 diagonals) and, for sigma below ~0.6 px,
 // where the taps sample it coarsely. A table of 2048 widths, log-spaced over 0.05-64 px, per
-// half-width, inverted by linear interpolation (relative error below 1e-4); m2 beyond the table's
-// widest Gaussian (a nearly flat row) gives 64 px.
+// half-width, inverted by linear interpolation (relative error below 3e-6 for sigma 0.3-20 px,
+// up to 3e-4 below 0.11 px); m2 beyond the table's widest Gaussian (a nearly flat row) gives
+// 64 px. The band is taken as symmetric, 2 half + 1 taps (DESI: 11); an even ndiag's band has
+// 2 half, so its wide rows read up to ~10% narrow.
 double band_gaussian_sigma(double m2, int half) {
   constexpr int kN = 2048, kMaxHalf = 16;
   constexpr double kLo = 0.05, kHi = 64.0;
@@ -133,7 +135,7 @@ double band_gaussian_sigma(double m2, int half) {
   }();
   if (!(m2 > 0) || half < 0 || half > kMaxHalf) return std::sqrt(m2);
   const Table& t = tables[half];
-  if (m2 <= t.m2[0]) return std::sqrt(m2);  // narrower than the table: sampled as a spike
+  if (m2 < t.m2[0]) return std::sqrt(m2);  // narrower than the table: sampled as a spike
   if (m2 >= t.m2[kN - 1]) return kHi;
   const int i = static_cast<int>(std::upper_bound(t.m2, t.m2 + kN, m2) - t.m2);  // 1 .. kN-1
   const double f = (m2 - t.m2[i - 1]) / (t.m2[i] - t.m2[i - 1]);
