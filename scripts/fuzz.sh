@@ -56,6 +56,8 @@ export VELOX_FUZZ_LIBRARY=$SEEDS/library/seed-0.h5  # survey targets also prepar
 # CFITSIO's own checks (status 113, memory allocation) run instead of ASan aborting; velox's own
 # code never sees NULL (operator new throws, which the harness reports).
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
+# Leaks inside dependencies on their error paths (tests/fuzz/lsan.supp says which and why).
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$VELOX_REPO/tests/fuzz/lsan.supp:print_suppressions=0}
 status=0
 for t in "${TARGETS[@]}"; do
   bin=$BUILD/fuzz/velox_fuzz_${t//-/_}

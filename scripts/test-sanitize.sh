@@ -21,6 +21,8 @@ velox_ensure_library "$BUILD/velox" "$BUILD/miles.h5"
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # Leak checks stay on; Open MPI is not initialised by a plain `velox fit` (mpi/comm.hpp).
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+# Leaks inside dependencies on their error paths (tests/fuzz/lsan.supp says which and why).
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$VELOX_REPO/tests/fuzz/lsan.supp:print_suppressions=0}
 # The statistical studies (injection-recovery, cross-validation, detectability: many fits of
 # the same code paths) run in the Release tests only: under ASan they cost 7 minutes of the CI's
 # 30 and exercise no path that the other unit tests (fit_spectrum, the CPU backend, the lane

@@ -205,6 +205,11 @@ Handle::~Handle() {
 }
 
 // ---------------------------------------------------------------------------------------------
+size_t open_object_count() {
+  const ssize_t n = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL);
+  return n > 0 ? static_cast<size_t>(n) : 0;
+}
+
 File File::create(const std::string& path, bool seal_block) {
   silence_hdf5();
   File f;
