@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "common/error.hpp"
+#include "io/redrock.hpp"
 
 #ifndef VELOX_SCRIPTS_DIR
 #define VELOX_SCRIPTS_DIR "scripts"
@@ -100,13 +101,7 @@ std::vector<std::string> preset_class_dirs(const TemplateInputOptions& opt) {
   const std::string data_dir = preset_data_dir(opt);
   for (const char* sub : {"/templates/redrock", "/templates/redrock_galaxy"}) {
     const std::string dir = data_dir + sub;
-    std::error_code ec;
-    bool any = false;  // a folder holding rrtemplate-*.fits (what read_redrock_templates reads)
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end && !any; it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      any = name.rfind("rrtemplate-", 0) == 0 && it->path().extension() == ".fits";
-    }
-    if (any)
+    if (!redrock_template_files(dir).empty())  // what read_redrock_templates reads
       dirs.push_back(dir);
     else
       spdlog::warn("templates --preset: no rrtemplate-*.fits in {}: the library has no {} classes",

@@ -66,17 +66,24 @@ ClassTemplate read_one(const std::string& path, double dlnlam) {
 
 }  // namespace
 
-std::vector<ClassTemplate> read_redrock_templates(const std::string& dir, double dlnlam) {
+std::vector<std::string> redrock_template_files(const std::string& dir, std::error_code* ec) {
   std::vector<std::string> paths;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+  std::error_code err;
+  for (const auto& e : std::filesystem::directory_iterator(dir, err)) {
     const std::string name = e.path().filename().string();
     if (name.rfind("rrtemplate-", 0) == 0 && e.path().extension() == ".fits")
       paths.push_back(e.path().string());
   }
+  if (ec) *ec = err;
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+std::vector<ClassTemplate> read_redrock_templates(const std::string& dir, double dlnlam) {
+  std::error_code ec;
+  const std::vector<std::string> paths = redrock_template_files(dir, &ec);
   if (ec) throw ConfigError(dir + ": cannot list the redrock template directory: " + ec.message());
   if (paths.empty()) throw ConfigError(dir + ": no rrtemplate-*.fits (redrock templates) found");
-  std::sort(paths.begin(), paths.end());
   std::vector<ClassTemplate> out;
   for (const auto& p : paths) out.push_back(read_one(p, dlnlam));
   return out;

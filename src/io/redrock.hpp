@@ -5,11 +5,17 @@
 // Source: https://github.com/desihub/redrock-templates; data model in redrock's templates.py.
 #pragma once
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "io/class_template.hpp"
 
 namespace velox {
+
+// The paths of the rrtemplate-*.fits files in `dir`, sorted by name; empty if there are none or
+// `dir` cannot be listed (`ec`, when not null, gets the listing's error).
+std::vector<std::string> redrock_template_files(const std::string& dir,
+                                                std::error_code* ec = nullptr);
 
 // Every rrtemplate-*.fits in `dir` (sorted by name), box-averaged onto rest-frame bins of
 // `dlnlam` in ln(lambda_vac / A). Stars get z_min = z_max = 0 (fitted at the star's VRAD); QSOs

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <list>
+#include <mutex>
 
 #include "common/median.hpp"
 #include "kernels/ccf.hpp"
@@ -110,31 +111,31 @@ namespace {
 // half-width, inverted by linear interpolation (relative error below 3e-6 for sigma 0.3-20 px,
 // up to 3e-4 below 0.11 px); m2 beyond the table's widest Gaussian (a nearly flat row) gives
 // 64 px. The band is taken as symmetric, 2 half + 1 taps (DESI: 11); an even ndiag's band has
-// 2 half, so its wide rows read up to ~10% narrow.
+// 2 half, so its wide rows read up to ~10% narrow. A half-width's table is built on its first
+// use (DESI's alone, not the 17 a band may have).
 double band_gaussian_sigma(double m2, int half) {
   constexpr int kN = 2048, kMaxHalf = 16;
   constexpr double kLo = 0.05, kHi = 64.0;
   struct Table {
     double sigma[kN], m2[kN];
   };
-  static const std::vector<Table> tables = [] {
-    std::vector<Table> t(kMaxHalf + 1);
-    for (int h = 0; h <= kMaxHalf; ++h)
-      for (int i = 0; i < kN; ++i) {
-        const double s = kLo * std::pow(kHi / kLo, i / (kN - 1.0));
-        double w0 = 0, w2 = 0;
-        for (int o = -h; o <= h; ++o) {
-          const double w = std::exp(-0.5 * o * o / (s * s));
-          w0 += w;
-          w2 += w * o * o;
-        }
-        t[h].sigma[i] = s;
-        t[h].m2[i] = w2 / w0;
-      }
-    return t;
-  }();
+  static Table tables[kMaxHalf + 1];
+  static std::once_flag built[kMaxHalf + 1];
   if (!(m2 > 0) || half < 0 || half > kMaxHalf) return std::sqrt(m2);
-  const Table& t = tables[half];
+  Table& t = tables[half];
+  std::call_once(built[half], [&t, half] {
+    for (int i = 0; i < kN; ++i) {
+      const double s = kLo * std::pow(kHi / kLo, i / (kN - 1.0));
+      double w0 = 0, w2 = 0;
+      for (int o = -half; o <= half; ++o) {
+        const double w = std::exp(-0.5 * o * o / (s * s));
+        w0 += w;
+        w2 += w * o * o;
+      }
+      t.sigma[i] = s;
+      t.m2[i] = w2 / w0;
+    }
+  });
   if (m2 < t.m2[0]) return std::sqrt(m2);  // narrower than the table: sampled as a spike
   if (m2 >= t.m2[kN - 1]) return kHi;
   const int i = static_cast<int>(std::upper_bound(t.m2, t.m2 + kN, m2) - t.m2);  // 1 .. kN-1

@@ -111,7 +111,7 @@ TEST_CASE("effective_resolution reads a Gaussian line spread cut off by the band
   // 11 diagonals and normalised, as desispec stores them (res[d * n + j], offsets +5 .. -5).
   // R 1800 (LAMOST's line spread on DESI pixels, spectra/desi_lamost) in the z arm: sigma 2.2-2.9
   // px, of which the band keeps 70-80% of the second moment: read as that moment, R came out
-  // near 2050 (the VSINI floor 12% too low). R 1800 in the b arm (sigma 1.0-1.4 px: barely cut),
+  // as 1980 (the VSINI floor 9% too low). R 1800 in the b arm (sigma 1.0-1.4 px: barely cut),
   // DESI-like R 4000 in the z arm (sigma 1.0-1.3 px) and a narrow R 5000 in the b arm (sigma
   // 0.4-0.6 px, where 11 taps sample it coarsely). Tolerance 0.5%: the median row's table
   // inversion is exact to 1e-4, the rest is the resolving power's change over the 7-pixel
