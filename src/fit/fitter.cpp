@@ -331,12 +331,28 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       const long j_lo = static_cast<long>(idx.front()) - h;  // arm pixel of full index 0
       const long n_grid =
           static_cast<long>(idx.back()) - static_cast<long>(idx.front()) + 1 + 2 * h;
-      std::vector<double> full(n_grid);
+      UninitVector<double> full(n_grid);  // every entry written below
       const double d0 = std::log(arm.wave_vac_A[1] / arm.wave_vac_A[0]);
       const double d1 = std::log(arm.wave_vac_A[n - 1] / arm.wave_vac_A[n - 2]);
       // Diagonal-major ([ndiag][n_grid], kern::FitData::rmat): weight k of grid pixel jj at
-      // k * n_grid + jj.
-      std::vector<float> grid_rows(static_cast<size_t>(n_grid) * arm.ndiag, 0.0f);
+      // k * n_grid + jj. The used pixels' columns are written by the fold below, the others
+      // zeroed here (the padding and the unused pixels between used ones): not the whole array,
+      // whose zeroing cost 6% of a DESI spectrum's preparation.
+      UninitVector<float> grid_rows(static_cast<size_t>(n_grid) * arm.ndiag);
+      {
+        auto zero_columns = [&](long a, long b) {  // grid pixels [a, b), every diagonal
+          if (a >= b) return;
+          for (int k = 0; k < arm.ndiag; ++k)
+            std::fill(grid_rows.data() + k * n_grid + a, grid_rows.data() + k * n_grid + b, 0.0f);
+        };
+        long next = 0;  // the first grid pixel not yet written or zeroed
+        for (const size_t j : idx) {
+          const long jj = static_cast<long>(j) - j_lo;
+          zero_columns(next, jj);
+          next = jj + 1;
+        }
+        zero_columns(next, n_grid);
+      }
       for (long jj = 0; jj < n_grid; ++jj) {
         const long j = jj + j_lo;
         full[jj] = (j < 0     ? ln_wave[0] + j * d0

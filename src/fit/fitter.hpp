@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/uninit_vector.hpp"
 #include "emulator/library.hpp"
 #include "fit/classify.hpp"
 #include "fit/config.hpp"
@@ -37,8 +38,8 @@ struct Packed {
   std::vector<int> input_pixel;  // per used pixel: index in its input arm
   // Resolution-matrix arms (n_full[a] > 0): full-grid ln(lambda), folded rows, and for every used
   // pixel its index in its arm's full grid (-1 for Gaussian-LSF arms).
-  std::vector<std::vector<double>> full_lnlam;  // per arm slot (empty: no matrix)
-  std::vector<std::vector<float>> rmat;         // per arm slot, [ndiag][n_full] (diagonal-major)
+  std::vector<UninitVector<double>> full_lnlam;  // per arm slot (empty: no matrix)
+  std::vector<UninitVector<float>> rmat;         // per arm slot, [ndiag][n_full] (diagonal-major)
   std::vector<int> ndiag;                       // per arm slot
   std::vector<int> full_idx;                    // per used pixel
   // Velocity segments (kern::FitData::seg_*): one per arm, or the blue/red halves of a one-arm

@@ -57,7 +57,8 @@ class ResolutionFold {
   // for rows[r] (fwhm_pp null: fwhm_fixed for all; 0: sharp templates). Row i's weight of
   // model[i + k - ndiag/2] (k = 0 .. ndiag-1) goes to out[(i - offset) * row_step + k * k_step]:
   // row-major [n][ndiag] with (ndiag, 1, 0), the kernels' diagonal-major grid with (1, n_grid,
-  // the grid's first pixel). Other entries are not written.
+  // the grid's first pixel). All ndiag entries of each listed row are written (prepare_spectrum
+  // zeroes only the other rows' columns); other rows' entries are not.
   void write_rows(const size_t* rows, size_t count, const double* wave_A, const double* fwhm_pp,
                   double fwhm_fixed, float* out, ptrdiff_t row_step, ptrdiff_t k_step,
                   long offset) const;

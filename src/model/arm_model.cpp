@@ -113,7 +113,10 @@ namespace {
 // 64 px. The band is taken as symmetric, 2 half + 1 taps (DESI: 11); an even ndiag's band has
 // 2 half, so its wide rows read up to ~10% narrow. A half-width's table is built on its first
 // use (DESI's alone, not the 17 a band may have).
-double band_gaussian_sigma(double m2, int half) {
+// *hint: the table index the last call found (consecutive rows of a matrix differ by a few
+// table steps), where the search starts; the index found is the upper bound's, so the result does
+// not depend on the hint.
+double band_gaussian_sigma(double m2, int half, int* hint) {
   constexpr int kN = 2048, kMaxHalf = 16;
   constexpr double kLo = 0.05, kHi = 64.0;
   struct Table {
@@ -138,7 +141,30 @@ double band_gaussian_sigma(double m2, int half) {
   });
   if (m2 < t.m2[0]) return std::sqrt(m2);  // narrower than the table: sampled as a spike
   if (m2 >= t.m2[kN - 1]) return kHi;
-  const int i = static_cast<int>(std::upper_bound(t.m2, t.m2 + kN, m2) - t.m2);  // 1 .. kN-1
+  // i: the first entry above m2 (1 .. kN-1), by galloping from the hint then bisecting
+  int lo = 1, hi = kN - 1;  // t.m2[lo - 1] <= m2 < t.m2[hi]
+  const int h = std::clamp(*hint, 1, kN - 1);
+  if (t.m2[h] > m2) {  // i <= h
+    hi = h;
+    for (int step = 1; hi - step >= 1; step *= 2) {
+      if (t.m2[hi - step - 1] <= m2) {
+        lo = hi - step;
+        break;
+      }
+      hi -= step;
+    }
+  } else {  // i > h
+    lo = h + 1;
+    for (int step = 1; lo + step <= kN - 1; step *= 2) {
+      if (t.m2[lo + step - 1] > m2) {
+        hi = lo + step - 1;
+        break;
+      }
+      lo += step;
+    }
+  }
+  const int i = static_cast<int>(std::upper_bound(t.m2 + lo, t.m2 + hi, m2) - t.m2);
+  *hint = i;
   const double f = (m2 - t.m2[i - 1]) / (t.m2[i] - t.m2[i - 1]);
   return t.sigma[i - 1] + f * (t.sigma[i] - t.sigma[i - 1]);
 }
@@ -149,6 +175,7 @@ double effective_resolution(const double* wave, size_t n, const float* res, int 
   if (ndiag <= 0 || !res || n < 10) return NAN;
   std::vector<double> sig;
   const int half = ndiag / 2;
+  int hint = 0;  // band_gaussian_sigma's search start
   for (size_t j = half; j + half < n; j += 7) {
     double s0 = 0, s2 = 0;
     for (int d = 0; d < ndiag; ++d) {
@@ -161,7 +188,7 @@ double effective_resolution(const double* wave, size_t n, const float* res, int 
     if (s0 > 0.5 && s2 > 0) {
       const double dl = 0.5 * (wave[j + 1] - wave[j - 1]);
       // sigma in ln(lambda): the Gaussian's whose part within the band has the row's moment
-      sig.push_back(band_gaussian_sigma(s2 / s0, half) * dl / wave[j]);
+      sig.push_back(band_gaussian_sigma(s2 / s0, half, &hint) * dl / wave[j]);
     }
   }
   if (sig.empty()) return NAN;

@@ -349,6 +349,7 @@ void write_rows(const FoldMoments& fm, const size_t* rows, size_t count, const d
         const double cl = m < -hd ? -hd : m > hd ? hd : m;
         const int k0 = static_cast<int>(lmin(floor_l(cl) + half, ndiag - 2L));
         const double f = cl + hd - k0;
+        for (int k = 0; k < ndiag; ++k) o[k * k_step] = 0.0f;  // every tap of a row is written
         o[k0 * k_step] = static_cast<float>(sum * (1 - f));
         o[(k0 + 1) * k_step] = static_cast<float>(sum * f);
       }

@@ -459,3 +459,95 @@ TEST_CASE("apply_rmat_rows equals apply_rmat pixel by pixel, bit for bit, for 1 
     CHECK(std::memcmp(ref.data(), got.data(), ref.size() * sizeof(double)) == 0);
   }
 }
+
+TEST_CASE("write_rows writes every tap of each listed row and no other row", "[resolution]") {
+  // prepare_spectrum zeroes only the grid columns of unused pixels and leaves the used pixels'
+  // columns to write_rows, so each of its row forms must write all ndiag taps. The matrix is
+  // stored by columns (res[d * n + c], row i's tap o from column i + o at d = 5 - o), so regions
+  // of columns make rows of three forms: Gaussians (sigma 1.5 px, template FWHM 0), rows narrower
+  // than a pixel (all weight on the central tap: linear interpolation, which wrote 2 of 11
+  // taps), and rows with negative weights whose centroid lies beyond the taps (+5: 1.0, 0: -1.2,
+  // -5: 0.55; centroid +6.4 px). The output starts as NaN: a tap not written stays NaN.
+  const int n = 80, nd = 11;
+  std::vector<double> wave(n);
+  std::vector<float> res(static_cast<size_t>(nd) * n, 0.0f);
+  for (int c = 0; c < n; ++c) {
+    wave[c] = 5000.0 + 0.8 * c;
+    for (int d = 0; d < nd; ++d) {
+      const double o = 5 - d;
+      float w = static_cast<float>(std::exp(-0.5 * o * o / 2.25));  // Gaussian rows
+      if (c >= 10 && c < 31) w = d == 5 ? 1.0f : 0.0f;              // rows 15-25: spikes
+      if (c >= 45 && c < 61) w = d == 0 ? 1.0f : d == 5 ? -1.2f : d == 10 ? 0.55f : 0.0f;
+      res[d * n + c] = w;  // rows 50-55: centroid beyond the taps
+    }
+  }
+  ResolutionFold fold;
+  fold.set_span(res.data(), n, nd, 6, 70);
+  std::vector<size_t> rows;
+  for (size_t i = 6; i <= 70; ++i)
+    if (fold.ok(i) && i != 20 && i != 52) rows.push_back(i);  // rows 20 and 52 are not listed
+  REQUIRE(rows.size() > 50);
+  std::vector<float> out(static_cast<size_t>(nd) * n, NAN);  // diagonal-major, offset 0
+  fold.write_rows(rows.data(), rows.size(), wave.data(), nullptr, 0.0, out.data(), 1, n, 0);
+  for (int j = 0; j < n; ++j) {
+    const bool listed = std::find(rows.begin(), rows.end(), static_cast<size_t>(j)) != rows.end();
+    int written = 0;
+    for (int k = 0; k < nd; ++k) written += std::isfinite(out[static_cast<size_t>(k) * n + j]);
+    INFO("row " << j);
+    CHECK(written == (listed ? nd : 0));
+  }
+  // The spike rows hold the weight on the central tap alone; a centroid row's sum is kept.
+  CHECK(out[5 * n + 18] == Approx(1.0f));
+  CHECK(out[4 * n + 18] == 0.0f);
+  double sum54 = 0;
+  for (int k = 0; k < nd; ++k) sum54 += out[static_cast<size_t>(k) * n + 54];
+  CHECK(sum54 == Approx(0.35).epsilon(1e-5));
+}
+
+TEST_CASE("prepared matrix grids hold zeros outside the used pixels' columns",
+          "[resolution][fit]") {
+  // The grid is not zeroed as a whole (fitter.cpp): the padding and the unused pixels between
+  // used ones are zeroed column by column. On real DESI-layout fibres (masked pixels inside the
+  // arms), every entry is finite, a column of an unused pixel is all zero, and a used pixel's
+  // column holds its folded row (sum ~1: DESI rows are normalised, tolerance for the rows the
+  // fold borrows at the edges and float rounding).
+  const auto& lib = test::thin_library();
+  FitConfig cfg;
+  ArmModelCache cache(lib);
+  const FitContext ctx{lib, cache, cfg, "desi"};
+  const auto file = read_spectra(test::data("spectra/desi_lamost/coadd-lamost-dr8.fits"));
+  int n_gaps = 0, n_arms = 0;
+  for (size_t s = 0; s < std::min<size_t>(file.spectra.size(), 8); ++s) {
+    const auto p = prepare_spectrum(file.spectra[s], ctx);
+    if (!p.ready) continue;
+    const Packed& pk = p.packed;
+    for (int a = 0; a < pk.n_arms; ++a) {
+      if (pk.full_lnlam[a].empty()) continue;
+      ++n_arms;
+      const size_t ng = pk.full_lnlam[a].size(), nd = static_cast<size_t>(pk.ndiag[a]);
+      REQUIRE(pk.rmat[a].size() == ng * nd);
+      std::vector<char> used(ng, 0);
+      for (int i = pk.arm_start[a]; i < pk.arm_start[a + 1]; ++i) used[pk.full_idx[i]] = 1;
+      for (size_t jj = 0; jj < ng; ++jj) {
+        double sum = 0;
+        bool finite = true, zero = true;
+        for (size_t k = 0; k < nd; ++k) {
+          const float w = pk.rmat[a][k * ng + jj];
+          finite = finite && std::isfinite(w);
+          zero = zero && w == 0.0f;
+          sum += w;
+        }
+        INFO("fibre " << s << " arm " << a << " grid pixel " << jj);
+        REQUIRE(finite);
+        if (used[jj]) {
+          CHECK(sum == Approx(1.0).margin(0.05));
+        } else {
+          CHECK(zero);
+          n_gaps += jj >= nd / 2 && jj + nd / 2 < ng;  // an unused pixel inside the arm's span
+        }
+      }
+    }
+  }
+  CHECK(n_arms >= 8);
+  CHECK(n_gaps > 0);  // the fibres have unused pixels between used ones: the gaps were tested
+}
