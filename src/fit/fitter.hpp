@@ -27,21 +27,22 @@ struct FitContext {
 
 // The usable pixels of one spectrum, arms contiguous, plus the views the kernels take.
 struct Packed {
-  std::vector<double> lnlam, xleg, wave;
-  std::vector<float> flux, ivar;
-  std::vector<int> arm;  // arm slot of each pixel
+  // Per used pixel (UninitVector: prepare_spectrum writes every element after resizing).
+  UninitVector<double> lnlam, xleg, wave;
+  UninitVector<float> flux, ivar;
+  UninitVector<int> arm;  // arm slot of each pixel
   int n_arms = 0;
   int arm_start[kern::kMaxArms + 1] = {};
   std::vector<std::shared_ptr<const ArmModel>> models;  // per arm slot
   std::vector<std::string> names;
   std::vector<int> input_arm;    // per arm slot: index of the arm in the input spectrum
-  std::vector<int> input_pixel;  // per used pixel: index in its input arm
+  UninitVector<int> input_pixel;  // per used pixel: index in its input arm
   // Resolution-matrix arms (n_full[a] > 0): full-grid ln(lambda), folded rows, and for every used
   // pixel its index in its arm's full grid (-1 for Gaussian-LSF arms).
   std::vector<UninitVector<double>> full_lnlam;  // per arm slot (empty: no matrix)
   std::vector<UninitVector<float>> rmat;         // per arm slot, [ndiag][n_full] (diagonal-major)
   std::vector<int> ndiag;                       // per arm slot
-  std::vector<int> full_idx;                    // per used pixel
+  UninitVector<int> full_idx;                   // per used pixel
   // Velocity segments (kern::FitData::seg_*): one per arm, or the blue/red halves of a one-arm
   // spectrum split at FitConfig::arm_split_A; seg_names[s] is the catalog suffix (B, R, Z).
   int n_seg = 0;

@@ -1,5 +1,7 @@
 // Resolution-matrix convention (desispec.resolution, offsets +5..-5, column-aligned storage) with
 // an ASYMMETRIC matrix: a symmetric one would hide a transposition bug.
+#include <malloc.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -463,45 +465,51 @@ TEST_CASE("apply_rmat_rows equals apply_rmat pixel by pixel, bit for bit, for 1 
 TEST_CASE("write_rows writes every tap of each listed row and no other row", "[resolution]") {
   // prepare_spectrum zeroes only the grid columns of unused pixels and leaves the used pixels'
   // columns to write_rows, so each of its row forms must write all ndiag taps. The matrix is
-  // stored by columns (res[d * n + c], row i's tap o from column i + o at d = 5 - o), so regions
-  // of columns make rows of three forms: Gaussians (sigma 1.5 px, template FWHM 0), rows narrower
-  // than a pixel (all weight on the central tap: linear interpolation, which wrote 2 of 11
-  // taps), and rows with negative weights whose centroid lies beyond the taps (+5: 1.0, 0: -1.2,
-  // -5: 0.55; centroid +6.4 px). The output starts as NaN: a tap not written stays NaN.
-  const int n = 80, nd = 11;
-  std::vector<double> wave(n);
-  std::vector<float> res(static_cast<size_t>(nd) * n, 0.0f);
-  for (int c = 0; c < n; ++c) {
-    wave[c] = 5000.0 + 0.8 * c;
-    for (int d = 0; d < nd; ++d) {
-      const double o = 5 - d;
-      float w = static_cast<float>(std::exp(-0.5 * o * o / 2.25));  // Gaussian rows
-      if (c >= 10 && c < 31) w = d == 5 ? 1.0f : 0.0f;              // rows 15-25: spikes
-      if (c >= 45 && c < 61) w = d == 0 ? 1.0f : d == 5 ? -1.2f : d == 10 ? 0.55f : 0.0f;
-      res[d * n + c] = w;  // rows 50-55: centroid beyond the taps
+  // stored by columns (res[d * n + c], row i's tap o from column i + o at d = half - o), so
+  // regions of columns make rows of each form: Gaussians (sigma 1.5 px, template FWHM 0), rows
+  // narrower than a pixel (all weight on the central tap: linear interpolation, which wrote 2
+  // taps), and rows with negative weights whose centroid lies beyond the taps (+half: 1.0, 0:
+  // -1.2, -half: 0.55; centroid 1.29 half). 11 diagonals take the fold's unrolled form, 7 its
+  // general one, 1 the one-diagonal rows. The output starts as NaN: a tap not written stays NaN.
+  for (const int nd : {11, 7, 1}) {
+    const int n = 80, half = nd / 2;
+    std::vector<double> wave(n);
+    std::vector<float> res(static_cast<size_t>(nd) * n, 0.0f);
+    for (int c = 0; c < n; ++c) {
+      wave[c] = 5000.0 + 0.8 * c;
+      for (int d = 0; d < nd; ++d) {
+        const double o = half - d;
+        float w = static_cast<float>(std::exp(-0.5 * o * o / 2.25));  // Gaussian rows
+        if (c >= 10 && c < 31) w = d == half ? 1.0f : 0.0f;           // spikes
+        if (nd > 1 && c >= 45 && c < 61)
+          w = d == 0 ? 1.0f : d == half ? -1.2f : d == nd - 1 ? 0.55f : 0.0f;
+        res[d * n + c] = w;
+      }
     }
+    ResolutionFold fold;
+    fold.set_span(res.data(), n, nd, 6, 70);
+    std::vector<size_t> rows;
+    for (size_t i = 6; i <= 70; ++i)
+      if (fold.ok(i) && i != 20 && i != 52) rows.push_back(i);  // rows 20 and 52 are not listed
+    INFO(nd << " diagonals");
+    REQUIRE(rows.size() > 50);
+    std::vector<float> out(static_cast<size_t>(nd) * n, NAN);  // diagonal-major, offset 0
+    fold.write_rows(rows.data(), rows.size(), wave.data(), nullptr, 0.0, out.data(), 1, n, 0);
+    for (int j = 0; j < n; ++j) {
+      const bool listed = std::find(rows.begin(), rows.end(), static_cast<size_t>(j)) != rows.end();
+      int written = 0;
+      for (int k = 0; k < nd; ++k) written += std::isfinite(out[static_cast<size_t>(k) * n + j]);
+      INFO("row " << j);
+      CHECK(written == (listed ? nd : 0));
+    }
+    // A spike row holds its weight on the central tap alone; a centroid row keeps its sum.
+    CHECK(out[static_cast<size_t>(half) * n + 18] == Approx(1.0f));
+    if (nd == 1) continue;
+    CHECK(out[static_cast<size_t>(half - 1) * n + 18] == 0.0f);
+    double sum54 = 0;
+    for (int k = 0; k < nd; ++k) sum54 += out[static_cast<size_t>(k) * n + 54];
+    CHECK(sum54 == Approx(0.35).epsilon(1e-5));
   }
-  ResolutionFold fold;
-  fold.set_span(res.data(), n, nd, 6, 70);
-  std::vector<size_t> rows;
-  for (size_t i = 6; i <= 70; ++i)
-    if (fold.ok(i) && i != 20 && i != 52) rows.push_back(i);  // rows 20 and 52 are not listed
-  REQUIRE(rows.size() > 50);
-  std::vector<float> out(static_cast<size_t>(nd) * n, NAN);  // diagonal-major, offset 0
-  fold.write_rows(rows.data(), rows.size(), wave.data(), nullptr, 0.0, out.data(), 1, n, 0);
-  for (int j = 0; j < n; ++j) {
-    const bool listed = std::find(rows.begin(), rows.end(), static_cast<size_t>(j)) != rows.end();
-    int written = 0;
-    for (int k = 0; k < nd; ++k) written += std::isfinite(out[static_cast<size_t>(k) * n + j]);
-    INFO("row " << j);
-    CHECK(written == (listed ? nd : 0));
-  }
-  // The spike rows hold the weight on the central tap alone; a centroid row's sum is kept.
-  CHECK(out[5 * n + 18] == Approx(1.0f));
-  CHECK(out[4 * n + 18] == 0.0f);
-  double sum54 = 0;
-  for (int k = 0; k < nd; ++k) sum54 += out[static_cast<size_t>(k) * n + 54];
-  CHECK(sum54 == Approx(0.35).epsilon(1e-5));
 }
 
 TEST_CASE("prepared matrix grids hold zeros outside the used pixels' columns",
@@ -511,6 +519,12 @@ TEST_CASE("prepared matrix grids hold zeros outside the used pixels' columns",
   // arms), every entry is finite, a column of an unused pixel is all zero, and a used pixel's
   // column holds its folded row (sum ~1: DESI rows are normalised, tolerance for the rows the
   // fold borrows at the edges and float rounding).
+  // glibc fills each allocation with 0x5a bytes meanwhile (M_PERTURB), so a column left
+  // unwritten reads non-zero even where the allocator hands out fresh (zeroed) pages.
+  mallopt(M_PERTURB, 0xa5);
+  struct Unperturb {
+    ~Unperturb() { mallopt(M_PERTURB, 0); }
+  } unperturb;
   const auto& lib = test::thin_library();
   FitConfig cfg;
   ArmModelCache cache(lib);

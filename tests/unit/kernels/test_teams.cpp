@@ -62,7 +62,7 @@ kern::PipelineResult fit_with(const Team& team, const PreparedSpectrum& p, const
       acc(8 * static_cast<size_t>(n_out)),
       emu(static_cast<size_t>(kern::emulator_scratch_size(em)));
   std::vector<int> t0(n);
-  *ivar = all.ivar;
+  ivar->assign(all.ivar.begin(), all.ivar.end());
   std::vector<double> Tf(all.n_full_total()), dTf(all.n_full_total() * np);
   const kern::PipelineScratch sc{T.data(),  dT.data(),    fn.data(),  wts.data(), frac.data(),
                                  t0.data(), ivar->data(), ccf.data(), acc.data(), emu.data()};
@@ -97,7 +97,7 @@ struct EvalRig {
     Tf.resize(all.n_full_total());
     dTf.resize(all.n_full_total() * np);
     emu.resize(static_cast<size_t>(kern::emulator_scratch_size(em)));
-    ivar = all.ivar;
+    ivar.assign(all.ivar.begin(), all.ivar.end());
     d = all.view(Tf.data(), dTf.data());
     d.ivar = ivar.data();
     Tg.resize(static_cast<size_t>(lib.n_tpix) * np);  // the rotated model's rows
