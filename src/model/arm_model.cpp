@@ -173,7 +173,8 @@ double band_gaussian_sigma(double m2, int half, int* hint) {
 
 double effective_resolution(const double* wave, size_t n, const float* res, int ndiag) {
   if (ndiag <= 0 || !res || n < 10) return NAN;
-  std::vector<double> sig;
+  thread_local std::vector<double> sig;  // per-thread scratch, reused across spectra
+  sig.clear();
   const int half = ndiag / 2;
   int hint = 0;  // band_gaussian_sigma's search start
   for (size_t j = half; j + half < n; j += 7) {
@@ -192,7 +193,7 @@ double effective_resolution(const double* wave, size_t n, const float* res, int 
     }
   }
   if (sig.empty()) return NAN;
-  return 1.0 / (median_upper(std::move(sig)) * std::sqrt(8.0 * std::log(2.0)));
+  return 1.0 / (median_upper_inplace(sig) * std::sqrt(8.0 * std::log(2.0)));
 }
 
 }  // namespace velox
