@@ -43,7 +43,8 @@ rate() {  # rate LABEL N_SPECTRA COMMAND...: wall-clock spectra/s of one run
     'BEGIN { printf "%s: %d spectra in %.2f s = %.1f spectra/s\n", l, n, b - a, n / (b - a) }'
 }
 peak() {  # peak LABEL COMMAND...: wall clock, peak RSS and the fit's rate line of one run
-  python3 - "$@" <<'PY'
+  # (the standard library only: any Python 3 of the GPU host; VELOX_PYTHON picks one)
+  "${VELOX_PYTHON:-python3}" - "$@" <<'PY'
 import resource, subprocess, sys, time
 label, t0 = sys.argv[1], time.time()
 r = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
