@@ -190,6 +190,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
   thread_local std::array<ResolutionFold, kern::kMaxArms> fold_of;
   size_t in_slot[kern::kMaxArms] = {};  // the input arm of each slot
   ArmGrid grid_of[kern::kMaxArms];      // its grid (arm_grid's cache)
+  double R_of[kern::kMaxArms] = {};     // its resolving power (arm_resolution)
   static_assert(kern::kMaxArms < kArmGridCache, "the kept arms' grids fit in the cache");
   int n_slots = 0;
   size_t n_used = 0;
@@ -250,6 +251,8 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       continue;
     }
     grid_of[n_slots] = grid;
+    // The arm's resolving power now, while the rows the moments just read are in cache.
+    R_of[n_slots] = arm_resolution(arm, ctx);
     in_slot[n_slots++] = a_in;
     n_used += idx.size();
   }
@@ -389,7 +392,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     }
     // With the matrix the basis stays at the templates' own resolution (R -> infinity: no
     // Gaussian), since the folded rows carry the instrument's remaining blur.
-    const double R_inst = arm_resolution(arm, ctx);
+    const double R_inst = R_of[slot];
     all.models.push_back(ctx.cache.get(use_rm ? 1e9 : R_inst));
     {
       // The model cannot be sharper than the templates: R_eff = min(instrument, templates) at

@@ -230,10 +230,13 @@ void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r
         m1 += w[k] * static_cast<double>(k - half);
       }
       const V dc = MU[gi] - m1 / nm;
-      for (int k = 0; k < ndiag; ++k) sel(WF[gi][k], ACT[gi], w[k], WF[gi][k]);
-      sel(NORM[gi], ACT[gi], nm, NORM[gi]);
-      sel(C[gi], ACT[gi], C[gi] + dc, C[gi]);
+      // A lane that converges keeps its centre from now on, so every later step computes the
+      // same weights from it, bit for bit: the last step's weights are those of the step where
+      // each lane converged (or of the last step, for a lane that never does).
+      for (int k = 0; k < ndiag; ++k) WF[gi][k] = w[k];
+      NORM[gi] = nm;
       ACT[gi] &= ~((dc < kCentroidTol) & (dc > -kCentroidTol));
+      sel(C[gi], ACT[gi], C[gi] + dc, C[gi]);
       any_active |= ACT[gi];
     }
     long long any = 0;
@@ -380,6 +383,28 @@ struct SortNet32 {
 constexpr SortNet32 kSortNet;
 static_assert(kSortNet.b[190] != 0, "191 compare-exchanges");
 
+// The same network pruned to what slot 15 (the median of 31 values and a +inf in slot 31) needs:
+// the compare-exchanges with slot 31 are dropped (+inf stays there), then, from the last one
+// back, those whose outputs no kept one reads. 152 of the 191: the same median, bit for bit.
+struct MedianNet32 {
+  unsigned char a[191], b[191];
+  int n;
+  constexpr MedianNet32() : a(), b(), n(0) {
+    bool keep[191] = {};
+    unsigned need = 1u << 15;
+    for (int c = 190; c >= 0; --c) {
+      const unsigned pair = (1u << kSortNet.a[c]) | (1u << kSortNet.b[c]);
+      if (kSortNet.b[c] == 31 || !(need & pair)) continue;
+      keep[c] = true;
+      need |= pair;
+    }
+    for (int c = 0; c < 191; ++c)
+      if (keep[c]) a[n] = kSortNet.a[c], b[n] = kSortNet.b[c], ++n;
+  }
+};
+constexpr MedianNet32 kMedianNet;
+static_assert(kMedianNet.n == 152, "152 compare-exchanges");
+
 // Native float vectors: 16 lanes with AVX-512, 8 with AVX2, 4 with SSE2.
 using velox::kern::kVecF;
 typedef velox::kern::VxVecF FV;
@@ -392,6 +417,16 @@ inline void sort32(FV* x) {
     const FV u = x[kSortNet.a[c]], v = x[kSortNet.b[c]];
     x[kSortNet.a[c]] = u < v ? u : v;
     x[kSortNet.b[c]] = u < v ? v : u;
+  }
+}
+
+// Slot 15 of x[0..31] sorted lane by lane, x[31] = +inf (the other slots are left partly sorted).
+inline void median31(FV* x) {
+#pragma GCC unroll 152
+  for (int c = 0; c < kMedianNet.n; ++c) {
+    const FV u = x[kMedianNet.a[c]], v = x[kMedianNet.b[c]];
+    x[kMedianNet.a[c]] = u < v ? u : v;
+    x[kMedianNet.b[c]] = u < v ? v : u;
   }
 }
 
@@ -422,7 +457,7 @@ void model_ivar(const float* fl, const double* sigma, double scale, size_t n, fl
       const size_t k = k0 + kBlock <= full_hi ? k0 : full_hi - kBlock;
       for (int j = 0; j < 31; ++j) __builtin_memcpy(&x[j], fl + k - kHalf + j, sizeof(FV));
       x[31] = inf;
-      sort32(x);
+      median31(x);
       __builtin_memcpy(med, &x[15], sizeof(FV));
       for (size_t q = 0; q < kBlock; ++q)
         if (k + q >= k0) model_ivar_at(k + q, std::fabs(med[q]), sigma, scale, ivar);
