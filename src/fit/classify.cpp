@@ -26,6 +26,37 @@ kern::ClassData ClassSpectrum::view() const {
   return d;
 }
 
+namespace {
+
+// A grid's runs of consecutive pixels in one class bin: run r is pixels [start, start + len) of
+// bin k; one_run_per_bin when no bin has two runs (the grid is in wavelength order).
+struct ClassRuns {
+  std::vector<long> k;
+  std::vector<size_t> start, len;
+  bool one_run_per_bin = true;
+};
+
+const ClassRuns& class_runs_of(const ArmGrid& grid, size_t n) {
+  thread_local GridWorkCache<int, ClassRuns> cache;
+  return cache.get(grid.id, 0, [&](ClassRuns& r) {
+    r = ClassRuns{};
+    for (size_t j = 0; j < n; ++j) {
+      const long k = grid.class_bin[j];
+      if (k == ArmGrid::kNoBin) continue;
+      if (!r.k.empty() && r.k.back() == k && r.start.back() + r.len.back() == j) {
+        ++r.len.back();
+        continue;
+      }
+      if (!r.k.empty() && k <= r.k.back()) r.one_run_per_bin = false;
+      r.k.push_back(k);
+      r.start.push_back(j);
+      r.len.push_back(1);
+    }
+  });
+}
+
+}  // namespace
+
 ClassSpectrum rebin_for_classes(const std::vector<ArmView>& arms,
                                 const std::vector<std::pair<double, double>>& mask_bands_A) {
   ClassSpectrum cs;
@@ -53,31 +84,71 @@ ClassSpectrum rebin_for_classes(const std::vector<ArmView>& arms,
     sums.assign(static_cast<size_t>(grid_hi - grid_lo + 1), {0.0, 0.0});
     long k_lo = LONG_MAX, k_hi = LONG_MIN;
     size_t n_bins = 0;
-    // A bin's sums stay in registers while consecutive usable pixels fall in it (runs: the grid
-    // increases), so that the additions do not wait on a store; each bin's terms are added in
-    // pixel order as before.
-    long k_run = ArmGrid::kNoBin;
-    double sf = 0.0, si = 0.0;
-    auto flush = [&]() {
-      if (k_run != ArmGrid::kNoBin) sums[static_cast<size_t>(k_run - grid_lo)] = {sf, si};
-    };
-    for (size_t j = 0; j < a.n_pix; ++j) {
-      const long k = grid.class_bin[j];
+    // The grid's runs of pixels that share a bin (kept per grid on this thread). Where every bin
+    // is one run (a grid in wavelength order), four bins are summed side by side: each bin's
+    // sums are a chain of additions (one per pixel, waited on) and the bins' chains are
+    // independent. A pixel that is not usable, or a step past its bin's end, adds +0.0, which
+    // leaves a sum begun at +0.0 unchanged: each bin's terms are those of the pixel loop below,
+    // added in pixel order, bit for bit.
+    const ClassRuns& runs = class_runs_of(grid, a.n_pix);
+    const int32_t* mk = a.mask;
+    auto usable = [&](size_t j) {
       const float iv = a.ivar[j], f = a.flux[j];
-      if (k == ArmGrid::kNoBin || !(std::isfinite(f) && std::isfinite(iv) && iv > 0)) continue;
-      if ((a.mask && a.mask[j] != 0) || in_band[j]) continue;
-      if (k != k_run) {
-        flush();
-        k_run = k;
-        k_lo = std::min(k_lo, k);
-        k_hi = std::max(k_hi, k);
-        std::tie(sf, si) = sums[static_cast<size_t>(k - grid_lo)];
-        n_bins += si == 0.0;
+      return std::isfinite(f) && std::isfinite(iv) && iv > 0 && !(mk && mk[j] != 0) && !in_band[j];
+    };
+    if (runs.one_run_per_bin) {
+      constexpr size_t kSide = 4;
+      const size_t nr = runs.k.size();
+      for (size_t r0 = 0; r0 < nr; r0 += kSide) {
+        size_t st[kSide], len[kSide], most = 0;
+        for (size_t l = 0; l < kSide; ++l) {
+          st[l] = r0 + l < nr ? runs.start[r0 + l] : 0;
+          len[l] = r0 + l < nr ? runs.len[r0 + l] : 0;
+          most = std::max(most, len[l]);
+        }
+        double sf[kSide] = {}, si[kSide] = {};
+        for (size_t t = 0; t < most; ++t)
+          for (size_t l = 0; l < kSide; ++l) {
+            const bool in = t < len[l];
+            const size_t j = in ? st[l] + t : st[l];
+            const bool ok = in && usable(j);
+            const float iv = a.ivar[j], f = a.flux[j];
+            sf[l] += ok ? static_cast<double>(iv) * f : 0.0;
+            si[l] += ok ? static_cast<double>(iv) : 0.0;
+          }
+        for (size_t l = 0; l < kSide && r0 + l < nr; ++l) {
+          if (!(si[l] > 0.0)) continue;  // no usable pixel
+          const long k = runs.k[r0 + l];
+          k_lo = std::min(k_lo, k);
+          k_hi = std::max(k_hi, k);
+          ++n_bins;
+          sums[static_cast<size_t>(k - grid_lo)] = {sf[l], si[l]};
+        }
       }
-      sf += static_cast<double>(iv) * f;
-      si += iv;
+    } else {
+      // A bin's sums stay in registers while consecutive usable pixels fall in it; each bin's
+      // terms are added in pixel order.
+      long k_run = ArmGrid::kNoBin;
+      double sf = 0.0, si = 0.0;
+      auto flush = [&]() {
+        if (k_run != ArmGrid::kNoBin) sums[static_cast<size_t>(k_run - grid_lo)] = {sf, si};
+      };
+      for (size_t j = 0; j < a.n_pix; ++j) {
+        const long k = grid.class_bin[j];
+        if (k == ArmGrid::kNoBin || !usable(j)) continue;
+        if (k != k_run) {
+          flush();
+          k_run = k;
+          k_lo = std::min(k_lo, k);
+          k_hi = std::max(k_hi, k);
+          std::tie(sf, si) = sums[static_cast<size_t>(k - grid_lo)];
+          n_bins += si == 0.0;
+        }
+        sf += static_cast<double>(a.ivar[j]) * a.flux[j];
+        si += a.ivar[j];
+      }
+      flush();
     }
-    flush();
     if (k_lo > k_hi || n_bins < 10) continue;
     const double lo = k_lo, hi = k_hi;
     for (auto* v : {&cs.lnlam, &cs.flux, &cs.ivar, &cs.xleg}) v->reserve(v->size() + n_bins);

@@ -294,17 +294,14 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     // The pixel's index in the model's full grid (below), which starts ndiag/2 pixels before
     // the first used pixel.
     const long full_off = use_rm ? arm.ndiag / 2 - static_cast<long>(idx.front()) : 0;
-    for (size_t k = 0; k < idx.size(); ++k) {
-      const size_t j = idx[k], o = n0 + k;
-      const double ll = ln_wave[j];
-      all.lnlam[o] = ll - (arm.wave_vac_A[j] < split_A ? zp_b : zp_r);
-      all.xleg[o] = hi > lo ? 2.0 * (ll - lo) / (hi - lo) - 1.0 : 0.0;
-      all.wave[o] = arm.wave_vac_A[j];
-      all.flux[o] = arm.flux[j];
-      all.ivar[o] = arm.ivar[j];
-      all.arm[o] = all.n_arms;
-      all.full_idx[o] = use_rm ? static_cast<int>(static_cast<long>(j) + full_off) : -1;
-      all.input_pixel[o] = static_cast<int>(j);
+    {
+      const prep::PackIn in{ln_wave, arm.wave_vac_A, arm.flux, arm.ivar, split_A, zp_b, zp_r, lo,
+                            hi,      all.n_arms,     use_rm,   full_off};
+      const prep::PackOut out{all.lnlam.data() + n0,    all.xleg.data() + n0,
+                              all.wave.data() + n0,     all.flux.data() + n0,
+                              all.ivar.data() + n0,     all.arm.data() + n0,
+                              all.full_idx.data() + n0, all.input_pixel.data() + n0};
+      prep_kernels().pack_pixels(in, idx.data(), idx.size(), out);
     }
     // The emulator's own variance (FitConfig::model_variance): (scale sigma_m F)^2 added to 1/ivar,
     // F the running median of the flux over +-15 used pixels, on the packed flux and ivar in place.
@@ -422,10 +419,12 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     return p;
   }
   {
-    thread_local std::vector<double> sn;  // flux * sqrt(ivar), reused across spectra
+    // flux * sqrt(ivar) in FP32 (as always: a float times the float sqrt), reused across spectra
+    thread_local std::vector<float> sn;
+    thread_local std::vector<uint32_t> scratch;
     sn.resize(all.flux.size());
     for (size_t i = 0; i < sn.size(); ++i) sn[i] = all.flux[i] * std::sqrt(all.ivar[i]);
-    row.SN = median_upper_inplace(sn);
+    row.SN = median_upper_f32(sn.data(), sn.size(), scratch);
   }
   // Rebinned for the classification only when the spectrum will be fitted.
   if (cfg.classify && !lib.classes.empty())

@@ -24,11 +24,12 @@ typedef long long M __attribute__((vector_size(sizeof(V))));  // their lane mask
 
 // mask ? a : b lane by lane, as bit operations (by reference: a vector argument or result would
 // change the ABI with the level).
-inline void sel(V& out, const M& mask, const V& a, const V& b) {
-  M am, bm;
+template <class Vt, class Mt>
+inline void sel(Vt& out, const Mt& mask, const Vt& a, const Vt& b) {
+  Mt am, bm;
   __builtin_memcpy(&am, &a, sizeof am);
   __builtin_memcpy(&bm, &b, sizeof bm);
-  const M r = (am & mask) | (bm & ~mask);
+  const Mt r = (am & mask) | (bm & ~mask);
   __builtin_memcpy(&out, &r, sizeof out);
 }
 
@@ -125,17 +126,73 @@ void sampled_gaussian_1(int ndiag, int half, double c, double dx, double q, doub
   for (int k = static_cast<int>(kc) - 1; k >= 0; --k, r *= q) w[k] = w[k + 1] * r;
 }
 
-// Rows per chunk of write_rows (a multiple of every level's kLanes).
+// Rows per chunk of write_rows (a multiple of every level's lanes, double and float).
 constexpr int kChunk = 64;
+
+// The Gaussian rows' arithmetic in T: native vectors of T (V), their lane masks (M, of I), and
+// the centroid tolerance [px]. FP32 (twice the lanes, and a shorter exp) for the rows whose
+// centroid lies within kFloatMaxMu px of the central tap, whose weights then stay within FP32's
+// range; its tolerance, 2e-6 px (1e-4 km/s on DESI's pixels), is what the centroid's FP32 sums
+// resolve (their rounding, ~5e-7 px, is below it).
+template <class T>
+struct Lanes;
+template <>
+struct Lanes<double> {
+  typedef velox::kern::VxVecD V;
+  typedef long long I;
+  typedef I M __attribute__((vector_size(sizeof(V))));
+  static constexpr int kN = velox::kern::kVecD;
+  static constexpr double kTol = kCentroidTol;
+};
+template <>
+struct Lanes<float> {
+  typedef velox::kern::VxVecF V;
+  typedef int I;
+  typedef I M __attribute__((vector_size(sizeof(V))));
+  static constexpr int kN = velox::kern::kVecF;
+  static constexpr float kTol = 2e-6f;
+};
+constexpr double kFloatMaxMu = 2.0;
+
+inline void exp_lanes(velox::kern::VxVecD& x) { velox::kern::exp_vec(x); }
+// x = exp(x) lane by lane in FP32 (x clamped to [-87, 87]): x = n ln2 + r, |r| <= ln2/2 (ln2 in
+// two parts), exp(r) by Cephes' expf polynomial (Moshier 1992: about 1 ulp), 2^n from the
+// exponent bits.
+inline void exp_lanes(velox::kern::VxVecF& x) {
+  typedef velox::kern::VxVecF F;
+  typedef int II __attribute__((vector_size(sizeof(F))));
+  x = x < 87.0f ? x : F{} + 87.0f;
+  x = x > -87.0f ? x : F{} - 87.0f;
+  F h;  // round to nearest (half away from 0) through truncation
+  for (int p = 0; p < velox::kern::kVecF; ++p) h[p] = x[p] < 0 ? -0.5f : 0.5f;
+  const II ni = __builtin_convertvector(x * 1.44269504088896341f + h, II);
+  const F n = __builtin_convertvector(ni, F);
+  const F r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  F p = F{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const II e = (ni + 127) << 23;
+  F s;
+  __builtin_memcpy(&s, &e, sizeof s);
+  x = p * s;
+}
 
 // The sampled Gaussians of ng <= kChunk rows, one per lane in groups of kLanes: centroids mu_r
 // [px from the central tap], variances var_r [px^2], weights normalised to s0_r, row r written to
 // dst[r][k * k_step] (k = 0 .. ndiag-1).
 // ND > 0: ndiag is ND, known at compile time (DESI's 11: the taps' loops unrolled, the weights in
 // registers); ND = 0: ndiag_rt. The same operations in the same order either way.
-template <int ND>
+template <int ND, class T>
 void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r,
                    const double* s0_r, float* const* dst, ptrdiff_t k_step) {
+  typedef typename Lanes<T>::V V;
+  typedef typename Lanes<T>::M M;
+  constexpr int kLanes = Lanes<T>::kN;
+  constexpr T kTol = Lanes<T>::kTol;
   constexpr int kGroups = kChunk / kLanes;
   const int ndiag = ND > 0 ? ND : ndiag_rt;
   const int half = ndiag / 2, n_groups = (ng + kLanes - 1) / kLanes;
@@ -143,25 +200,25 @@ void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r
   alignas(64) V mu[kGroups], dx[kGroups], q[kGroups], c[kGroups], norm[kGroups];
   M active[kGroups];
   for (int gi = 0; gi < n_groups; ++gi) {
-    alignas(64) double v_l[kLanes], m_l[kLanes];
+    alignas(64) T v_l[kLanes], m_l[kLanes];
     for (int g = 0; g < kLanes; ++g) {  // idle lanes: a harmless row
       const int r = gi * kLanes + g;
-      v_l[g] = r < ng ? var_r[r] : 1.0;
-      m_l[g] = r < ng ? mu_r[r] : 0.0;
+      v_l[g] = r < ng ? static_cast<T>(var_r[r]) : T(1);
+      m_l[g] = r < ng ? static_cast<T>(mu_r[r]) : T(0);
       active[gi][g] = r < ng ? -1 : 0;
     }
     // 1 / sqrt(var) on the lanes (IEEE: the same bits as one lane at a time)
-    for (int g = 0; g < kLanes; ++g) v_l[g] = 1.0 / std::sqrt(v_l[g]);
+    for (int g = 0; g < kLanes; ++g) v_l[g] = T(1) / std::sqrt(v_l[g]);
     __builtin_memcpy(&mu[gi], m_l, sizeof(V));
     __builtin_memcpy(&dx[gi], v_l, sizeof(V));
     q[gi] = -dx[gi] * dx[gi];
-    velox::kern::exp_vec(q[gi]);  // exp(-dx^2): each tap ratio over the previous one
-    c[gi] = mu[gi], norm[gi] = V{} + 1.0;
+    exp_lanes(q[gi]);  // exp(-dx^2): each tap ratio over the previous one
+    c[gi] = mu[gi], norm[gi] = V{} + T(1);
     for (int k = 0; k < ndiag; ++k) wf[gi][k] = V{};
   }
   // Sampling a narrow Gaussian at integer offsets pulls its centroid towards 0 (0.04 px for
   // sigma 0.46, i.e. ~2 km/s on DESI pixels): move the centre until the sampled centroid is
-  // the row's (a contraction: 1-4 steps to kCentroidTol for most rows, at most 8). A lane
+  // the row's (a contraction: 1-4 steps to the tolerance for most rows, at most 8). A lane
   // keeps the weights of the step where it converged. Every group takes every step of the
   // chunk, converged or not (a converged lane's values are kept by the masks, so this does not
   // change them): with no branch that depends on a group's own lanes, the groups' independent
@@ -198,9 +255,9 @@ void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r
             for (int k = 0; k < ndiag; ++k) wf2[gj][k][lj] = wf[gi][k][g];
             active2[gj][lj] = -1;
           } else {  // an idle lane: a harmless row (q = exp(-1) for dx = 1)
-            mu2[gj][lj] = 0.0, dx2[gj][lj] = 1.0, q2[gj][lj] = 0.36787944117144233;
-            c2[gj][lj] = 0.0, norm2[gj][lj] = 1.0;
-            for (int k = 0; k < ndiag; ++k) wf2[gj][k][lj] = 0.0;
+            mu2[gj][lj] = T(0), dx2[gj][lj] = T(1), q2[gj][lj] = T(0.36787944117144233);
+            c2[gj][lj] = T(0), norm2[gj][lj] = T(1);
+            for (int k = 0; k < ndiag; ++k) wf2[gj][k][lj] = T(0);
             active2[gj][lj] = 0;
           }
         }
@@ -213,13 +270,14 @@ void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r
     M any_active = {};
     for (int gi = 0; gi < n_step_groups; ++gi) {
       // w[k] = exp(-(x_k^2 - x_h^2) / 2), x_k = (k - half - c) dx, from the central tap
-      // outwards: each ratio w[k+1]/w[k] = exp(-(x_k + dx/2) dx) is the last one times q. With
-      // |c| <= half and dx < 1/0.3 the weights stay within 1e-181 .. 1e61: no overflow, no
-      // underflow.
+      // outwards: each ratio w[k+1]/w[k] = exp(-(x_k + dx/2) dx) is the last one times q. In FP64,
+      // with |c| <= half and dx < 1/0.3 the weights stay within 1e-181 .. 1e61: no overflow, no
+      // underflow. In FP32 (|mu| <= kFloatMaxMu, so |c| stays below ~3) the largest weight is
+      // below exp(c^2 dx^2 / 2) ~ 1e21; the far taps may underflow to 0, as they would round to.
       const V xh = -C[gi] * DX[gi];
-      V r_up = -(xh + 0.5 * DX[gi]) * DX[gi];
-      velox::kern::exp_vec(r_up);
-      w[half] = V{} + 1.0;
+      V r_up = -(xh + T(0.5) * DX[gi]) * DX[gi];
+      exp_lanes(r_up);
+      w[half] = V{} + T(1);
       V r = r_up;
       for (int k = half + 1; k < ndiag; ++k, r *= Q[gi]) w[k] = w[k - 1] * r;
       r = Q[gi] / r_up;
@@ -227,7 +285,7 @@ void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r
       V nm = {}, m1 = {};
       for (int k = 0; k < ndiag; ++k) {
         nm += w[k];
-        m1 += w[k] * static_cast<double>(k - half);
+        m1 += w[k] * static_cast<T>(k - half);
       }
       const V dc = MU[gi] - m1 / nm;
       // A lane that converges keeps its centre from now on, so every later step computes the
@@ -235,11 +293,11 @@ void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r
       // each lane converged (or of the last step, for a lane that never does).
       for (int k = 0; k < ndiag; ++k) WF[gi][k] = w[k];
       NORM[gi] = nm;
-      ACT[gi] &= ~((dc < kCentroidTol) & (dc > -kCentroidTol));
+      ACT[gi] &= ~((dc < kTol) & (dc > -kTol));
       sel(C[gi], ACT[gi], C[gi] + dc, C[gi]);
       any_active |= ACT[gi];
     }
-    long long any = 0;
+    typename Lanes<T>::I any = 0;
     for (int g = 0; g < kLanes; ++g) any |= any_active[g];
     if (any == 0) break;
   }
@@ -250,15 +308,15 @@ void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r
   }
   for (int gi = 0; gi < n_groups; ++gi) {
     const int r0 = gi * kLanes, nl = ng - r0 < kLanes ? ng - r0 : kLanes;
-    alignas(64) double s0[kLanes];
-    for (int g = 0; g < kLanes; ++g) s0[g] = g < nl ? s0_r[r0 + g] : 0.0;
+    alignas(64) T s0[kLanes];
+    for (int g = 0; g < kLanes; ++g) s0[g] = g < nl ? static_cast<T>(s0_r[r0 + g]) : T(0);
     V scale;
     __builtin_memcpy(&scale, s0, sizeof scale);
     scale /= norm[gi];
     bool consecutive = nl == kLanes;  // rows side by side in the output: one store per tap
     for (int g = 1; g < nl && consecutive; ++g) consecutive = dst[r0 + g] == dst[r0] + g;
     if (consecutive) {
-      typedef velox::kern::VxVecDF FD;
+      typedef float FD __attribute__((vector_size(kLanes * sizeof(float))));
       for (int k = 0; k < ndiag; ++k) {
         const FD o = __builtin_convertvector(scale * wf[gi][k], FD);
         __builtin_memcpy(dst[r0] + k * k_step, &o, sizeof o);
@@ -283,9 +341,10 @@ void write_rows(const FoldMoments& fm, const size_t* rows, size_t count, const d
   // row's arithmetic is that of the row alone (its floats do not depend on its batch-mates). The
   // rows' moments, centroids and widths first, kChunk rows at a time in a loop without branches (on
   // vector lanes).
-  alignas(64) double mu_l[kChunk], var_l[kChunk], s0_l[kChunk];
+  // [0]: the rows computed in FP32 (centroid within kFloatMaxMu px), [1]: in FP64
+  alignas(64) double mu_l[2][kChunk], var_l[2][kChunk], s0_l[2][kChunk];
   alignas(64) double sum_c[kChunk], m_c[kChunk], var_c[kChunk];
-  float* dst[kChunk];
+  float* dst[2][kChunk];
   double w1[kMaxDiag];
   for (size_t c0 = 0; c0 < count; c0 += kChunk) {
     const int nc = count - c0 < kChunk ? static_cast<int>(count - c0) : kChunk;
@@ -313,7 +372,7 @@ void write_rows(const FoldMoments& fm, const size_t* rows, size_t count, const d
       m_c[j] = m;
       var_c[j] = var_row - sig_t * sig_t;
     }
-    int ng = 0;  // the chunk's Gaussian rows
+    int ng[2] = {0, 0};  // the chunk's Gaussian rows, FP32 and FP64
     for (int j = 0; j < nc; ++j) {
       const long i = static_cast<long>(rows[c0 + j]);
       float* o = out + (i - offset) * row_step;
@@ -321,11 +380,12 @@ void write_rows(const FoldMoments& fm, const size_t* rows, size_t count, const d
       if (var > 0.09 && std::fabs(m) <= static_cast<double>(half)) {
         // sigma > 0.3 px with the centroid within the taps: a sampled Gaussian in a lane,
         // normalised to the row's sum
-        mu_l[ng] = m;
-        var_l[ng] = var;
-        s0_l[ng] = sum;
-        dst[ng] = o;
-        ++ng;
+        const int t = std::fabs(m) <= kFloatMaxMu ? 0 : 1;
+        mu_l[t][ng[t]] = m;
+        var_l[t][ng[t]] = var;
+        s0_l[t][ng[t]] = sum;
+        dst[t][ng[t]] = o;
+        ++ng[t];
       } else if (var > 0.09) {
         // A centroid beyond the taps (a row with negative weights): the recurrence from the
         // central tap could overflow there, so this row alone, from its nearest tap.
@@ -357,10 +417,12 @@ void write_rows(const FoldMoments& fm, const size_t* rows, size_t count, const d
         o[(k0 + 1) * k_step] = static_cast<float>(sum * f);
       }
     }
-    if (ng > 0 && ndiag == 11)
-      gaussian_rows<11>(ndiag, ng, mu_l, var_l, s0_l, dst, k_step);
-    else if (ng > 0)
-      gaussian_rows<0>(ndiag, ng, mu_l, var_l, s0_l, dst, k_step);
+    if (ng[0] > 0 && ndiag == 11)
+      gaussian_rows<11, float>(ndiag, ng[0], mu_l[0], var_l[0], s0_l[0], dst[0], k_step);
+    else if (ng[0] > 0)
+      gaussian_rows<0, float>(ndiag, ng[0], mu_l[0], var_l[0], s0_l[0], dst[0], k_step);
+    if (ng[1] > 0)
+      gaussian_rows<0, double>(ndiag, ng[1], mu_l[1], var_l[1], s0_l[1], dst[1], k_step);
   }
 }
 
@@ -520,7 +582,49 @@ size_t select_pixels(const float* flux, const float* ivar, const int* mask, cons
   return n2;
 }
 
-const velox::prep::Kernels kKernels = {&moments, &write_rows, &model_ivar, &select_pixels};
+void pack_pixels(const velox::prep::PackIn& in, const size_t* __restrict idx, size_t m,
+                 const velox::prep::PackOut& out) {
+  // Branch-free per pixel (the zero point a select, the invariant tests hoisted), so that the
+  // compiler puts it on vector lanes (gathers through idx). The same operations as one pixel at
+  // a time.
+  const double* __restrict lw = in.ln_wave;
+  const double* __restrict wv = in.wave;
+  const float* __restrict fl = in.flux;
+  const float* __restrict iv = in.ivar;
+  double* __restrict o_ln = out.lnlam;
+  double* __restrict o_x = out.xleg;
+  double* __restrict o_w = out.wave;
+  float* __restrict o_f = out.flux;
+  float* __restrict o_i = out.ivar;
+  int* __restrict o_a = out.arm;
+  int* __restrict o_fi = out.full_idx;
+  int* __restrict o_ip = out.input_pixel;
+  const double split = in.split_A, zb = in.zp_b, zr = in.zp_r, lo = in.lo, span = in.hi - in.lo;
+  const bool leg = in.hi > in.lo;
+  const int slot = in.arm_slot;
+  const long off = in.full_off;
+  for (size_t k = 0; k < m; ++k) {
+    const size_t j = idx[k];
+    const double ll = lw[j], w = wv[j];
+    o_ln[k] = ll - (w < split ? zb : zr);
+    o_w[k] = w;
+    o_f[k] = fl[j];
+    o_i[k] = iv[j];
+    o_a[k] = slot;
+    o_ip[k] = static_cast<int>(j);
+  }
+  if (leg)
+    for (size_t k = 0; k < m; ++k) o_x[k] = 2.0 * (lw[idx[k]] - lo) / span - 1.0;
+  else
+    for (size_t k = 0; k < m; ++k) o_x[k] = 0.0;
+  if (in.has_full)
+    for (size_t k = 0; k < m; ++k) o_fi[k] = static_cast<int>(static_cast<long>(idx[k]) + off);
+  else
+    for (size_t k = 0; k < m; ++k) o_fi[k] = -1;
+}
+
+const velox::prep::Kernels kKernels = {&moments, &write_rows, &model_ivar, &select_pixels,
+                                       &pack_pixels};
 
 }  // namespace
 

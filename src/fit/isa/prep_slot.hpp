@@ -17,6 +17,26 @@ struct FoldMoments {
   int ndiag;
 };
 
+// One arm's pixels for prepare_spectrum's packing (pack_pixels): the arm's ln lambda (its grid,
+// fit/ln_wave.hpp), vacuum wavelengths [A], flux and ivar; the per-arm velocity zero points as
+// ln(1 + zp/c), zp_b below split_A [A] and zp_r above (the same for an arm that is not split);
+// the used pixels' ln lambda span [lo, hi] for the Legendre coordinate; the arm's slot; with
+// has_full, full_off added to a pixel's index gives its index in the matrix grid.
+struct PackIn {
+  const double *ln_wave, *wave;
+  const float *flux, *ivar;
+  double split_A, zp_b, zp_r, lo, hi;
+  int arm_slot;
+  bool has_full;
+  long full_off;
+};
+// Where the packed pixels go (Packed's per-pixel arrays at the arm's first packed pixel).
+struct PackOut {
+  double *lnlam, *xleg, *wave;
+  float *flux, *ivar;
+  int *arm, *full_idx, *input_pixel;
+};
+
 struct Kernels {
   // Adds the moments of rows [row_lo, row_hi) of res[ndiag * n] (desispec layout) to m0/m1/m2
   // (zeroed by the caller), one contiguous pass per diagonal.
@@ -35,6 +55,11 @@ struct Kernels {
   // the count of use[j] == 2.
   size_t (*select_pixels)(const float* flux, const float* ivar, const int* mask, const char* range,
                           size_t n, char* use);
+  // prepare_spectrum's packing of the used pixels j = idx[k], k < m: lnlam = ln_wave[j] - zp
+  // (zp_b where wave[j] < split_A, else zp_r), xleg = 2 (ln_wave[j] - lo) / (hi - lo) - 1 (0 if
+  // hi <= lo), wave, flux and ivar copied, arm = arm_slot, full_idx = j + full_off (-1 without
+  // has_full), input_pixel = j.
+  void (*pack_pixels)(const PackIn& in, const size_t* idx, size_t m, const PackOut& out);
 };
 
 }  // namespace velox::prep
