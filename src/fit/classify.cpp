@@ -58,14 +58,18 @@ const ClassRuns& class_runs_of(const ArmGrid& grid, size_t n) {
 }  // namespace
 
 ClassSpectrum rebin_for_classes(const std::vector<ArmView>& arms,
-                                const std::vector<std::pair<double, double>>& mask_bands_A) {
+                                const std::vector<std::pair<double, double>>& mask_bands_A,
+                                const std::vector<ArmGrid>* grids) {
   ClassSpectrum cs;
   for (const auto& a : arms) {
     if (cs.n_arms >= kern::kClassMaxArms) break;
     // Each pixel's bin comes with the grid (fit/ln_wave.hpp: once per file and arm), and so do
     // the pixels inside the masked bands (kept per grid and bands on this thread). The usable
     // pixels' sums go to a flat array over the grid's bins, in pixel order.
-    const ArmGrid grid = arm_grid(a.wave_vac_A, a.n_pix);
+    const size_t ai = static_cast<size_t>(&a - arms.data());
+    const ArmGrid grid = grids && ai < grids->size() && (*grids)[ai].id != 0
+                             ? (*grids)[ai]
+                             : arm_grid(a.wave_vac_A, a.n_pix);
     const long grid_lo = grid.bin_lo, grid_hi = grid.bin_hi;
     if (grid_lo > grid_hi) continue;
     thread_local GridWorkCache<std::vector<std::pair<double, double>>, std::vector<char>> bands;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "emulator/library.hpp"
+#include "fit/ln_wave.hpp"
 #include "io/spectrum.hpp"
 #include "kernels/classify.hpp"
 
@@ -32,9 +33,12 @@ struct ClassSpectrum {
 
 // Rebin the valid pixels of every arm (finite, ivar > 0, unmasked, outside `mask_bands_A`),
 // all of the arm's wavelength range (not only the fit's template coverage), onto kClassBinDlnlam
-// bins: ivar-weighted mean flux, summed ivar.
+// bins: ivar-weighted mean flux, summed ivar. grids, when given, holds arm_grid() of arms[a] at
+// [a] where its id is not 0 (prepare_spectrum's lookups, which compare the whole wavelength
+// array); the others are looked up.
 ClassSpectrum rebin_for_classes(const std::vector<ArmView>& arms,
-                                const std::vector<std::pair<double, double>>& mask_bands_A);
+                                const std::vector<std::pair<double, double>>& mask_bands_A,
+                                const std::vector<ArmGrid>* grids = nullptr);
 
 struct ClassResult {
   std::string spectype, subtype;  // redrock names of the best class ("" if not classified)

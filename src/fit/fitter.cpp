@@ -194,6 +194,10 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
   static_assert(kern::kMaxArms < kArmGridCache, "the kept arms' grids fit in the cache");
   int n_slots = 0;
   size_t n_used = 0;
+  // Every input arm's grid, for the class rebinning (the lookup compares the whole wavelength
+  // array); none where the cache cannot keep them all (id 0: looked up again there).
+  thread_local std::vector<ArmGrid> grid_in;
+  grid_in.assign(arms.size() < static_cast<size_t>(kArmGridCache) ? arms.size() : 0, ArmGrid{});
   for (size_t a_in = 0; a_in < arms.size(); ++a_in) {
     const ArmView& arm = arms[a_in];
     if (n_slots >= kern::kMaxArms) break;
@@ -201,6 +205,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     // ln of the arm's wavelengths and what else the grid fixes: once per file and arm for DESI
     // coadds (fit/ln_wave.hpp).
     const ArmGrid grid = arm_grid(arm.wave_vac_A, n);
+    if (a_in < grid_in.size()) grid_in[a_in] = grid;
     // Resolution-matrix forward model for this arm? Rows with the template LSF folded in; pixels
     // whose row is all zero or not finite are not fitted.
     const bool use_rm = cfg.resolution_matrix && arm.ndiag > 0 && arm.resolution;
@@ -428,7 +433,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
   }
   // Rebinned for the classification only when the spectrum will be fitted.
   if (cfg.classify && !lib.classes.empty())
-    p.cls = rebin_for_classes(arms, cfg.mask_bands_A);
+    p.cls = rebin_for_classes(arms, cfg.mask_bands_A, &grid_in);
   else
     row.FIT_INFO |= info::kNoClassification;
   p.ready = true;

@@ -500,6 +500,29 @@ inline void model_ivar_at(size_t k, double F, const double* sigma, double scale,
   ivar[k] = static_cast<float>(iv / (1.0 + iv * sm * sm));
 }
 
+// model_ivar_at for the kVecF pixels k .. k + kVecF - 1 from their medians F[], on vector lanes
+// (the same operations per pixel).
+inline void model_ivar_block(size_t k, const float* F, const double* sigma, double scale,
+                             float* ivar) {
+  typedef velox::kern::VxVecD D;
+  typedef velox::kern::VxVecDF DF;  // kVecD floats
+  constexpr int kD = velox::kern::kVecD;
+  static_assert(2 * kD == kVecF, "a float block is two double vectors");
+  for (int h = 0; h < 2; ++h) {
+    DF ff, ivf;
+    D sg;
+    __builtin_memcpy(&ff, F + h * kD, sizeof ff);
+    __builtin_memcpy(&ivf, ivar + k + h * kD, sizeof ivf);
+    __builtin_memcpy(&sg, sigma + k + h * kD, sizeof sg);
+    D f = __builtin_convertvector(ff, D);
+    f = f < 0.0 ? -f : f;
+    const D sm = scale * sg * f;
+    const D iv = __builtin_convertvector(ivf, D);
+    const DF out = __builtin_convertvector(iv / (1.0 + iv * sm * sm), DF);
+    __builtin_memcpy(ivar + k + h * kD, &out, sizeof out);
+  }
+}
+
 void model_ivar(const float* fl, const double* sigma, double scale, size_t n, float* ivar) {
   // Pixel k's window: the used pixels [k - 15, k + 16) within [0, n), sorted; its median is
   // element m/2 (m values, the upper median). kVecF pixels at a time, one per lane: the window's
@@ -521,7 +544,11 @@ void model_ivar(const float* fl, const double* sigma, double scale, size_t n, fl
       x[31] = inf;
       median31(x);
       __builtin_memcpy(med, &x[15], sizeof(FV));
-      for (size_t q = 0; q < kBlock; ++q)
+      if (k == k0) {
+        model_ivar_block(k, med, sigma, scale, ivar);
+        continue;
+      }
+      for (size_t q = 0; q < kBlock; ++q)  // the last block, overlapping the one before
         if (k + q >= k0) model_ivar_at(k + q, std::fabs(med[q]), sigma, scale, ivar);
     }
     // The first and last 15 pixels: edge pixel e (0 .. 14) from either end has the 16 + e
