@@ -358,13 +358,14 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
         }
         zero_columns(next, n_grid);
       }
-      for (long jj = 0; jj < n_grid; ++jj) {
-        const long j = jj + j_lo;
-        full[jj] = (j < 0     ? ln_wave[0] + j * d0
-                    : j >= nl ? ln_wave[n - 1] + (j - nl + 1) * d1
-                              : ln_wave[j]) -
-                   zp_b;  // a matrix arm is never split: one zero point
-      }
+      // Grid pixel jj is arm pixel j = jj + j_lo: before the arm, in it, after it (three loops
+      // without a branch per pixel). A matrix arm is never split: one zero point.
+      const long in_lo = std::clamp(-j_lo, 0L, n_grid),
+                 in_hi = std::clamp(nl - j_lo, in_lo, n_grid);
+      for (long jj = 0; jj < in_lo; ++jj) full[jj] = (ln_wave[0] + (jj + j_lo) * d0) - zp_b;
+      for (long jj = in_lo; jj < in_hi; ++jj) full[jj] = ln_wave[jj + j_lo] - zp_b;
+      for (long jj = in_hi; jj < n_grid; ++jj)
+        full[jj] = (ln_wave[n - 1] + (jj + j_lo - nl + 1) * d1) - zp_b;
       // The used pixels' rows with the template LSF folded in (fit/resolution.hpp); the rows of
       // other pixels stay zero (never read). A line spread varying with wavelength (joined
       // libraries) is taken at each pixel.
@@ -428,7 +429,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     thread_local std::vector<float> sn;
     thread_local std::vector<uint32_t> scratch;
     sn.resize(all.flux.size());
-    for (size_t i = 0; i < sn.size(); ++i) sn[i] = all.flux[i] * std::sqrt(all.ivar[i]);
+    prep_kernels().sn_values(all.flux.data(), all.ivar.data(), sn.size(), sn.data());
     row.SN = median_upper_f32(sn.data(), sn.size(), scratch);
   }
   // Rebinned for the classification only when the spectrum will be fitted.

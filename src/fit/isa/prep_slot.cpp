@@ -650,8 +650,13 @@ void pack_pixels(const velox::prep::PackIn& in, const size_t* __restrict idx, si
     for (size_t k = 0; k < m; ++k) o_fi[k] = -1;
 }
 
-const velox::prep::Kernels kKernels = {&moments, &write_rows, &model_ivar, &select_pixels,
-                                       &pack_pixels};
+void sn_values(const float* __restrict flux, const float* __restrict ivar, size_t n,
+               float* __restrict sn) {
+  for (size_t i = 0; i < n; ++i) sn[i] = flux[i] * std::sqrt(ivar[i]);
+}
+
+const velox::prep::Kernels kKernels = {&moments,       &write_rows,  &model_ivar,
+                                       &select_pixels, &pack_pixels, &sn_values};
 
 }  // namespace
 

@@ -60,6 +60,8 @@ struct Kernels {
   // hi <= lo), wave, flux and ivar copied, arm = arm_slot, full_idx = j + full_off (-1 without
   // has_full), input_pixel = j.
   void (*pack_pixels)(const PackIn& in, const size_t* idx, size_t m, const PackOut& out);
+  // sn[i] = flux[i] * sqrt(ivar[i]) in FP32 (ivar >= 0), i < n: the catalog's SN per pixel.
+  void (*sn_values)(const float* flux, const float* ivar, size_t n, float* sn);
 };
 
 }  // namespace velox::prep

@@ -136,8 +136,9 @@ TEST_CASE("every level's pixel classes follow the data tests one pixel at a time
   }
 }
 
-TEST_CASE("every level packs the used pixels as prepare_spectrum's formulas, bit for bit",
-          "[fit]") {
+TEST_CASE(
+    "every level packs the used pixels and their S/N as prepare_spectrum's formulas, bit for bit",
+    "[fit]") {
   // Oracle: the packing written out per pixel (the zero point by the split, the Legendre
   // coordinate, the copies, the matrix-grid index). Used pixels with gaps, a split arm (two zero
   // points) and an arm without one, with and without a matrix grid, lengths that are not a
@@ -203,4 +204,13 @@ TEST_CASE("every level packs the used pixels as prepare_spectrum's formulas, bit
         CHECK(o_ip == w_ip);
       }
     }
+  // The S/N per pixel: the float formula at every level.
+  std::vector<float> want_sn(n);
+  for (size_t j = 0; j < n; ++j) want_sn[j] = flux[j] * std::sqrt(ivar[j]);
+  for (CpuIsa isa : supported_isas()) {
+    std::vector<float> sn(n);
+    prep_kernels(isa).sn_values(flux.data(), ivar.data(), n, sn.data());
+    INFO("level " << isa_name(isa));
+    CHECK(std::memcmp(sn.data(), want_sn.data(), n * sizeof(float)) == 0);
+  }
 }
