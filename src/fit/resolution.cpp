@@ -37,8 +37,7 @@ void ResolutionFold::set_span(const float* res, size_t n_pix, int ndiag, long fi
   const long row_hi = std::max(last + 1, borrowed(last) + 1);
   if (mom_.size() < 3 * n_pix) mom_.resize(3 * n_pix);
   double *m0 = mom_.data(), *m1 = m0 + n, *m2 = m1 + n;
-  for (double* m : {m0, m1, m2}) std::fill(m + row_lo, m + row_hi, 0.0);  // only these are read
-  prep_kernels().moments(res, n, ndiag, row_lo, row_hi, m0, m1, m2);
+  prep_kernels().moments(res, n, ndiag, row_lo, row_hi, m0, m1, m2);  // only these are read
   m0_ = m0, m1_ = m1, m2_ = m2;
   lo_ = row_lo, hi_ = row_hi;
 }

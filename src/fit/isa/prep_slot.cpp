@@ -46,10 +46,11 @@ inline long floor_l(double x) {  // floor() without a libm call (common/rounding
   return k - (x < static_cast<double>(k));
 }
 
-// Adds row i's moments for the rows [a, b), one pass per diagonal (only the weights inside the
-// arm: the edge rows).
+// Row i's moments for the rows [a, b), one pass per diagonal (only the weights inside the arm:
+// the edge rows), added to zero.
 void moments_by_diagonal(const float* res, long n, int ndiag, long a, long b, double* m0,
                          double* m1, double* m2) {
+  for (long i = a; i < b; ++i) m0[i] = m1[i] = m2[i] = 0.0;
   const long half = ndiag / 2;
   for (long k = 0; k < ndiag; ++k) {
     const long o = k - half;
@@ -82,10 +83,7 @@ void moments(const float* res, long n, int ndiag, long row_lo, long row_hi, doub
   typedef velox::kern::VxVecDF FD;  // kLanes floats
   long i = in_lo;
   for (; i + kLanes <= in_hi; i += kLanes) {
-    V a0, a1, a2;
-    __builtin_memcpy(&a0, m0 + i, sizeof(V));
-    __builtin_memcpy(&a1, m1 + i, sizeof(V));
-    __builtin_memcpy(&a2, m2 + i, sizeof(V));
+    V a0 = {}, a1 = {}, a2 = {};
     for (long k = 0; k < ndiag; ++k) {
       const double od = static_cast<double>(k - half), od2 = od * od;
       FD rf;
@@ -344,6 +342,7 @@ void write_rows(const FoldMoments& fm, const size_t* rows, size_t count, const d
   // [0]: the rows computed in FP32 (centroid within kFloatMaxMu px), [1]: in FP64
   alignas(64) double mu_l[2][kChunk], var_l[2][kChunk], s0_l[2][kChunk];
   alignas(64) double sum_c[kChunk], m_c[kChunk], var_c[kChunk];
+  alignas(64) double s1_c[kChunk], s2_c[kChunk], dl_c[kChunk], ft_c[kChunk];
   float* dst[2][kChunk];
   double w1[kMaxDiag];
   for (size_t c0 = 0; c0 < count; c0 += kChunk) {
@@ -352,23 +351,31 @@ void write_rows(const FoldMoments& fm, const size_t* rows, size_t count, const d
     // rows reach beyond the arm, where the matrix stores nothing: their stored weights lose part
     // of the row and pull its centroid inward. They take the shape and weight of the nearest
     // complete row (the LSF varies slowly along an arm).
+    // The moments and pixel widths gathered first (scalar: indirect loads), then the arithmetic
+    // in a loop over contiguous arrays, which the compiler puts on vector lanes (three divisions
+    // per row; the same operations per row either way).
     for (int j = 0; j < nc; ++j) {
       const long i = static_cast<long>(rows[c0 + j]);
       const long ib = borrowed(fm, i);
       const long ir = usable(fm, ib) ? ib : i;
-      const double sum = fm.m0[ir], s1 = fm.m1[ir], s2 = fm.m2[ir];
-      const double m = s1 / sum;
-      const double v_raw = s2 / sum - m * m;
-      const double var_row = v_raw > 0.0 ? v_raw : 0.0;
+      sum_c[j] = fm.m0[ir];
+      s1_c[j] = fm.m1[ir];
+      s2_c[j] = fm.m2[ir];
       // The pixel's width [A]: half the span of its neighbours (exact: a power of two), or the
       // one-sided step at the arm's ends.
       const long i0 = lmax(0L, i - 1), i1 = lmin(n - 1, i + 1);
-      const double dlam = i1 - i0 == 2   ? (wave[i1] - wave[i0]) * 0.5
-                          : i1 - i0 == 1 ? wave[i1] - wave[i0]
-                                         : 0.0;
-      const double fwhm_t = fwhm_pp ? fwhm_pp[c0 + j] : fwhm_fixed;
-      const double sig_t = fwhm_t > 0 ? fwhm_t * fwhm_to_sigma / dlam : 0.0;
-      sum_c[j] = sum;
+      dl_c[j] = i1 - i0 == 2   ? (wave[i1] - wave[i0]) * 0.5
+                : i1 - i0 == 1 ? wave[i1] - wave[i0]
+                               : 0.0;
+      ft_c[j] = fwhm_pp ? fwhm_pp[c0 + j] : fwhm_fixed;
+    }
+    for (int j = 0; j < nc; ++j) {
+      const double sum = sum_c[j];
+      const double m = s1_c[j] / sum;
+      const double v_raw = s2_c[j] / sum - m * m;
+      const double var_row = v_raw > 0.0 ? v_raw : 0.0;
+      const double fwhm_t = ft_c[j];
+      const double sig_t = fwhm_t > 0 ? fwhm_t * fwhm_to_sigma / dl_c[j] : 0.0;
       m_c[j] = m;
       var_c[j] = var_row - sig_t * sig_t;
     }

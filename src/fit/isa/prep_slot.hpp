@@ -38,8 +38,9 @@ struct PackOut {
 };
 
 struct Kernels {
-  // Adds the moments of rows [row_lo, row_hi) of res[ndiag * n] (desispec layout) to m0/m1/m2
-  // (zeroed by the caller), one contiguous pass per diagonal.
+  // The moments of rows [row_lo, row_hi) of res[ndiag * n] (desispec layout) into m0/m1/m2
+  // (each row's terms added to +0.0 in the order of the offsets), one contiguous pass per
+  // diagonal.
   void (*moments)(const float* res, long n, int ndiag, long row_lo, long row_hi, double* m0,
                   double* m1, double* m2);
   // ResolutionFold::write_rows (fit/resolution.hpp) on the moments `fm`.
