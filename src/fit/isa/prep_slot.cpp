@@ -129,9 +129,9 @@ constexpr int kChunk = 64;
 
 // The Gaussian rows' arithmetic in T: native vectors of T (V), their lane masks (M, of I), and
 // the centroid tolerance [px]. FP32 (twice the lanes, and a shorter exp) for the rows whose
-// centroid lies within kFloatMaxMu px of the central tap, whose weights then stay within FP32's
-// range; its tolerance, 2e-6 px (1e-4 km/s on DESI's pixels), is what the centroid's FP32 sums
-// resolve (their rounding, ~5e-7 px, is below it).
+// centroid lies within kFloatMaxMu px of the central tap and sigma^2 >= kPlainMinVar, whose
+// weights then stay within FP32's range; its tolerance, 2e-6 px (1e-4 km/s on DESI's pixels), is
+// what the centroid's FP32 sums resolve (their rounding, ~5e-7 px, is below it).
 template <class T>
 struct Lanes;
 template <>
@@ -151,6 +151,13 @@ struct Lanes<float> {
   static constexpr float kTol = 2e-6f;
 };
 constexpr double kFloatMaxMu = 2.0;
+// The plain centroid step (centre += miss) shrinks the miss by 0.15x or less per step for
+// sigma^2 in [0.25, 3] px^2 and centroids within 2 px (the rate var_w / var within 0.85-1.15):
+// those rows take it in FP32. Wider rows (the band cuts the wings: 0.19x at 4 px^2, 0.28x at
+// 6) take the Newton step in FP32; narrower ones (0.68x at 0.15 px^2; below 0.125 px^2 it
+// diverges near half pixels, where the weights sit on two taps) and those centred beyond 2 px
+// take it in FP64.
+constexpr double kPlainMinVar = 0.25, kPlainMaxVar = 3.0;
 
 inline void exp_lanes(velox::kern::VxVecD& x) { velox::kern::exp_vec(x); }
 // x = exp(x) lane by lane in FP32 (x clamped to [-87, 87]): x = n ln2 + r, |r| <= ln2/2 (ln2 in
@@ -184,7 +191,7 @@ inline void exp_lanes(velox::kern::VxVecF& x) {
 // dst[r][k * k_step] (k = 0 .. ndiag-1).
 // ND > 0: ndiag is ND, known at compile time (DESI's 11: the taps' loops unrolled, the weights in
 // registers); ND = 0: ndiag_rt. The same operations in the same order either way.
-template <int ND, class T>
+template <int ND, class T, bool kNewton>
 void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r,
                    const double* s0_r, float* const* dst, ptrdiff_t k_step) {
   typedef typename Lanes<T>::V V;
@@ -195,7 +202,7 @@ void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r
   const int ndiag = ND > 0 ? ND : ndiag_rt;
   const int half = ndiag / 2, n_groups = (ng + kLanes - 1) / kLanes;
   alignas(64) V w[kMaxDiag], wf[kGroups][kMaxDiag];
-  alignas(64) V mu[kGroups], dx[kGroups], q[kGroups], c[kGroups], norm[kGroups];
+  alignas(64) V mu[kGroups], dx[kGroups], q[kGroups], c[kGroups], norm[kGroups], vr[kGroups];
   M active[kGroups];
   for (int gi = 0; gi < n_groups; ++gi) {
     alignas(64) T v_l[kLanes], m_l[kLanes];
@@ -205,6 +212,7 @@ void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r
       m_l[g] = r < ng ? static_cast<T>(mu_r[r]) : T(0);
       active[gi][g] = r < ng ? -1 : 0;
     }
+    __builtin_memcpy(&vr[gi], v_l, sizeof(V));
     // 1 / sqrt(var) on the lanes (IEEE: the same bits as one lane at a time)
     for (int g = 0; g < kLanes; ++g) v_l[g] = T(1) / std::sqrt(v_l[g]);
     __builtin_memcpy(&mu[gi], m_l, sizeof(V));
@@ -215,26 +223,28 @@ void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r
     for (int k = 0; k < ndiag; ++k) wf[gi][k] = V{};
   }
   // Sampling a narrow Gaussian at integer offsets pulls its centroid towards 0 (0.04 px for
-  // sigma 0.46, i.e. ~2 km/s on DESI pixels): move the centre until the sampled centroid is
-  // the row's (a contraction: 1-4 steps to the tolerance for most rows, at most 8). A lane
-  // keeps the weights of the step where it converged. Every group takes every step of the
-  // chunk, converged or not (a converged lane's values are kept by the masks, so this does not
-  // change them): with no branch that depends on a group's own lanes, the groups' independent
-  // chains (each step is latency-bound: exp_vec's Horner chain, the taps' recurrence, the sums)
-  // overlap in the core; a per-group test (mispredicted: it depends on the lanes) made this
-  // loop 14% slower, although it skips 11% of the group steps.
+  // sigma 0.46, i.e. ~2 km/s on DESI pixels), and a band that cuts a wide one's wings pushes it
+  // out: move the centre until the sampled centroid is the row's (1-4 steps to the tolerance for
+  // most rows, at most 8; kNewton: the Newton step, write_rows' kPlainMinVar). A lane that
+  // converges keeps its centre, so the later steps recompute its weights bit for bit. Every group
+  // takes every step of the chunk, converged or not: with no branch that depends on a group's
+  // own lanes, the groups' independent chains (each step is latency-bound: the exp's Horner
+  // chain, the taps' recurrence, the sums) overlap in the core; a per-group test (mispredicted:
+  // it depends on the lanes) made this loop 14% slower, although it skips 11% of the group steps.
   //
   // After kRepack steps the few rows still moving (5% of a DESI spectrum's rows take all 8 steps)
   // are gathered into as few groups as they fill, and only those take the remaining steps; their
   // weights go back to their rows at the end. A row's arithmetic is its own lane's alone, so its
   // lane does not change its bits.
   constexpr int kRepack = 3;
+  constexpr T kMaxStep = T(0.25);  // px: the Newton step's bound
+  const T hd = static_cast<T>(half);
   alignas(64) V wf2[kGroups][kMaxDiag], mu2[kGroups], dx2[kGroups], q2[kGroups], c2[kGroups],
-      norm2[kGroups];
+      norm2[kGroups], vr2[kGroups];
   M active2[kGroups];
   int from_g[kChunk], from_l[kChunk], n_moved = 0;  // compact lane j holds row lane from_*[j]
   V(*WF)[kMaxDiag] = wf;
-  V *MU = mu, *DX = dx, *Q = q, *C = c, *NORM = norm;
+  V *MU = mu, *DX = dx, *Q = q, *C = c, *NORM = norm, *VR = vr;
   M* ACT = active;
   int n_step_groups = n_groups;
   for (int it = 0; it < 8; ++it) {
@@ -249,17 +259,17 @@ void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r
           if (j < n_moved) {
             const int gi = from_g[j], g = from_l[j];
             mu2[gj][lj] = mu[gi][g], dx2[gj][lj] = dx[gi][g], q2[gj][lj] = q[gi][g];
-            c2[gj][lj] = c[gi][g], norm2[gj][lj] = norm[gi][g];
+            c2[gj][lj] = c[gi][g], norm2[gj][lj] = norm[gi][g], vr2[gj][lj] = vr[gi][g];
             for (int k = 0; k < ndiag; ++k) wf2[gj][k][lj] = wf[gi][k][g];
             active2[gj][lj] = -1;
           } else {  // an idle lane: a harmless row (q = exp(-1) for dx = 1)
             mu2[gj][lj] = T(0), dx2[gj][lj] = T(1), q2[gj][lj] = T(0.36787944117144233);
-            c2[gj][lj] = T(0), norm2[gj][lj] = T(1);
+            c2[gj][lj] = T(0), norm2[gj][lj] = T(1), vr2[gj][lj] = T(1);
             for (int k = 0; k < ndiag; ++k) wf2[gj][k][lj] = T(0);
             active2[gj][lj] = 0;
           }
         }
-        WF = wf2, MU = mu2, DX = dx2, Q = q2, C = c2, NORM = norm2, ACT = active2;
+        WF = wf2, MU = mu2, DX = dx2, Q = q2, C = c2, NORM = norm2, VR = vr2, ACT = active2;
         n_step_groups = n2;
       } else {
         n_moved = 0;  // nothing gained: every group steps on
@@ -270,8 +280,9 @@ void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r
       // w[k] = exp(-(x_k^2 - x_h^2) / 2), x_k = (k - half - c) dx, from the central tap
       // outwards: each ratio w[k+1]/w[k] = exp(-(x_k + dx/2) dx) is the last one times q. In FP64,
       // with |c| <= half and dx < 1/0.3 the weights stay within 1e-181 .. 1e61: no overflow, no
-      // underflow. In FP32 (|mu| <= kFloatMaxMu, so |c| stays below ~3) the largest weight is
-      // below exp(c^2 dx^2 / 2) ~ 1e21; the far taps may underflow to 0, as they would round to.
+      // underflow. In FP32 the largest weight is exp(x_h^2 / 2) at most, x_h = c dx: below
+      // exp(10) for the plain step's rows (|c| <~ 2.3, dx^2 <= 4) and exp(4.2) for the Newton
+      // step's (|c| <= half, dx^2 < 1/3); the far taps may underflow to 0, as they would round to.
       const V xh = -C[gi] * DX[gi];
       V r_up = -(xh + T(0.5) * DX[gi]) * DX[gi];
       exp_lanes(r_up);
@@ -280,19 +291,49 @@ void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r
       for (int k = half + 1; k < ndiag; ++k, r *= Q[gi]) w[k] = w[k - 1] * r;
       r = Q[gi] / r_up;
       for (int k = half - 1; k >= 0; --k, r *= Q[gi]) w[k] = w[k + 1] * r;
-      V nm = {}, m1 = {};
-      for (int k = 0; k < ndiag; ++k) {
-        nm += w[k];
-        m1 += w[k] * static_cast<T>(k - half);
-      }
-      const V dc = MU[gi] - m1 / nm;
       // A lane that converges keeps its centre from now on, so every later step computes the
       // same weights from it, bit for bit: the last step's weights are those of the step where
       // each lane converged (or of the last step, for a lane that never does).
-      for (int k = 0; k < ndiag; ++k) WF[gi][k] = w[k];
-      NORM[gi] = nm;
-      ACT[gi] &= ~((dc < kTol) & (dc > -kTol));
-      sel(C[gi], ACT[gi], C[gi] + dc, C[gi]);
+      if constexpr (kNewton) {
+        // The sampled centroid m1/nm misses MU by e / nm and moves with the centre at the rate
+        // var_w / var (var_w = D / nm^2, the weights' own variance): the Newton step
+        // e var nm / D, with that rate kept within [0.1, 10], the step within kMaxStep and the
+        // centre within the taps. Where the rate exceeds 2 (sigma^2 < 0.125 px^2 and a centroid
+        // near a half pixel: the weights on two taps) the plain step diverges, and where it is
+        // small (sigma > 2 px, the band cutting the wings) it crawls.
+        V nm = {}, m1 = {}, m2 = {};
+        for (int k = 0; k < ndiag; ++k) {
+          const T o = static_cast<T>(k - half);
+          nm += w[k];
+          m1 += w[k] * o;
+          m2 += w[k] * (o * o);
+        }
+        const V e = MU[gi] * nm - m1, lim = nm * nm * VR[gi];
+        V D = m2 * nm - m1 * m1;
+        D = D > T(0.1) * lim ? D : T(0.1) * lim;  // also a D <= 0
+        D = D < T(10) * lim ? D : T(10) * lim;
+        V dc = e * VR[gi] * nm / D;
+        dc = dc < kMaxStep ? dc : V{} + kMaxStep;
+        dc = dc > -kMaxStep ? dc : V{} - kMaxStep;
+        V c_new = C[gi] + dc;
+        c_new = c_new < hd ? c_new : V{} + hd;
+        c_new = c_new > -hd ? c_new : V{} - hd;
+        for (int k = 0; k < ndiag; ++k) WF[gi][k] = w[k];
+        NORM[gi] = nm;
+        ACT[gi] &= ~((e < kTol * nm) & (e > -kTol * nm));
+        sel(C[gi], ACT[gi], c_new, C[gi]);
+      } else {
+        V nm = {}, m1 = {};
+        for (int k = 0; k < ndiag; ++k) {
+          nm += w[k];
+          m1 += w[k] * static_cast<T>(k - half);
+        }
+        const V dc = MU[gi] - m1 / nm;
+        for (int k = 0; k < ndiag; ++k) WF[gi][k] = w[k];
+        NORM[gi] = nm;
+        ACT[gi] &= ~((dc < kTol) & (dc > -kTol));
+        sel(C[gi], ACT[gi], C[gi] + dc, C[gi]);
+      }
       any_active |= ACT[gi];
     }
     typename Lanes<T>::I any = 0;
@@ -339,11 +380,12 @@ void write_rows(const FoldMoments& fm, const size_t* rows, size_t count, const d
   // row's arithmetic is that of the row alone (its floats do not depend on its batch-mates). The
   // rows' moments, centroids and widths first, kChunk rows at a time in a loop without branches (on
   // vector lanes).
-  // [0]: the rows computed in FP32 (centroid within kFloatMaxMu px), [1]: in FP64
-  alignas(64) double mu_l[2][kChunk], var_l[2][kChunk], s0_l[2][kChunk];
+  // [0]: the rows computed in FP32 with the plain step, [1]: in FP32 with the Newton step, [2]:
+  // in FP64 with the Newton step (kPlainMinVar)
+  alignas(64) double mu_l[3][kChunk], var_l[3][kChunk], s0_l[3][kChunk];
   alignas(64) double sum_c[kChunk], m_c[kChunk], var_c[kChunk];
   alignas(64) double s1_c[kChunk], s2_c[kChunk], dl_c[kChunk], ft_c[kChunk];
-  float* dst[2][kChunk];
+  float* dst[3][kChunk];
   double w1[kMaxDiag];
   for (size_t c0 = 0; c0 < count; c0 += kChunk) {
     const int nc = count - c0 < kChunk ? static_cast<int>(count - c0) : kChunk;
@@ -379,7 +421,7 @@ void write_rows(const FoldMoments& fm, const size_t* rows, size_t count, const d
       m_c[j] = m;
       var_c[j] = var_row - sig_t * sig_t;
     }
-    int ng[2] = {0, 0};  // the chunk's Gaussian rows, FP32 and FP64
+    int ng[3] = {0, 0, 0};  // the chunk's Gaussian rows of each kind
     for (int j = 0; j < nc; ++j) {
       const long i = static_cast<long>(rows[c0 + j]);
       float* o = out + (i - offset) * row_step;
@@ -387,7 +429,9 @@ void write_rows(const FoldMoments& fm, const size_t* rows, size_t count, const d
       if (var > 0.09 && std::fabs(m) <= static_cast<double>(half)) {
         // sigma > 0.3 px with the centroid within the taps: a sampled Gaussian in a lane,
         // normalised to the row's sum
-        const int t = std::fabs(m) <= kFloatMaxMu ? 0 : 1;
+        const int t = std::fabs(m) > kFloatMaxMu || var < kPlainMinVar ? 2
+                      : var > kPlainMaxVar                             ? 1
+                                                                       : 0;
         mu_l[t][ng[t]] = m;
         var_l[t][ng[t]] = var;
         s0_l[t][ng[t]] = sum;
@@ -425,11 +469,17 @@ void write_rows(const FoldMoments& fm, const size_t* rows, size_t count, const d
       }
     }
     if (ng[0] > 0 && ndiag == 11)
-      gaussian_rows<11, float>(ndiag, ng[0], mu_l[0], var_l[0], s0_l[0], dst[0], k_step);
+      gaussian_rows<11, float, false>(ndiag, ng[0], mu_l[0], var_l[0], s0_l[0], dst[0], k_step);
     else if (ng[0] > 0)
-      gaussian_rows<0, float>(ndiag, ng[0], mu_l[0], var_l[0], s0_l[0], dst[0], k_step);
-    if (ng[1] > 0)
-      gaussian_rows<0, double>(ndiag, ng[1], mu_l[1], var_l[1], s0_l[1], dst[1], k_step);
+      gaussian_rows<0, float, false>(ndiag, ng[0], mu_l[0], var_l[0], s0_l[0], dst[0], k_step);
+    if (ng[1] > 0 && ndiag == 11)
+      gaussian_rows<11, float, true>(ndiag, ng[1], mu_l[1], var_l[1], s0_l[1], dst[1], k_step);
+    else if (ng[1] > 0)
+      gaussian_rows<0, float, true>(ndiag, ng[1], mu_l[1], var_l[1], s0_l[1], dst[1], k_step);
+    if (ng[2] > 0 && ndiag == 11)
+      gaussian_rows<11, double, true>(ndiag, ng[2], mu_l[2], var_l[2], s0_l[2], dst[2], k_step);
+    else if (ng[2] > 0)
+      gaussian_rows<0, double, true>(ndiag, ng[2], mu_l[2], var_l[2], s0_l[2], dst[2], k_step);
   }
 }
 
