@@ -59,8 +59,9 @@ class ResolutionFold {
   // row-major [n][ndiag] with (ndiag, 1, 0), the kernels' diagonal-major grid with (1, n_grid,
   // the grid's first pixel). All ndiag entries of each listed row are written (prepare_spectrum
   // zeroes only the other rows' columns); other rows' entries are not. A Gaussian row is
-  // computed in FP32 where its centroid lies within 2 px of the central tap (centroid matched to
-  // 2e-6 px, 1e-4 km/s on DESI's pixels), else in FP64 (1e-7 px); it is stored in FP32 either way.
+  // computed in FP32 where its centroid lies within 2 px of the central tap and sigma^2 >= 0.25
+  // px^2 (centroid matched to 2e-6 px, 1e-4 km/s on DESI's pixels), else in FP64 (1e-7 px); it
+  // is stored in FP32 either way.
   void write_rows(const size_t* rows, size_t count, const double* wave_A, const double* fwhm_pp,
                   double fwhm_fixed, float* out, ptrdiff_t row_step, ptrdiff_t k_step,
                   long offset) const;
