@@ -586,3 +586,60 @@ TEST_CASE("prepared matrix grids hold zeros outside the used pixels' columns",
   CHECK(n_arms >= 8);
   CHECK(n_gaps > 0);  // the fibres have unused pixels between used ones: the gaps were tested
 }
+
+TEST_CASE("folded Gaussian rows keep their centroid for every width and centre", "[resolution]") {
+  // Synthetic rows: sampled Gaussians with centroids from -3 to 3 px and sigma^2 from 0.1 to
+  // 6 px^2, through every path of the fold (FP32 plain steps, FP32 Newton steps for wide rows,
+  // FP64 Newton steps for narrow rows and centroids beyond 2 px; templates infinitely sharp, so
+  // each row's Gaussian has the row's own variance). Property: the folded row's centroid equals
+  // the input row's within 5e-6 px (FP32 rows stop within 2e-6 px; the stored floats round at
+  // ~6e-8 of a weight, <= 5 px from the centre) and its sum equals the row's within 1e-6.
+  const int n = 600, nd = 11, half = nd / 2;
+  std::vector<double> wave(n);
+  for (int j = 0; j < n; ++j) wave[j] = 4000.0 + 0.8 * j;
+  std::vector<float> res(static_cast<size_t>(nd) * n, 0.0f);
+  std::vector<double> mu_in(n), var_in(n);
+  for (int i = 0; i < n; ++i) {
+    const double u = ((i * 7) % 53) / 52.0;  // every third row narrow: sigma^2 0.1-0.3 px^2
+    const double mu = -3.0 + 6.0 * (i % 61) / 60.0, var = i % 3 ? 0.1 + 5.9 * u : 0.1 + 0.2 * u;
+    double w[nd], s = 0;
+    for (int k = 0; k < nd; ++k)
+      s += w[k] = std::exp(-0.5 * (k - half - mu) * (k - half - mu) / var);
+    for (int k = 0; k < nd; ++k) {
+      const long j = i + k - half;  // row i's weight of model[j]
+      if (j >= 0 && j < n)
+        res[static_cast<size_t>(nd - 1 - k) * n + j] = static_cast<float>(w[k] / s);
+    }
+    mu_in[i] = mu, var_in[i] = var;
+  }
+  std::vector<float> rows;
+  std::vector<char> ok;
+  fold_resolution_rows(wave.data(), n, res.data(), nd, 0.0, &rows, &ok);
+  size_t n_checked = 0, n_narrow = 0, n_wide = 0, n_far = 0;
+  double worst_c = 0, worst_s = 0;
+  for (int i = half; i < n - half; ++i) {
+    REQUIRE(ok[i]);
+    double s0 = 0, s1 = 0, s2 = 0, f0 = 0, f1 = 0;
+    for (int k = 0; k < nd; ++k) {
+      const double r = res[static_cast<size_t>(nd - 1 - k) * n + i + k - half];
+      s0 += r, s1 += r * (k - half), s2 += r * (k - half) * (k - half);
+      const double q = rows[static_cast<size_t>(i) * nd + k];
+      f0 += q, f1 += q * (k - half);
+    }
+    const double m = s1 / s0, var = s2 / s0 - m * m;
+    if (!(var > 0.09)) continue;  // narrower than the fold's Gaussians: linear rows
+    ++n_checked;
+    n_narrow += var < 0.25;
+    n_wide += var > 3.0;
+    n_far += std::fabs(m) > 2.0;
+    worst_c = std::max(worst_c, std::fabs(f1 / f0 - m));
+    worst_s = std::max(worst_s, std::fabs(f0 - s0) / s0);
+  }
+  INFO(n_checked << " rows: " << n_narrow << " narrow, " << n_wide << " wide, " << n_far
+                 << " centred beyond 2 px; worst centroid " << worst_c << " px, sum " << worst_s);
+  REQUIRE(n_narrow > 20);
+  REQUIRE(n_wide > 100);
+  REQUIRE(n_far > 50);
+  CHECK(worst_c < 5e-6);
+  CHECK(worst_s < 1e-6);
+}
