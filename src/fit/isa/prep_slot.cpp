@@ -291,9 +291,15 @@ void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r
       for (int k = half + 1; k < ndiag; ++k, r *= Q[gi]) w[k] = w[k - 1] * r;
       r = Q[gi] / r_up;
       for (int k = half - 1; k >= 0; --k, r *= Q[gi]) w[k] = w[k + 1] * r;
-      // A lane that converges keeps its centre from now on, so every later step computes the
-      // same weights from it, bit for bit: the last step's weights are those of the step where
-      // each lane converged (or of the last step, for a lane that never does).
+      V nm = {}, m1 = {}, m2 = {};
+      for (int k = 0; k < ndiag; ++k) {
+        const T o = static_cast<T>(k - half);
+        nm += w[k];
+        m1 += w[k] * o;
+        if constexpr (kNewton) m2 += w[k] * (o * o);
+      }
+      V c_new;  // the next centre
+      M done;   // the lanes whose weights are within the tolerance
       if constexpr (kNewton) {
         // The sampled centroid m1/nm misses MU by e / nm and moves with the centre at the rate
         // var_w / var (var_w = D / nm^2, the weights' own variance): the Newton step
@@ -301,13 +307,6 @@ void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r
         // centre within the taps. Where the rate exceeds 2 (sigma^2 < 0.125 px^2 and a centroid
         // near a half pixel: the weights on two taps) the plain step diverges, and where it is
         // small (sigma > 2 px, the band cutting the wings) it crawls.
-        V nm = {}, m1 = {}, m2 = {};
-        for (int k = 0; k < ndiag; ++k) {
-          const T o = static_cast<T>(k - half);
-          nm += w[k];
-          m1 += w[k] * o;
-          m2 += w[k] * (o * o);
-        }
         const V e = MU[gi] * nm - m1, lim = nm * nm * VR[gi];
         V D = m2 * nm - m1 * m1;
         D = D > T(0.1) * lim ? D : T(0.1) * lim;  // also a D <= 0
@@ -315,25 +314,22 @@ void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r
         V dc = e * VR[gi] * nm / D;
         dc = dc < kMaxStep ? dc : V{} + kMaxStep;
         dc = dc > -kMaxStep ? dc : V{} - kMaxStep;
-        V c_new = C[gi] + dc;
+        c_new = C[gi] + dc;
         c_new = c_new < hd ? c_new : V{} + hd;
         c_new = c_new > -hd ? c_new : V{} - hd;
-        for (int k = 0; k < ndiag; ++k) WF[gi][k] = w[k];
-        NORM[gi] = nm;
-        ACT[gi] &= ~((e < kTol * nm) & (e > -kTol * nm));
-        sel(C[gi], ACT[gi], c_new, C[gi]);
+        done = (e < kTol * nm) & (e > -kTol * nm);
       } else {
-        V nm = {}, m1 = {};
-        for (int k = 0; k < ndiag; ++k) {
-          nm += w[k];
-          m1 += w[k] * static_cast<T>(k - half);
-        }
         const V dc = MU[gi] - m1 / nm;
-        for (int k = 0; k < ndiag; ++k) WF[gi][k] = w[k];
-        NORM[gi] = nm;
-        ACT[gi] &= ~((dc < kTol) & (dc > -kTol));
-        sel(C[gi], ACT[gi], C[gi] + dc, C[gi]);
+        c_new = C[gi] + dc;
+        done = (dc < kTol) & (dc > -kTol);
       }
+      // A lane that converges keeps its centre from now on, so every later step computes the
+      // same weights from it, bit for bit: the last step's weights are those of the step where
+      // each lane converged (or of the last step, for a lane that never does).
+      for (int k = 0; k < ndiag; ++k) WF[gi][k] = w[k];
+      NORM[gi] = nm;
+      ACT[gi] &= ~done;
+      sel(C[gi], ACT[gi], c_new, C[gi]);
       any_active |= ACT[gi];
     }
     typename Lanes<T>::I any = 0;
@@ -366,6 +362,17 @@ void gaussian_rows(int ndiag_rt, int ng, const double* mu_r, const double* var_r
       for (int k = 0; k < ndiag; ++k)
         dst[r0 + g][k * k_step] = static_cast<float>(scale[g] * wf[gi][k][g]);
   }
+}
+
+// gaussian_rows for ng rows (none: nothing), DESI's 11 diagonals unrolled.
+template <class T, bool kNewton>
+void gaussian_rows_for(int ndiag, int ng, const double* mu_r, const double* var_r,
+                       const double* s0_r, float* const* dst, ptrdiff_t k_step) {
+  if (ng == 0) return;
+  if (ndiag == 11)
+    gaussian_rows<11, T, kNewton>(ndiag, ng, mu_r, var_r, s0_r, dst, k_step);
+  else
+    gaussian_rows<0, T, kNewton>(ndiag, ng, mu_r, var_r, s0_r, dst, k_step);
 }
 
 void write_rows(const FoldMoments& fm, const size_t* rows, size_t count, const double* wave,
@@ -468,18 +475,9 @@ void write_rows(const FoldMoments& fm, const size_t* rows, size_t count, const d
         o[(k0 + 1) * k_step] = static_cast<float>(sum * f);
       }
     }
-    if (ng[0] > 0 && ndiag == 11)
-      gaussian_rows<11, float, false>(ndiag, ng[0], mu_l[0], var_l[0], s0_l[0], dst[0], k_step);
-    else if (ng[0] > 0)
-      gaussian_rows<0, float, false>(ndiag, ng[0], mu_l[0], var_l[0], s0_l[0], dst[0], k_step);
-    if (ng[1] > 0 && ndiag == 11)
-      gaussian_rows<11, float, true>(ndiag, ng[1], mu_l[1], var_l[1], s0_l[1], dst[1], k_step);
-    else if (ng[1] > 0)
-      gaussian_rows<0, float, true>(ndiag, ng[1], mu_l[1], var_l[1], s0_l[1], dst[1], k_step);
-    if (ng[2] > 0 && ndiag == 11)
-      gaussian_rows<11, double, true>(ndiag, ng[2], mu_l[2], var_l[2], s0_l[2], dst[2], k_step);
-    else if (ng[2] > 0)
-      gaussian_rows<0, double, true>(ndiag, ng[2], mu_l[2], var_l[2], s0_l[2], dst[2], k_step);
+    gaussian_rows_for<float, false>(ndiag, ng[0], mu_l[0], var_l[0], s0_l[0], dst[0], k_step);
+    gaussian_rows_for<float, true>(ndiag, ng[1], mu_l[1], var_l[1], s0_l[1], dst[1], k_step);
+    gaussian_rows_for<double, true>(ndiag, ng[2], mu_l[2], var_l[2], s0_l[2], dst[2], k_step);
   }
 }
 
