@@ -4,12 +4,16 @@
 // and a worker's PipelineScratch are assembled, for every backend.
 //
 // Two kinds of storage:
-//  - per spectrum (index s < n_spec): the packed pixels (lnlam, xleg, flux, ivar, full_idx), the
-//    full-grid ln(lambda) and folded resolution rows of DESI arms, and the result;
+//  - per spectrum (index s < n_spec): the packed pixels (lnlam, xleg, flux, ivar, full_idx, and
+//    for DESI arms the fold parameters of each pixel's resolution row), the full-grid ln(lambda)
+//    of DESI arms, and the result;
 //  - per slot (index slot < n_slots): a worker's scratch, reused spectrum after spectrum. A slot
 //    is a CPU thread or a GPU warp. Sizes: slot_pix >= the largest n_pix in the batch,
-//    slot_full >= the largest sum of n_full over a spectrum's arms.
+//    slot_full >= the largest sum of n_full over a spectrum's arms, slot_rm >= the largest sum
+//    of n_full * ndiag (the rows the fit folds, kernels/fold.hpp).
 #pragma once
+#include <cstddef>
+
 #include "kernels/fit_pipeline.hpp"
 
 namespace velox::kern {
@@ -21,7 +25,6 @@ struct BatchSpectrum {
   int arm_start[kMaxArms + 1] = {};
   long long pix_off = 0;      // first used pixel in lnlam / xleg / flux / ivar / full_idx
   long long full_off = 0;     // first full-grid pixel in full_lnlam (arms in order)
-  long long rmat_off = 0;     // first float of the folded rows in rmat (arms in order)
   int n_full[kMaxArms] = {};  // 0: the arm has no resolution matrix (Gaussian LSF in the basis)
   int ndiag[kMaxArms] = {};
   int model[kMaxArms] = {};  // index of the arm's model in BatchView::basis / ccf_tmpl
@@ -41,16 +44,18 @@ struct BatchSpectrum {
 struct SlotCounts {
   long long T, dT, fn, wts, frac, t0;  // per slot pixel (dT: x np)
   long long Tf, dTf;                   // per full-grid pixel (dTf: x np)
+  long long rm;                        // the folded rows (floats: sum of n_full x ndiag)
   long long Tg;                        // rotated model's grid rows x np (the CPU's Tr alike)
   long long ccf, acc, emu;             // CCF lags, 8 accumulators per lag, emulator scratch
 };
 VX_HD VX_INLINE SlotCounts slot_counts(long long slot_pix, long long slot_full, int np, int n_out,
-                                       long long emu, long long slot_grid) {
+                                       long long emu, long long slot_grid, long long slot_rm) {
   SlotCounts c;
   c.T = c.fn = c.wts = c.frac = c.t0 = slot_pix;
   c.dT = slot_pix * np;
   c.Tf = slot_full;
   c.dTf = slot_full * np;
+  c.rm = slot_rm;
   c.Tg = slot_grid * np;
   c.ccf = n_out;
   c.acc = 8LL * n_out;
@@ -71,6 +76,7 @@ void for_each_slot_array(S& s, const SlotCounts& c, F&& f) {
   f(s.t0, c.t0);
   f(s.Tf, c.Tf);
   f(s.dTf, c.dTf);
+  f(s.rm, c.rm);
   f(s.Tg, c.Tg);
   f(s.ccf, c.ccf);
   f(s.acc, c.acc);
@@ -99,11 +105,17 @@ struct BatchView {
   float* ivar = nullptr;                // [n_pix_total] in: ivar; out: ivar after clipping
   const int* full_idx = nullptr;        // [n_pix_total] index in the arm's full grid (-1: none)
   const double* full_lnlam = nullptr;   // [n_full_total]
-  const float* rmat = nullptr;          // [sum over arms of n_full * ndiag], each diagonal-major
+  // [n_pix_total][3] each pixel's fold parameters (FitData::fold; zeros for pixels of arms
+  // without a matrix); null: no spectrum of the batch has a matrix arm.
+  const double* fold = nullptr;
+  // CPU only: the host's SIMD form of the rows (prep::Kernels::expand_rows, the same arithmetic
+  // as kernels/fold.hpp's fold_row); nullptr on the GPU.
+  void (*host_fold)(const double* p, size_t count, int ndiag, const int* col, float* out,
+                    ptrdiff_t row_step, ptrdiff_t k_step) = nullptr;
   PipelineResult* results = nullptr;    // [n_spec]
   // Per slot.
   int n_slots = 0;
-  long long slot_pix = 0, slot_full = 0;
+  long long slot_pix = 0, slot_full = 0, slot_rm = 0;
   double* T = nullptr;               // [n_slots][slot_pix]
   double* dT = nullptr;              // [n_slots][slot_pix][np]
   double* fn = nullptr;              // [n_slots][slot_pix]
@@ -112,6 +124,7 @@ struct BatchView {
   int* t0 = nullptr;                 // [n_slots][slot_pix]
   double* Tf = nullptr;              // [n_slots][slot_full]
   double* dTf = nullptr;             // [n_slots][slot_full][np]
+  float* rm = nullptr;               // [n_slots][slot_rm] the folded rows (kernels/fold.hpp)
   long long slot_grid = 0;           // template-grid rows per slot (0: no rotated model)
   double* Tg = nullptr;              // [n_slots][slot_grid][np] rotated model's grid scratch
   double* Tr = nullptr;              // CPU only: [n_slots][np][slot_grid] (CpuFitExtras::Tr)
@@ -124,7 +137,7 @@ struct BatchView {
 // The table for a batch view's own slot sizes (its strides).
 VX_HD VX_INLINE SlotCounts slot_counts(const BatchView& b) {
   return slot_counts(b.slot_pix, b.slot_full, b.np, b.n_out, emulator_scratch_size(b.em),
-                     b.slot_grid);
+                     b.slot_grid, b.slot_rm);
 }
 
 // Spectrum s's FitData, slot `slot`'s scratch and the spectrum's CCF template sets (tmpl[a]).
@@ -147,7 +160,10 @@ VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d
   d->flux = b.flux + o;
   d->ivar = b.ivar + o;
   d->full_idx = b.full_idx ? b.full_idx + o : nullptr;
-  long long full = bs.full_off, rm = bs.rmat_off;
+  const SlotCounts c = slot_counts(b);
+  const long long k = slot;
+  float* rm_slot = b.rm ? b.rm + k * c.rm : nullptr;
+  long long full = bs.full_off, rm = 0;
   int off = 0;
   for (int a = 0; a < kMaxArms; ++a) {
     const bool on = a < bs.n_arms;
@@ -157,13 +173,13 @@ VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d
     d->ndiag[a] = on ? bs.ndiag[a] : 0;
     d->full_off[a] = off;
     d->full_lnlam[a] = d->n_full[a] > 0 ? b.full_lnlam + full : nullptr;
-    d->rmat[a] = d->n_full[a] > 0 ? b.rmat + rm : nullptr;
+    d->rmat[a] = d->n_full[a] > 0 && rm_slot ? rm_slot + rm : nullptr;
     full += d->n_full[a];
     rm += (long long)d->n_full[a] * d->ndiag[a];
     off += d->n_full[a];
   }
-  const SlotCounts c = slot_counts(b);
-  const long long k = slot;
+  d->fold = b.fold && off > 0 ? b.fold + 3 * o : nullptr;
+  d->rmat_w = d->fold ? rm_slot : nullptr;
   d->Tf = b.Tf ? b.Tf + k * c.Tf : nullptr;
   d->dTf = b.dTf ? b.dTf + k * c.dTf : nullptr;
   d->Tg = b.Tg && b.slot_grid > 0 ? b.Tg + k * c.Tg : nullptr;

@@ -126,6 +126,16 @@ VX_HD VX_INLINE void dispatch_labels(int L, F&& f) {
     f(IntC<4>{});
 }
 
+// exp_vec's Taylor coefficients after 1/13!: 1/12!, 1/11!, ..., 1/2!, 1, 1 (Horner from r^13 down;
+// also kernels/fold_row.hpp's scalar form).
+struct ExpTaylor {
+  double c[13];
+};
+VX_HD VX_INLINE constexpr ExpTaylor exp_taylor() {
+  return {{1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0,
+           1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0}};
+}
+
 #if defined(VX_VEC8)
 // Phase 2 of emulator_coeffs_team on the CPU (host only) for NL labels and NV 8-column vectors
 // (K = n_comp - 1 <= 8 NV coefficients): the same products and the same order over the rows as
@@ -188,20 +198,8 @@ VX_INLINE void exp_vec_as(Vec& x) {
   const Vec n = __builtin_convertvector(ni, Vec);
   const Vec r = (x - n * 0.693147180369123816490) - n * 1.90821492927058770002e-10;
   Vec p = Vec{} + 1.0 / 6227020800.0;  // 1/13!
-  const double inv_fact[13] = {1.0 / 479001600.0,
-                               1.0 / 39916800.0,
-                               1.0 / 3628800.0,
-                               1.0 / 362880.0,
-                               1.0 / 40320.0,
-                               1.0 / 5040.0,
-                               1.0 / 720.0,
-                               1.0 / 120.0,
-                               1.0 / 24.0,
-                               1.0 / 6.0,
-                               0.5,
-                               1.0,
-                               1.0};
-  for (int k = 0; k < 13; ++k) p = p * r + inv_fact[k];
+  const ExpTaylor t = exp_taylor();
+  for (int k = 0; k < 13; ++k) p = p * r + t.c[k];
   const IL e = (__builtin_convertvector(ni, IL) + 1023) << 52;
   Vec s;
   __builtin_memcpy(&s, &e, sizeof s);

@@ -74,6 +74,13 @@ struct FitData {
   const double* full_lnlam[kMaxArms] = {};
   const float* rmat[kMaxArms] = {};
   const int* full_idx = nullptr;  // [n_pix] index of each used pixel in its arm's grid
+  // The rows from their fold parameters (kernels/fold.hpp): with fold set, the pipeline's entry
+  // points first write each used pixel's row into rmat_w (the worker's scratch, arms in order,
+  // each [ndiag][n_full]; rmat[a] points into it). fold[3 i ..]: pixel i's row centroid [px from
+  // the central tap], Gaussian variance [px^2] and sum (pixels of matrix arms; null: rmat holds
+  // the rows already).
+  const double* fold = nullptr;
+  float* rmat_w = nullptr;
   double* Tf = nullptr;           // scratch [sum n_full] template on the full grids
   double* dTf = nullptr;          // scratch [sum n_full][np]; the CPU's chi^2 grid keeps its
                                   // stencils there until the LM (per arm the fractions, then

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "kernels/ccf.hpp"
+#include "kernels/fold.hpp"
 #include "kernels/lm.hpp"
 
 namespace velox::kern {
@@ -340,6 +341,7 @@ VX_HD void fit_one(const Team& team, const EmulatorView& em, const GridView& g, 
                    const float* const* ccf_tmpl, int n_ccf, const double* ccf_labels,
                    const PipelineConfig& cfg, const PipelineScratch& sc, PipelineShared* sh,
                    PipelineResult* out) {
+  fold_rows(team, d);  // the matrix rows into the worker's scratch (kernels/fold.hpp)
   const int L = em.n_label;
   EvalWork* w = &sh->w;
   if (n_ccf > kMaxCcfTemplates) n_ccf = kMaxCcfTemplates;
@@ -527,6 +529,7 @@ template <class Team>
 VX_HD void fit_velocity_held(const Team& team, const EmulatorView& em, const GridView& g,
                              const FitData& d, const PipelineConfig& cfg, const double* theta,
                              const PipelineScratch& sc, PipelineShared* sh, PipelineResult* out) {
+  fold_rows(team, d);
   EvalWork* w = &sh->w;
   const int vs = vsini_index(em.n_label);
   team.single([&] {

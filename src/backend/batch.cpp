@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "fit/prep_kernels.hpp"
+
 namespace velox {
 
 void SlotScratch::ensure(int n, const SlotSizes& s) {
@@ -23,13 +25,14 @@ HostBatch::HostBatch(const std::vector<const Packed*>& specs, const TemplateLibr
                      const kern::PipelineConfig& pc)
     : em(lib.view()), grid(lib.grid()), cfg(pc), ccf_labels(lib.ccf_labels.data()) {
   if (specs.empty()) throw std::invalid_argument("HostBatch: no spectra");
-  size_t n_pix = 0, n_full = 0, n_rmat = 0;
+  size_t n_pix = 0, n_full = 0;
+  bool any_fold = false;
   for (const Packed* p : specs) {
     if (p->n_arms < 1 || p->flux.empty())
       throw std::invalid_argument("HostBatch: spectrum is not ready for fitting (no arm)");
     n_pix += p->flux.size();
     n_full += p->n_full_total();
-    for (const auto& r : p->rmat) n_rmat += r.size();
+    any_fold = any_fold || !p->fold.empty();
   }
   spec.resize(specs.size());
   results.resize(specs.size());
@@ -39,7 +42,7 @@ HostBatch::HostBatch(const std::vector<const Packed*>& specs, const TemplateLibr
   ivar.reserve(n_pix);
   full_idx.reserve(n_pix);
   full_lnlam.reserve(n_full);
-  rmat.reserve(n_rmat);
+  if (any_fold) fold.reserve(3 * n_pix);
   sizes_.np = kern::n_fit_params(lib.n_label, 1);
   sizes_.n_out = std::max(kern::ccf_lags(pc, grid), 7);
   sizes_.emu = kern::emulator_scratch_size(em);
@@ -58,8 +61,7 @@ HostBatch::HostBatch(const std::vector<const Packed*>& specs, const TemplateLibr
     for (int k = 0; k < kern::kMaxSeg; ++k) bs.seg_arm[k] = pk.seg_arm[k];
     bs.pix_off = static_cast<long long>(flux.size());
     bs.full_off = static_cast<long long>(full_lnlam.size());
-    bs.rmat_off = static_cast<long long>(rmat.size());
-    long long full = 0;
+    long long full = 0, rm = 0;
     for (int a = 0; a < pk.n_arms; ++a) {
       const ArmModel* m = pk.models[a].get();
       auto it = std::find(models.begin(), models.end(), m);
@@ -83,8 +85,8 @@ HostBatch::HostBatch(const std::vector<const Packed*>& specs, const TemplateLibr
         bs.n_full[a] = static_cast<int>(pk.full_lnlam[a].size());
         bs.ndiag[a] = pk.ndiag[a];
         full_lnlam.insert(full_lnlam.end(), pk.full_lnlam[a].begin(), pk.full_lnlam[a].end());
-        rmat.insert(rmat.end(), pk.rmat[a].begin(), pk.rmat[a].end());
         full += bs.n_full[a];
+        rm += static_cast<long long>(bs.n_full[a]) * bs.ndiag[a];
       }
     }
     lnlam.insert(lnlam.end(), pk.lnlam.begin(), pk.lnlam.end());
@@ -92,6 +94,15 @@ HostBatch::HostBatch(const std::vector<const Packed*>& specs, const TemplateLibr
     flux.insert(flux.end(), pk.flux.begin(), pk.flux.end());
     ivar.insert(ivar.end(), pk.ivar.begin(), pk.ivar.end());
     full_idx.insert(full_idx.end(), pk.full_idx.begin(), pk.full_idx.end());
+    if (any_fold) {
+      if (pk.fold.empty() && full > 0)
+        throw std::invalid_argument("HostBatch: a matrix arm without its fold parameters");
+      if (pk.fold.empty())
+        fold.resize(fold.size() + 3 * pk.flux.size(), 0.0);
+      else
+        fold.insert(fold.end(), pk.fold.begin(), pk.fold.end());
+    }
+    sizes_.slot_rm = std::max(sizes_.slot_rm, rm);
     sizes_.slot_pix = std::max<long long>(sizes_.slot_pix, bs.n_pix);
     sizes_.slot_full = std::max(sizes_.slot_full, full);
   }
@@ -119,12 +130,15 @@ kern::BatchView HostBatch::view(SlotScratch& sc) {
   b.ivar = ivar.data();
   b.full_idx = full_idx.data();
   b.full_lnlam = full_lnlam.data();
-  b.rmat = rmat.data();
+  b.fold = fold.empty() ? nullptr : fold.data();
+  b.host_fold = prep_kernels().expand_rows;
   b.results = results.data();
   // The scratch may be larger than this batch needs: its own strides count.
   b.n_slots = sc.n_slots;
   b.slot_pix = sc.sizes.slot_pix;
   b.slot_full = sc.sizes.slot_full;
+  b.slot_rm = sc.sizes.slot_rm;
+  b.rm = sc.rm.empty() ? nullptr : sc.rm.data();
   b.T = sc.T.data();
   b.dT = sc.dT.data();
   b.fn = sc.fn.data();

@@ -21,10 +21,11 @@ struct SlotSizes {
   int n_out = 0;            // max(ccf_lags, 7)
   long long emu = 0;        // emulator_scratch_size(em)
   long long slot_grid = 0;  // template-grid rows of the rotated model's scratch (0: no VSINI)
+  long long slot_rm = 0;    // >= the largest sum over a spectrum's arms of n_full * ndiag
   // Every size at least o's.
   bool covers(const SlotSizes& o) const {
     return o.slot_pix <= slot_pix && o.slot_full <= slot_full && o.np <= np && o.n_out <= n_out &&
-           o.emu <= emu && o.slot_grid <= slot_grid;
+           o.emu <= emu && o.slot_grid <= slot_grid && o.slot_rm <= slot_rm;
   }
   // Each size the larger of this one and o's.
   void widen(const SlotSizes& o) {
@@ -34,16 +35,18 @@ struct SlotSizes {
     n_out = std::max(n_out, o.n_out);
     emu = std::max(emu, o.emu);
     slot_grid = std::max(slot_grid, o.slot_grid);
+    slot_rm = std::max(slot_rm, o.slot_rm);
   }
 };
 // The per-slot element counts of each scratch array (kern::slot_counts, the one table).
 inline kern::SlotCounts slot_counts(const SlotSizes& s) {
-  return kern::slot_counts(s.slot_pix, s.slot_full, s.np, s.n_out, s.emu, s.slot_grid);
+  return kern::slot_counts(s.slot_pix, s.slot_full, s.np, s.n_out, s.emu, s.slot_grid, s.slot_rm);
 }
 
 // Host scratch for n_slots slots of the given sizes.
 struct SlotScratch {
   std::vector<double> T, dT, fn, wts, frac, Tf, dTf, Tg, Tr, ccf, acc, emu;
+  std::vector<float> rm;
   std::vector<int> t0;
   std::unique_ptr<kern::PipelineShared[]> shared;
   int n_slots = 0;
@@ -75,7 +78,8 @@ class HostBatch {
   // The flat arrays (kernels/batch.hpp documents shapes and units).
   std::vector<kern::BatchSpectrum> spec;
   std::vector<double> lnlam, xleg, full_lnlam;
-  std::vector<float> flux, ivar, rmat;
+  std::vector<double> fold;  // empty: no spectrum with a matrix arm
+  std::vector<float> flux, ivar;
   std::vector<int> full_idx;
   std::vector<kern::PipelineResult> results;
   // The model table: distinct ArmModels in order of first use, and their arrays.

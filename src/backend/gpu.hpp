@@ -30,15 +30,17 @@ std::unique_ptr<Backend> make_cuda_backend(const TemplateLibrary& lib,
 // ---- Batch sizing (gpu_sizing.cpp, unit-tested) --------------------------------------------
 
 // Device bytes one spectrum takes in a batch: its packed inputs (lnlam, xleg, flux, ivar,
-// full_idx per used pixel; full_lnlam per full-grid pixel; n_rmat folded-row floats), its
-// BatchSpectrum and its PipelineResult. The scratch is per slot, not per spectrum.
-size_t gpu_bytes_per_spectrum(size_t n_pix, size_t n_full = 0, size_t n_rmat = 0);
+// full_idx per used pixel; full_lnlam per full-grid pixel; three fold parameters per pixel for
+// n_fold pixels, the spectrum's n_pix when it has a matrix arm), its BatchSpectrum and its
+// PipelineResult. The scratch is per slot, not per spectrum (the folded rows too).
+size_t gpu_bytes_per_spectrum(size_t n_pix, size_t n_full = 0, size_t n_fold = 0);
 
 // Device bytes of one slot's scratch for the sizes of kernels/batch.hpp (T, dT[np], fn, wts,
 // frac, t0 per slot pixel; Tf, dTf[np] per full-grid pixel; ccf, acc; emulator scratch; Tg[np]
-// per template-grid row of the rotated model (slot_grid, 0 without VSINI); the PipelineShared).
+// per template-grid row of the rotated model (slot_grid, 0 without VSINI); slot_rm floats of
+// folded resolution rows; the PipelineShared).
 size_t gpu_bytes_per_slot(long long slot_pix, long long slot_full, int np, int n_out, long long emu,
-                          long long slot_grid = 0);
+                          long long slot_grid = 0, long long slot_rm = 0);
 
 // Spectra per batch with `n_sets` buffer sets in flight: floor((free_bytes * safety -
 // fixed_bytes) / (n_sets * bytes_per_spectrum)), at most max_batch; 0 when not even one fits.

@@ -5,25 +5,26 @@
 
 namespace velox {
 
-size_t gpu_bytes_per_spectrum(size_t n_pix, size_t n_full, size_t n_rmat) {
+size_t gpu_bytes_per_spectrum(size_t n_pix, size_t n_full, size_t n_fold) {
   const size_t per_pixel = 2 * sizeof(double)   // lnlam, xleg
                            + 2 * sizeof(float)  // flux, ivar
                            + sizeof(int);       // full_idx
-  return n_pix * per_pixel + n_full * sizeof(double) + n_rmat * sizeof(float) +
+  return n_pix * per_pixel + n_full * sizeof(double) + n_fold * 3 * sizeof(double) +
          sizeof(kern::BatchSpectrum) + sizeof(kern::PipelineResult);
 }
 
-size_t gpu_bytes_per_slot(long long slot_pix, long long slot_full, int np, int n_out,
-                          long long emu, long long slot_grid) {
+size_t gpu_bytes_per_slot(long long slot_pix, long long slot_full, int np, int n_out, long long emu,
+                          long long slot_grid, long long slot_rm) {
   // The table the engine allocates by (kern::slot_counts).
   const kern::SlotCounts c =
       kern::slot_counts(std::max(0LL, slot_pix), std::max(0LL, slot_full), np, std::max(n_out, 7),
-                        std::max(0LL, emu), std::max(0LL, slot_grid));
+                        std::max(0LL, emu), std::max(0LL, slot_grid), std::max(0LL, slot_rm));
   // Element types of the engine's arrays (null pointers: only their types are read).
   struct {
     double *T, *dT, *fn, *wts, *frac;
     int* t0;
     double *Tf, *dTf, *Tg, *ccf, *acc, *emu;
+    float* rm;
   } elem{};
   size_t bytes = sizeof(kern::PipelineShared);
   kern::for_each_slot_array(elem, c, [&](auto* p, long long per_slot) {

@@ -266,6 +266,11 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
   for (auto* v : {&all.lnlam, &all.xleg, &all.wave}) v->reserve(n_used);
   for (auto* v : {&all.flux, &all.ivar}) v->reserve(n_used);
   for (auto* v : {&all.arm, &all.full_idx, &all.input_pixel}) v->reserve(n_used);
+  bool any_rm = false;  // a kept arm with a matrix: fold parameters for every used pixel
+  for (int slot = 0; slot < n_slots; ++slot)
+    any_rm = any_rm || (cfg.resolution_matrix && arms[in_slot[slot]].ndiag > 0 &&
+                        arms[in_slot[slot]].resolution);
+  if (any_rm) all.fold.resize(3 * n_used);
   for (int slot = 0; slot < n_slots; ++slot) {
     const size_t a_in = in_slot[slot];
     const ArmView& arm = arms[a_in];
@@ -339,25 +344,6 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       UninitVector<double> full(n_grid);  // every entry written below
       const double d0 = std::log(arm.wave_vac_A[1] / arm.wave_vac_A[0]);
       const double d1 = std::log(arm.wave_vac_A[n - 1] / arm.wave_vac_A[n - 2]);
-      // Diagonal-major ([ndiag][n_grid], kern::FitData::rmat): weight k of grid pixel jj at
-      // k * n_grid + jj. The used pixels' columns are written by the fold below, the others
-      // zeroed here (the padding and the unused pixels between used ones): not the whole array,
-      // whose zeroing cost 6% of a DESI spectrum's preparation.
-      UninitVector<float> grid_rows(static_cast<size_t>(n_grid) * arm.ndiag);
-      {
-        auto zero_columns = [&](long a, long b) {  // grid pixels [a, b), every diagonal
-          if (a >= b) return;
-          for (int k = 0; k < arm.ndiag; ++k)
-            std::fill(grid_rows.data() + k * n_grid + a, grid_rows.data() + k * n_grid + b, 0.0f);
-        };
-        long next = 0;  // the first grid pixel not yet written or zeroed
-        for (const size_t j : idx) {
-          const long jj = static_cast<long>(j) - j_lo;
-          zero_columns(next, jj);
-          next = jj + 1;
-        }
-        zero_columns(next, n_grid);
-      }
       // Grid pixel jj is arm pixel j = jj + j_lo: before the arm, in it, after it (three loops
       // without a branch per pixel). A matrix arm is never split: one zero point.
       const long in_lo = std::clamp(-j_lo, 0L, n_grid),
@@ -366,9 +352,10 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       for (long jj = in_lo; jj < in_hi; ++jj) full[jj] = ln_wave[jj + j_lo] - zp_b;
       for (long jj = in_hi; jj < n_grid; ++jj)
         full[jj] = (ln_wave[n - 1] + (jj + j_lo - nl + 1) * d1) - zp_b;
-      // The used pixels' rows with the template LSF folded in (fit/resolution.hpp); the rows of
-      // other pixels stay zero (never read). A line spread varying with wavelength (joined
-      // libraries) is taken at each pixel.
+      // The used pixels' fold parameters with the template LSF removed (fit/resolution.hpp);
+      // the fit builds their rows from them (kernels/fold.hpp), diagonal-major [ndiag][n_grid]
+      // at column full_idx. A line spread varying with wavelength (joined libraries) is taken
+      // at each pixel.
       const double fwhm_fixed = std::isfinite(lib.fwhm_A) ? lib.fwhm_A : 0.0;
       thread_local std::vector<double> fwhm_pp;
       if (!lib.lsf_fwhm_A.empty()) {
@@ -382,15 +369,14 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
             fwhm_pp[k] = lib.template_fwhm_at_ln(ln_wave[idx[k]]);
         }
       }
-      fold.write_rows(idx.data(), idx.size(), arm.wave_vac_A,
-                      lib.lsf_fwhm_A.empty() ? nullptr : fwhm_pp.data(), fwhm_fixed,
-                      grid_rows.data(), 1, n_grid, j_lo);
+      fold.params(idx.data(), idx.size(), arm.wave_vac_A,
+                  lib.lsf_fwhm_A.empty() ? nullptr : fwhm_pp.data(), fwhm_fixed,
+                  all.fold.data() + 3 * n0);
       all.full_lnlam.push_back(std::move(full));
-      all.rmat.push_back(std::move(grid_rows));
       all.ndiag.push_back(arm.ndiag);
     } else {
+      if (any_rm) std::fill(all.fold.data() + 3 * n0, all.fold.data() + 3 * n_all, 0.0);
       all.full_lnlam.emplace_back();
-      all.rmat.emplace_back();
       all.ndiag.push_back(0);
     }
     // With the matrix the basis stays at the templates' own resolution (R -> infinity: no
@@ -682,6 +668,34 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
     if (c.not_star) row.RVS_WARN |= warn::kNotStar;
   }
   row.SUCCESS = (row.RVS_WARN & warn::kReject) == 0;
+}
+
+kern::FitData folded_view(const Packed& p, std::vector<float>* rm, double* Tf, double* dTf) {
+  rm->assign(p.n_rm_total(), 0.0f);
+  kern::FitData d = p.view(Tf, dTf, rm->data());
+  size_t off = 0;
+  for (int a = 0; a < p.n_arms && a < static_cast<int>(p.full_lnlam.size()); ++a) {
+    const std::vector<float> rows = folded_rows(p, a);
+    std::copy(rows.begin(), rows.end(), rm->begin() + static_cast<ptrdiff_t>(off));
+    off += rows.size();
+  }
+  d.fold = nullptr;
+  d.rmat_w = nullptr;
+  return d;
+}
+
+std::vector<float> folded_rows(const Packed& p, int a) {
+  if (a < 0 || a >= p.n_arms || a >= static_cast<int>(p.full_lnlam.size()) ||
+      p.full_lnlam[a].empty() || p.fold.empty())
+    return {};
+  const size_t n = p.full_lnlam[a].size();
+  const int nd = p.ndiag[a];
+  std::vector<float> rows(n * static_cast<size_t>(nd), 0.0f);
+  const int i0 = p.arm_start[a], i1 = p.arm_start[a + 1];
+  prep_kernels().expand_rows(p.fold.data() + 3 * static_cast<size_t>(i0),
+                             static_cast<size_t>(i1 - i0), nd, p.full_idx.data() + i0, rows.data(),
+                             1, static_cast<ptrdiff_t>(n));
+  return rows;
 }
 
 }  // namespace velox

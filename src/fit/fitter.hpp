@@ -37,12 +37,16 @@ struct Packed {
   std::vector<std::string> names;
   std::vector<int> input_arm;    // per arm slot: index of the arm in the input spectrum
   UninitVector<int> input_pixel;  // per used pixel: index in its input arm
-  // Resolution-matrix arms (n_full[a] > 0): full-grid ln(lambda), folded rows, and for every used
-  // pixel its index in its arm's full grid (-1 for Gaussian-LSF arms).
+  // Resolution-matrix arms (n_full[a] > 0): full-grid ln(lambda), and for every used pixel its
+  // index in its arm's full grid (-1 for Gaussian-LSF arms) and its row's fold parameters, from
+  // which the fit builds the rows (kern::FitData::fold, kernels/fold.hpp; folded_rows below).
   std::vector<UninitVector<double>> full_lnlam;  // per arm slot (empty: no matrix)
-  std::vector<UninitVector<float>> rmat;         // per arm slot, [ndiag][n_full] (diagonal-major)
-  std::vector<int> ndiag;                       // per arm slot
-  UninitVector<int> full_idx;                   // per used pixel
+  std::vector<int> ndiag;                        // per arm slot
+  UninitVector<int> full_idx;                    // per used pixel
+  // [n_pix][3] per used pixel: its row's centroid [px from the central tap], the Gaussian's
+  // variance [px^2] (the template's line spread removed) and the row's sum; zeros for pixels of
+  // arms without a matrix. Empty: no arm has a matrix.
+  UninitVector<double> fold;
   // Velocity segments (kern::FitData::seg_*): one per arm, or the blue/red halves of a one-arm
   // spectrum split at FitConfig::arm_split_A; seg_names[s] is the catalog suffix (B, R, Z).
   int n_seg = 0;
@@ -60,9 +64,16 @@ struct Packed {
     for (const auto& f : full_lnlam) n += f.size();
     return n;
   }
+  // The floats of the folded rows: the sum over matrix arms of n_full x ndiag.
+  size_t n_rm_total() const {
+    size_t n = 0;
+    for (size_t a = 0; a < full_lnlam.size(); ++a) n += full_lnlam[a].size() * ndiag[a];
+    return n;
+  }
 
-  // Views for the kernels; Tf/dTf: scratch of n_full_total() and n_full_total() * np doubles.
-  kern::FitData view(double* Tf = nullptr, double* dTf = nullptr) const {
+  // Views for the kernels; Tf/dTf: scratch of n_full_total() and n_full_total() * np doubles;
+  // rm: scratch of n_rm_total() floats, where the fit writes the matrix rows (kernels/fold.hpp).
+  kern::FitData view(double* Tf = nullptr, double* dTf = nullptr, float* rm = nullptr) const {
     kern::FitData d;
     d.n_pix = static_cast<int>(flux.size());
     d.n_arms = n_arms;
@@ -73,15 +84,19 @@ struct Packed {
     d.ivar = ivar.data();
     for (int a = 0; a < n_arms; ++a) d.basis[a] = models[a]->basis.data();
     int off = 0;
+    size_t rm_off = 0;
     for (int a = 0; a < n_arms && a < static_cast<int>(full_lnlam.size()); ++a) {
       d.n_full[a] = static_cast<int>(full_lnlam[a].size());
       if (d.n_full[a] == 0) continue;
       d.ndiag[a] = ndiag[a];
       d.full_off[a] = off;
       d.full_lnlam[a] = full_lnlam[a].data();
-      d.rmat[a] = rmat[a].data();
+      d.rmat[a] = rm ? rm + rm_off : nullptr;
       off += d.n_full[a];
+      rm_off += static_cast<size_t>(d.n_full[a]) * ndiag[a];
     }
+    d.fold = fold.empty() || !rm ? nullptr : fold.data();
+    d.rmat_w = d.fold ? rm : nullptr;
     d.full_idx = full_idx.data();
     d.n_seg = n_seg;
     for (int k = 0; k <= kern::kMaxSeg; ++k) d.seg_start[k] = seg_start[k];
@@ -92,6 +107,16 @@ struct Packed {
     return d;
   }
 };
+
+// Arm slot a's resolution rows as the fit builds them from p.fold ([ndiag][n_full],
+// diagonal-major; the columns of grid pixels that are not used are 0): the host's SIMD form
+// (prep::Kernels::expand_rows). Empty for an arm without a matrix.
+std::vector<float> folded_rows(const Packed& p, int a);
+// p.view(Tf, dTf) with every matrix arm's rows already built into *rm (resized to
+// p.n_rm_total(); FitData::fold null), for callers that evaluate the model without the
+// pipeline's entry points, which build the rows themselves (tests, tools).
+kern::FitData folded_view(const Packed& p, std::vector<float>* rm, double* Tf = nullptr,
+                          double* dTf = nullptr);
 
 // A spectrum after masking and packing, ready for the pipeline kernel (any backend).
 struct PreparedSpectrum {

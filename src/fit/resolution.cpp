@@ -50,6 +50,12 @@ void ResolutionFold::write_rows(const size_t* rows, size_t count, const double* 
                             offset);
 }
 
+void ResolutionFold::params(const size_t* rows, size_t count, const double* wave,
+                            const double* fwhm_pp, double fwhm_fixed, double* p) const {
+  const prep::FoldMoments fm{m0_, m1_, m2_, n_, ndiag_};
+  prep_kernels().fold_params(fm, rows, count, wave, fwhm_pp, fwhm_fixed, p);
+}
+
 void fold_resolution_rows(const double* wave, size_t n_pix, const float* res, int ndiag,
                           double template_fwhm_A, std::vector<float>* out,
                           std::vector<char>* row_ok, const double* template_fwhm_pp,

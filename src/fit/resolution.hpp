@@ -65,6 +65,11 @@ class ResolutionFold {
   void write_rows(const size_t* rows, size_t count, const double* wave_A, const double* fwhm_pp,
                   double fwhm_fixed, float* out, ptrdiff_t row_step, ptrdiff_t k_step,
                   long offset) const;
+  // write_rows' first half: the rows' fold parameters p[count][3] (centroid [px from the
+  // central tap], the Gaussian's variance [px^2], the row's sum), from which the fit builds the
+  // same rows (kern::FitData::fold, kernels/fold.hpp; prep::Kernels::expand_rows).
+  void params(const size_t* rows, size_t count, const double* wave_A, const double* fwhm_pp,
+              double fwhm_fixed, double* p) const;
 
  private:
   bool usable(long i) const { return std::isfinite(m0_[i]) && m0_[i] > 1e-6; }

@@ -83,8 +83,8 @@ struct BufferSet {
   cudaStream_t stream = nullptr;
   cudaEvent_t done = nullptr;
   DevArray<kern::BatchSpectrum> spec;
-  DevArray<double> lnlam, xleg, full_lnlam;
-  DevArray<float> flux, ivar, rmat;
+  DevArray<double> lnlam, xleg, full_lnlam, fold;
+  DevArray<float> flux, ivar, rm;
   DevArray<int> full_idx;
   DevArray<kern::PipelineResult> results;
   DevArray<const float*> basis, ccf_tmpl;
@@ -196,17 +196,18 @@ class CudaBackend final : public Backend {
     s.n_out = std::max(kern::ccf_lags(pc_, lib_.grid()), 7);
     s.emu = kern::emulator_scratch_size(em_);
     for (const auto* p : specs) {
-      size_t n_rmat = 0;
-      for (const auto& r : p->rmat) n_rmat += r.size();
-      per = std::max(per, gpu_bytes_per_spectrum(p->flux.size(), p->n_full_total(), n_rmat));
+      per = std::max(per, gpu_bytes_per_spectrum(p->flux.size(), p->n_full_total(),
+                                                 p->fold.empty() ? 0 : p->flux.size()));
       s.slot_pix = std::max<long long>(s.slot_pix, static_cast<long long>(p->flux.size()));
       s.slot_full = std::max<long long>(s.slot_full, static_cast<long long>(p->n_full_total()));
+      s.slot_rm = std::max<long long>(s.slot_rm, static_cast<long long>(p->n_rm_total()));
       if (p->fit_vsini && pc_.fit_vsini) s.slot_grid = lib_.n_tpix;
     }
     size_t free_b = 0, total_b = 0;
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-    const size_t fixed = static_cast<size_t>(kSets) * n_slots_ *
-                         gpu_bytes_per_slot(s.slot_pix, s.slot_full, s.np, s.n_out, s.emu, s.slot_grid);
+    const size_t fixed =
+        static_cast<size_t>(kSets) * n_slots_ *
+        gpu_bytes_per_slot(s.slot_pix, s.slot_full, s.np, s.n_out, s.emu, s.slot_grid, s.slot_rm);
     // What this engine already holds for batches is reusable: count it as free.
     const size_t n =
         gpu_batch_size(free_b + held_bytes_, kMemSafety, fixed, per, kSets, preferred_batch());
@@ -273,7 +274,7 @@ class CudaBackend final : public Backend {
     grow(set.ivar, np_);
     grow(set.full_idx, np_);
     grow(set.full_lnlam, std::max<size_t>(hb.full_lnlam.size(), 1));
-    grow(set.rmat, std::max<size_t>(hb.rmat.size(), 1));
+    grow(set.fold, std::max<size_t>(hb.fold.size(), 1));
     grow(set.results, ns);
     grow(set.basis, n_models);
     grow(set.ccf_tmpl, n_models);
@@ -286,7 +287,7 @@ class CudaBackend final : public Backend {
         {hb.ivar.data(), np_ * sizeof(float), set.ivar.p},
         {hb.full_idx.data(), np_ * sizeof(int), set.full_idx.p},
         {hb.full_lnlam.data(), hb.full_lnlam.size() * sizeof(double), set.full_lnlam.p},
-        {hb.rmat.data(), hb.rmat.size() * sizeof(float), set.rmat.p},
+        {hb.fold.data(), hb.fold.size() * sizeof(double), set.fold.p},
         {basis, n_models * sizeof(const float*), set.basis.p},
         {tmpl.data(), n_models * sizeof(const float*), set.ccf_tmpl.p},
     };
@@ -319,11 +320,12 @@ class CudaBackend final : public Backend {
     v.ivar = set.ivar.p;
     v.full_idx = set.full_idx.p;
     v.full_lnlam = set.full_lnlam.p;
-    v.rmat = set.rmat.p;
+    v.fold = hb.fold.empty() ? nullptr : set.fold.p;
     v.results = set.results.p;
     v.n_slots = n_slots_;
     v.slot_pix = set.slots.slot_pix;
     v.slot_full = set.slots.slot_full;
+    v.slot_rm = set.slots.slot_rm;
     v.T = set.T.p;
     v.dT = set.dT.p;
     v.fn = set.fn.p;
@@ -332,6 +334,7 @@ class CudaBackend final : public Backend {
     v.t0 = set.t0.p;
     v.Tf = set.Tf.p;
     v.dTf = set.dTf.p;
+    v.rm = set.rm.p;
     v.slot_grid = set.slots.slot_grid;
     v.Tg = set.Tg.p;
     v.ccf = set.ccf.p;

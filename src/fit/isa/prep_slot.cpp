@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "kernels/emulator_eval.hpp"
+#include "kernels/fold_row.hpp"
 #include "kernels/team.hpp"
 
 namespace {
@@ -37,14 +38,10 @@ inline void sel(Vt& out, const Mt& mask, const Vt& a, const Vt& b) {
 constexpr int kMaxDiag = 32;
 // Centroid tolerance of the sampled Gaussian [px]: 1e-7 px is 5e-6 km/s on DESI pixels, and the
 // rows are stored in single precision (relative 6e-8) anyway.
-constexpr double kCentroidTol = 1e-7;
+constexpr double kCentroidTol = velox::kern::kFoldTolF64;
 
 inline long lmin(long a, long b) { return a < b ? a : b; }
 inline long lmax(long a, long b) { return a > b ? a : b; }
-inline long floor_l(double x) {  // floor() without a libm call (common/rounding.hpp)
-  const long k = static_cast<long>(x);
-  return k - (x < static_cast<double>(k));
-}
 
 // Row i's moments for the rows [a, b), one pass per diagonal (only the weights inside the arm:
 // the edge rows), added to zero.
@@ -110,20 +107,6 @@ inline bool usable(const FoldMoments& f, long i) {
   return std::isfinite(f.m0[i]) && f.m0[i] > 1e-6;
 }
 
-// w[k] proportional to exp(-(k - half - c)^2 / (2 sg^2)) (dx = 1/sg, q = exp(-dx^2)) from the tap
-// nearest c outwards, for one row whose centroid lies beyond the taps.
-void sampled_gaussian_1(int ndiag, int half, double c, double dx, double q, double* w) {
-  long kc = floor_l(c + 0.5) + half;
-  kc = kc < 0 ? 0 : kc > ndiag - 1 ? ndiag - 1 : kc;
-  const double xc = (kc - half - c) * dx;
-  w[kc] = 1.0;
-  const double r_up = std::exp(-(xc + 0.5 * dx) * dx);  // w[kc+1] / w[kc]
-  double r = r_up;
-  for (int k = static_cast<int>(kc) + 1; k < ndiag; ++k, r *= q) w[k] = w[k - 1] * r;
-  r = q / r_up;  // w[kc-1] / w[kc]
-  for (int k = static_cast<int>(kc) - 1; k >= 0; --k, r *= q) w[k] = w[k + 1] * r;
-}
-
 // Rows per chunk of write_rows (a multiple of every level's lanes, double and float).
 constexpr int kChunk = 64;
 
@@ -148,16 +131,12 @@ struct Lanes<float> {
   typedef int I;
   typedef I M __attribute__((vector_size(sizeof(V))));
   static constexpr int kN = velox::kern::kVecF;
-  static constexpr float kTol = 2e-6f;
+  static constexpr float kTol = velox::kern::kFoldTolF32;
 };
-constexpr double kFloatMaxMu = 2.0;
-// The plain centroid step (centre += miss) shrinks the miss by 0.15x or less per step for
-// sigma^2 in [0.25, 3] px^2 and centroids within 2 px (the rate var_w / var within 0.85-1.15):
-// those rows take it in FP32. Wider rows (the band cuts the wings: 0.19x at 4 px^2, 0.28x at
-// 6) take the Newton step in FP32; narrower ones (0.68x at 0.15 px^2; below 0.125 px^2 it
-// diverges near half pixels, where the weights sit on two taps) and those centred beyond 2 px
-// take it in FP64.
-constexpr double kPlainMinVar = 0.25, kPlainMaxVar = 3.0;
+// Which rows take which step, in which precision: kernels/fold_row.hpp.
+constexpr double kFloatMaxMu = velox::kern::kFoldFloatMaxMu;
+constexpr double kPlainMinVar = velox::kern::kFoldPlainMinVar;
+constexpr double kPlainMaxVar = velox::kern::kFoldPlainMaxVar;
 
 inline void exp_lanes(velox::kern::VxVecD& x) { velox::kern::exp_vec(x); }
 // x = exp(x) lane by lane in FP32 (x clamped to [-87, 87]): x = n ln2 + r, |r| <= ln2/2 (ln2 in
@@ -172,14 +151,7 @@ inline void exp_lanes(velox::kern::VxVecF& x) {
   for (int p = 0; p < velox::kern::kVecF; ++p) h[p] = x[p] < 0 ? -0.5f : 0.5f;
   const II ni = __builtin_convertvector(x * 1.44269504088896341f + h, II);
   const F n = __builtin_convertvector(ni, F);
-  const F r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-  F p = F{} + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
+  const F p = velox::kern::expf_reduced((x - n * 0.693359375f) - n * -2.12194440e-4f);
   const II e = (ni + 127) << 23;
   F s;
   __builtin_memcpy(&s, &e, sizeof s);
@@ -375,25 +347,14 @@ void gaussian_rows_for(int ndiag, int ng, const double* mu_r, const double* var_
     gaussian_rows<0, T, kNewton>(ndiag, ng, mu_r, var_r, s0_r, dst, k_step);
 }
 
-void write_rows(const FoldMoments& fm, const size_t* rows, size_t count, const double* wave,
-                const double* fwhm_pp, double fwhm_fixed, float* out, ptrdiff_t row_step,
-                ptrdiff_t k_step, long offset) {
+// The fold's per-row parameters (prep::Kernels::fold_params): p[3 r ..] = the centroid [px from
+// the central tap], the Gaussian's variance [px^2] and the sum of row rows[r].
+void fold_params(const FoldMoments& fm, const size_t* rows, size_t count, const double* wave,
+                 const double* fwhm_pp, double fwhm_fixed, double* p) {
   const double fwhm_to_sigma = 1.0 / std::sqrt(8.0 * std::log(2.0));
   const long n = fm.n;
-  const int ndiag = fm.ndiag, half = ndiag / 2;
-  // Gaussian rows kLanes at a time, one row per lane of a native vector of doubles: every step of a
-  // row's centroid iteration is the same sequence of operations for every row (the taps' recurrence
-  // starts at the central tap, whatever the centre), so the rows' chains run side by side, and a
-  // row's arithmetic is that of the row alone (its floats do not depend on its batch-mates). The
-  // rows' moments, centroids and widths first, kChunk rows at a time in a loop without branches (on
-  // vector lanes).
-  // [0]: the rows computed in FP32 with the plain step, [1]: in FP32 with the Newton step, [2]:
-  // in FP64 with the Newton step (kPlainMinVar)
-  alignas(64) double mu_l[3][kChunk], var_l[3][kChunk], s0_l[3][kChunk];
-  alignas(64) double sum_c[kChunk], m_c[kChunk], var_c[kChunk];
-  alignas(64) double s1_c[kChunk], s2_c[kChunk], dl_c[kChunk], ft_c[kChunk];
-  float* dst[3][kChunk];
-  double w1[kMaxDiag];
+  alignas(64) double sum_c[kChunk], s1_c[kChunk], s2_c[kChunk], dl_c[kChunk], ft_c[kChunk];
+  alignas(64) double m_c[kChunk], var_c[kChunk];
   for (size_t c0 = 0; c0 < count; c0 += kChunk) {
     const int nc = count - c0 < kChunk ? static_cast<int>(count - c0) : kChunk;
     // The rows' centroids [px] and the Gaussians' variances [px^2]. The first and last `half`
@@ -410,8 +371,8 @@ void write_rows(const FoldMoments& fm, const size_t* rows, size_t count, const d
       sum_c[j] = fm.m0[ir];
       s1_c[j] = fm.m1[ir];
       s2_c[j] = fm.m2[ir];
-      // The pixel's width [A]: half the span of its neighbours (exact: a power of two), or the
-      // one-sided step at the arm's ends.
+      // The pixel's width [A]: half the span of its neighbours (exact: a power of two), or
+      // the one-sided step at the arm's ends.
       const long i0 = lmax(0L, i - 1), i1 = lmin(n - 1, i + 1);
       dl_c[j] = i1 - i0 == 2   ? (wave[i1] - wave[i0]) * 0.5
                 : i1 - i0 == 1 ? wave[i1] - wave[i0]
@@ -428,11 +389,35 @@ void write_rows(const FoldMoments& fm, const size_t* rows, size_t count, const d
       m_c[j] = m;
       var_c[j] = var_row - sig_t * sig_t;
     }
+    // Interleaved afterwards: stores of stride 3 kept the loop above off the vector lanes.
+    double* pc = p + 3 * c0;
+    for (int j = 0; j < nc; ++j) {
+      pc[3 * j] = m_c[j];
+      pc[3 * j + 1] = var_c[j];
+      pc[3 * j + 2] = sum_c[j];
+    }
+  }
+}
+
+// The rows of fold parameters p[count][3] (fold_params), row r written to dst(r)[k * k_step].
+template <class Dst>
+void expand(const double* p, size_t count, int ndiag, const Dst& dst_of, ptrdiff_t k_step) {
+  const int half = ndiag / 2;
+  // Gaussian rows kLanes at a time, one row per lane of a native vector: every step of a row's
+  // centroid iteration is the same sequence of operations for every row (the taps' recurrence
+  // starts at the central tap, whatever the centre), so the rows' chains run side by side, and a
+  // row's arithmetic is that of the row alone (its floats do not depend on its batch-mates).
+  // [0]: the rows computed in FP32 with the plain step, [1]: in FP32 with the Newton step, [2]:
+  // in FP64 with the Newton step (kPlainMinVar)
+  alignas(64) double mu_l[3][kChunk], var_l[3][kChunk], s0_l[3][kChunk];
+  float* dst[3][kChunk];
+  for (size_t c0 = 0; c0 < count; c0 += kChunk) {
+    const int nc = count - c0 < kChunk ? static_cast<int>(count - c0) : kChunk;
     int ng[3] = {0, 0, 0};  // the chunk's Gaussian rows of each kind
     for (int j = 0; j < nc; ++j) {
-      const long i = static_cast<long>(rows[c0 + j]);
-      float* o = out + (i - offset) * row_step;
-      const double sum = sum_c[j], m = m_c[j], var = var_c[j];
+      float* o = dst_of(c0 + j);
+      const double* pr = p + 3 * (c0 + j);
+      const double m = pr[0], var = pr[1], sum = pr[2];
       if (var > 0.09 && std::fabs(m) <= static_cast<double>(half)) {
         // sigma > 0.3 px with the centroid within the taps: a sampled Gaussian in a lane,
         // normalised to the row's sum
@@ -444,40 +429,37 @@ void write_rows(const FoldMoments& fm, const size_t* rows, size_t count, const d
         s0_l[t][ng[t]] = sum;
         dst[t][ng[t]] = o;
         ++ng[t];
-      } else if (var > 0.09) {
-        // A centroid beyond the taps (a row with negative weights): the recurrence from the
-        // central tap could overflow there, so this row alone, from its nearest tap.
-        const double dx = 1.0 / std::sqrt(var), q = std::exp(-dx * dx);
-        double c = m, norm = 1.0;
-        for (int it = 0; it < 8; ++it) {
-          sampled_gaussian_1(ndiag, half, c, dx, q, w1);
-          double nm = 0, m1 = 0;
-          for (int k = 0; k < ndiag; ++k) {
-            nm += w1[k];
-            m1 += w1[k] * (k - half);
-          }
-          norm = nm;
-          const double dc = m - m1 / nm;
-          c += dc;
-          if (std::fabs(dc) < kCentroidTol) break;
-        }
-        const double scale = sum / norm;
-        for (int k = 0; k < ndiag; ++k) o[k * k_step] = static_cast<float>(scale * w1[k]);
-      } else if (ndiag == 1) {  // a one-diagonal matrix: the row is its weight
-        o[0] = static_cast<float>(sum);
-      } else {  // narrower than a pixel: linear interpolation at the centroid
-        const double hd = static_cast<double>(half);
-        const double cl = m < -hd ? -hd : m > hd ? hd : m;
-        const int k0 = static_cast<int>(lmin(floor_l(cl) + half, ndiag - 2L));
-        const double f = cl + hd - k0;
-        for (int k = 0; k < ndiag; ++k) o[k * k_step] = 0.0f;  // every tap of a row is written
-        o[k0 * k_step] = static_cast<float>(sum * (1 - f));
-        o[(k0 + 1) * k_step] = static_cast<float>(sum * f);
+      } else {
+        // A centroid beyond the taps (the recurrence from the central tap could overflow
+        // there), a row narrower than 0.3 px, a one-diagonal matrix: this row alone, as the
+        // fit's own form builds it (kernels/fold_row.hpp).
+        velox::kern::fold_row(pr, ndiag, o, k_step);
       }
     }
     gaussian_rows_for<float, false>(ndiag, ng[0], mu_l[0], var_l[0], s0_l[0], dst[0], k_step);
     gaussian_rows_for<float, true>(ndiag, ng[1], mu_l[1], var_l[1], s0_l[1], dst[1], k_step);
     gaussian_rows_for<double, true>(ndiag, ng[2], mu_l[2], var_l[2], s0_l[2], dst[2], k_step);
+  }
+}
+
+void expand_rows(const double* p, size_t count, int ndiag, const int* col, float* out,
+                 ptrdiff_t row_step, ptrdiff_t k_step) {
+  expand(
+      p, count, ndiag, [&](size_t r) { return out + static_cast<ptrdiff_t>(col[r]) * row_step; },
+      k_step);
+}
+
+void write_rows(const FoldMoments& fm, const size_t* rows, size_t count, const double* wave,
+                const double* fwhm_pp, double fwhm_fixed, float* out, ptrdiff_t row_step,
+                ptrdiff_t k_step, long offset) {
+  alignas(64) double p[3 * kChunk];
+  for (size_t c0 = 0; c0 < count; c0 += kChunk) {
+    const size_t nc = count - c0 < static_cast<size_t>(kChunk) ? count - c0 : kChunk;
+    fold_params(fm, rows + c0, nc, wave, fwhm_pp ? fwhm_pp + c0 : nullptr, fwhm_fixed, p);
+    expand(
+        p, nc, fm.ndiag,
+        [&](size_t r) { return out + (static_cast<long>(rows[c0 + r]) - offset) * row_step; },
+        k_step);
   }
 }
 
@@ -710,8 +692,8 @@ void sn_values(const float* __restrict flux, const float* __restrict ivar, size_
   for (size_t i = 0; i < n; ++i) sn[i] = flux[i] * std::sqrt(ivar[i]);
 }
 
-const velox::prep::Kernels kKernels = {&moments,       &write_rows,  &model_ivar,
-                                       &select_pixels, &pack_pixels, &sn_values};
+const velox::prep::Kernels kKernels = {&moments,    &write_rows,    &fold_params, &expand_rows,
+                                       &model_ivar, &select_pixels, &pack_pixels, &sn_values};
 
 }  // namespace
 

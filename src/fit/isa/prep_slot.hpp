@@ -47,6 +47,14 @@ struct Kernels {
   void (*write_rows)(const FoldMoments& fm, const size_t* rows, size_t count, const double* wave_A,
                      const double* fwhm_pp, double fwhm_fixed, float* out, ptrdiff_t row_step,
                      ptrdiff_t k_step, long offset);
+  // write_rows in two halves. fold_params: the rows' parameters p[count][3] (the centroid [px
+  // from the central tap], the Gaussian's variance [px^2] with the template's removed, the row's
+  // sum); expand_rows: the rows they give, row r written to out[col[r] * row_step + k * k_step]
+  // (k < ndiag), the same bits as write_rows (kern::FitData::fold: the fit folds them itself).
+  void (*fold_params)(const FoldMoments& fm, const size_t* rows, size_t count, const double* wave_A,
+                      const double* fwhm_pp, double fwhm_fixed, double* p);
+  void (*expand_rows)(const double* p, size_t count, int ndiag, const int* col, float* out,
+                      ptrdiff_t row_step, ptrdiff_t k_step);
   // The model variance of prepare_spectrum (FitConfig::model_variance): with F_k the running
   // median of flux[] over +-15 of the n used pixels, ivar[k] <- ivar / (1 + ivar (scale
   // sigma_k F_k)^2), sigma[n] the emulator's relative sigma at each pixel. flux finite.

@@ -89,8 +89,21 @@ TEST_CASE("HostBatch packing shows each spectrum as Packed::view() does", "[back
       ++n_matrix;
       CHECK(got.full_off[a] == want.full_off[a]);
       CHECK(same_array(got.full_lnlam[a], want.full_lnlam[a], got.n_full[a]));
-      CHECK(
-          same_array(got.rmat[a], want.rmat[a], static_cast<size_t>(got.n_full[a]) * got.ndiag[a]));
+    }
+    // The fold parameters travel per pixel; the rows are built in the slot's scratch (slot 1's
+    // begins slot_rm floats in), arms in order.
+    if (!pk.fold.empty()) {
+      CHECK(same_array(got.fold, pk.fold.data(), 3 * n));
+      CHECK(got.rmat_w == scratch.rm.data() + scratch.sizes.slot_rm);
+      long long off = 0;
+      for (int a = 0; a < got.n_arms; ++a) {
+        if (got.n_full[a] == 0) continue;
+        CHECK(got.rmat[a] == got.rmat_w + off);
+        off += static_cast<long long>(got.n_full[a]) * got.ndiag[a];
+      }
+      CHECK(off <= b.slot_rm);
+    } else {
+      CHECK(got.fold == nullptr);
     }
     // Slot 1's scratch holds the largest spectrum.
     CHECK(sc.T == scratch.T.data() + scratch.sizes.slot_pix);

@@ -24,8 +24,9 @@ TEST_CASE("GPU bytes per spectrum are the packed inputs only, linear in pixels",
   const size_t z = gpu_bytes_per_spectrum(0);
   CHECK(b - a == a - z);      // linear in the number of pixels
   CHECK(a - z == 3000 * 28);  // lnlam, xleg (8 B), flux, ivar, full_idx (4 B)
-  // Resolution matrices: 8 B per full-grid pixel and 4 B per folded-row float.
-  CHECK(gpu_bytes_per_spectrum(3000, 1000, 11000) - a == 1000 * 8 + 11000 * 4);
+  // Resolution matrices: 8 B per full-grid pixel and three 8-byte fold parameters per pixel (the
+  // rows themselves are built in the slot's scratch, kernels/fold.hpp).
+  CHECK(gpu_bytes_per_spectrum(3000, 1000, 3000) - a == 1000 * 8 + 3000 * 24);
   // A LAMOST-size spectrum (3000 px) needs < 100 kB: 80 GB x 0.8 holds > 6 x 10^5 of them.
   CHECK(a < 100'000);
 }
@@ -36,6 +37,7 @@ TEST_CASE("GPU slot scratch grows with slot pixels and parameters", "[gpu][sizin
   CHECK(gpu_bytes_per_slot(6000, 0, 4, 135, 1000) - a == 3000 * (8 * 8 + 4));
   CHECK(gpu_bytes_per_slot(3000, 100, 4, 135, 1000) - a == 100 * 8 * 5);  // Tf, dTf
   CHECK(gpu_bytes_per_slot(3000, 0, 4, 135, 1001) - a == 8);              // emulator
+  CHECK(gpu_bytes_per_slot(3000, 0, 4, 135, 1000, 0, 11000) - a == 11000 * 4);  // folded rows
 }
 
 TEST_CASE("GPU target batch fills every slot several times within the limits", "[gpu][sizing]") {

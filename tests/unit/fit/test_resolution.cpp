@@ -135,7 +135,8 @@ TEST_CASE("matrix rows of an arm's edge pixels keep their whole weight (padded m
   // A constant model through the rows: edge pixels get the interior's value (before the padding,
   // the first pixel lost the half of its row that lies beyond the arm).
   const std::vector<double> one(full.size(), 1.0);
-  kern::FitData d = p.packed.view();
+  std::vector<float> rm;
+  kern::FitData d = folded_view(p.packed, &rm);
   const int first = 0, last = static_cast<int>(p.packed.flux.size()) - 1, mid = last / 2;
   const double interior = kern::apply_rmat(d, 0, mid, one.data(), 1, 0);
   CHECK(kern::apply_rmat(d, 0, first, one.data(), 1, 0) == Approx(interior).epsilon(1e-6));
@@ -227,7 +228,9 @@ TEST_CASE("only the rows and the model grid of used pixels are folded and evalua
   CHECK(full[0] == Approx(std::log(4200.0 + 0.8 * 35)).epsilon(1e-14));
   CHECK(p.packed.full_idx.front() == 5);
   CHECK(p.packed.full_idx.back() == 5 + 159);
-  CHECK(p.packed.rmat[0].size() == full.size() * 11);
+  CHECK(folded_rows(p.packed, 0).size() == full.size() * 11);
+  CHECK(p.packed.n_rm_total() == full.size() * 11);  // the fit's scratch for the rows
+  CHECK(p.packed.fold.size() == 3 * p.packed.flux.size());
 }
 
 TEST_CASE("folded rows of real DESI matrices equal the direct Gaussian of their moments",
@@ -533,19 +536,15 @@ TEST_CASE("write_rows writes every tap of each listed row and no other row", "[r
   }
 }
 
-TEST_CASE("prepared matrix grids hold zeros outside the used pixels' columns",
+TEST_CASE("the rows built from fold parameters fill exactly the used pixels' columns",
           "[resolution][fit]") {
-  // The grid is not zeroed as a whole (fitter.cpp): the padding and the unused pixels between
-  // used ones are zeroed column by column. On real DESI-layout fibres (masked pixels inside the
-  // arms), every entry is finite, a column of an unused pixel is all zero, and a used pixel's
-  // column holds its folded row (sum ~1: DESI rows are normalised, tolerance for the rows the
-  // fold borrows at the edges and float rounding).
-  // glibc fills each allocation with 0x5a bytes meanwhile (M_PERTURB), so a column left
-  // unwritten reads non-zero even where the allocator hands out fresh (zeroed) pages.
-  mallopt(M_PERTURB, 0xa5);
-  struct Unperturb {
-    ~Unperturb() { mallopt(M_PERTURB, 0); }
-  } unperturb;
+  // The host hands the fit three fold parameters per used pixel (Packed::fold) and the fit
+  // writes each pixel's row into its column of the arm's grid (full_idx; kernels/fold.hpp),
+  // leaving the other columns alone. On real DESI-layout fibres (masked pixels inside the arms),
+  // folded_rows (the rows as the CPU fit builds them, on a zeroed grid) has every entry finite, a
+  // column of an unused pixel all zero (a row written to the wrong column shows there), and a
+  // used pixel's column its folded row (sum ~1: DESI rows are normalised, tolerance for the
+  // rows the fold borrows at the edges and float rounding).
   const auto& lib = test::thin_library();
   FitConfig cfg;
   ArmModelCache cache(lib);
@@ -560,14 +559,15 @@ TEST_CASE("prepared matrix grids hold zeros outside the used pixels' columns",
       if (pk.full_lnlam[a].empty()) continue;
       ++n_arms;
       const size_t ng = pk.full_lnlam[a].size(), nd = static_cast<size_t>(pk.ndiag[a]);
-      REQUIRE(pk.rmat[a].size() == ng * nd);
+      const std::vector<float> rows = folded_rows(pk, a);  // as the fit builds them
+      REQUIRE(rows.size() == ng * nd);
       std::vector<char> used(ng, 0);
       for (int i = pk.arm_start[a]; i < pk.arm_start[a + 1]; ++i) used[pk.full_idx[i]] = 1;
       for (size_t jj = 0; jj < ng; ++jj) {
         double sum = 0;
         bool finite = true, zero = true;
         for (size_t k = 0; k < nd; ++k) {
-          const float w = pk.rmat[a][k * ng + jj];
+          const float w = rows[k * ng + jj];
           finite = finite && std::isfinite(w);
           zero = zero && w == 0.0f;
           sum += w;

@@ -66,7 +66,9 @@ kern::PipelineResult fit_with(const Team& team, const PreparedSpectrum& p, const
   std::vector<double> Tf(all.n_full_total()), dTf(all.n_full_total() * np);
   const kern::PipelineScratch sc{T.data(),  dT.data(),    fn.data(),  wts.data(), frac.data(),
                                  t0.data(), ivar->data(), ccf.data(), acc.data(), emu.data()};
-  kern::FitData d = all.view(Tf.data(), dTf.data());
+  // The matrix rows' scratch: fit_one builds the rows there with this team (kernels/fold.hpp).
+  std::vector<float> rm(all.n_rm_total());
+  kern::FitData d = all.view(Tf.data(), dTf.data(), rm.data());
   std::vector<double> Tg(static_cast<size_t>(lib.n_tpix) * np);  // the rotated model's scratch
   d.Tg = Tg.data();
   d.ivar = ivar->data();
@@ -85,7 +87,7 @@ kern::PipelineResult fit_with(const Team& team, const PreparedSpectrum& p, const
 // transposed basis, tr_cols).
 struct EvalRig {
   std::vector<double> Tf, dTf, emu, Tg, Tr, T, dT;
-  std::vector<float> ivar;
+  std::vector<float> ivar, rm;
   kern::CpuFitExtras extras;
   std::unique_ptr<kern::EvalWork> w = std::make_unique<kern::EvalWork>();
   kern::FitData d;
@@ -98,7 +100,7 @@ struct EvalRig {
     dTf.resize(all.n_full_total() * np);
     emu.resize(static_cast<size_t>(kern::emulator_scratch_size(em)));
     ivar.assign(all.ivar.begin(), all.ivar.end());
-    d = all.view(Tf.data(), dTf.data());
+    d = folded_view(all, &rm, Tf.data(), dTf.data());
     d.ivar = ivar.data();
     Tg.resize(static_cast<size_t>(lib.n_tpix) * np);  // the rotated model's rows
     d.Tg = Tg.data();
@@ -544,7 +546,8 @@ TEST_CASE("the CPU's CCF from de-interleaved templates and its Chebyshev pseudo-
         const Packed& all = p.packed;
         const kern::PipelineConfig pc = pipeline_config(ctx.cfg, lib);
         const int np = static_cast<int>(all.flux.size()), n_out = kern::ccf_lags(pc, grid);
-        kern::FitData d = all.view();
+        std::vector<float> rm;
+        kern::FitData d = folded_view(all, &rm);
         auto w = std::make_unique<kern::EvalWork>();
         std::vector<double> fn(np), wts(np), fn_l(np), wts_l(np), frac(np), acc(8 * n_out),
             ccf_a(n_out), ccf_b(n_out);
@@ -646,7 +649,8 @@ TEST_CASE(
         const Packed& all = p.packed;
         const int np = kern::n_fit_params(lib.n_label, 0), npix = static_cast<int>(all.flux.size());
         std::vector<double> Tf(all.n_full_total()), dTf(all.n_full_total() * np);
-        const kern::FitData d = all.view(Tf.data(), dTf.data());
+        std::vector<float> rm;
+        const kern::FitData d = folded_view(all, &rm, Tf.data(), dTf.data());
         const float* tmpl[kern::kMaxArms] = {};
         for (int a = 0; a < all.n_arms; ++a) {
           tmpl[a] = all.models[a]->ccf_templates.data();

@@ -47,6 +47,9 @@ struct CpuFitExtras {
   };
   mutable VelocityRows vrows[kMaxArms];
   int tr_cols = 0;  // columns of Tr (the batch's np; 0 without Tr)
+  // The host's SIMD form of the resolution rows (BatchView::host_fold; SimdTeam::fold_arm).
+  void (*host_fold)(const double* p, size_t count, int ndiag, const int* col, float* out,
+                    ptrdiff_t row_step, ptrdiff_t k_step) = nullptr;
 };
 
 namespace cpu {
@@ -75,6 +78,7 @@ VX_INLINE void cpu_fit_extras(const BatchView& b, int s, int slot, CpuFitExtras*
   x->Tr = vsini && b.Tr && b.Tg && b.slot_grid > 0 ? b.Tr + (long long)slot * slot_counts(b).Tg
                                                    : nullptr;
   x->tr_cols = x->Tr ? (int)(slot_counts(b).Tg / b.slot_grid) : 0;
+  x->host_fold = b.host_fold;
 }
 
 // Rows kept beyond a velocity-only evaluation's own (CpuFitExtras::VelocityRows): 64 template
@@ -586,6 +590,19 @@ template <class Local = void>
 struct SimdTeam : SerialTeam {
   static constexpr bool kHostSimd = true;
   static_assert(kVec == 8, "the SIMD forms read 8 pixels per step (pass1_moments)");
+
+  // fold_rows for arm pixels [i0, i1) of d (kernels/fold.hpp): the host's SIMD form
+  // (prep::Kernels::expand_rows, compiled without fused multiply-adds at every level), the
+  // team-generic fold_row where the batch gives none.
+  [[gnu::always_inline]] void fold_arm(const FitData& d, int i0, int i1, int nd, int n,
+                                       float* out) const {
+    if (d.cpu && d.cpu->host_fold) {
+      d.cpu->host_fold(d.fold + 3 * (long long)i0, (size_t)(i1 - i0), nd, d.full_idx + i0, out, 1,
+                       n);
+      return;
+    }
+    for (int i = i0; i < i1; ++i) fold_row(d.fold + 3 * (long long)i, nd, out + d.full_idx[i], n);
+  }
 
   // The unrotated template at the points ll[0 .. n_eval) at ln D = lnd from the basis B[row][K1]
   // and w->c, w->dc (template_at_pixels' M == 0 case): t_out[n_eval] and, for jm >= 1 (1 the
