@@ -155,16 +155,22 @@ ClassSpectrum rebin_for_classes(const std::vector<ArmView>& arms,
     }
     if (k_lo > k_hi || n_bins < 10) continue;
     const double lo = k_lo, hi = k_hi;
-    for (auto* v : {&cs.lnlam, &cs.flux, &cs.ivar, &cs.xleg}) v->reserve(v->size() + n_bins);
-    cs.arm.reserve(cs.arm.size() + n_bins);
+    // Sized once and written by index (push_back's calls were 1.5% of a DESI preparation).
+    size_t n_out = 0;
+    for (long k = k_lo; k <= k_hi; ++k)
+      n_out += sums[static_cast<size_t>(k - grid_lo)].second != 0.0;
+    const size_t b0 = cs.lnlam.size();
+    for (auto* v : {&cs.lnlam, &cs.flux, &cs.ivar, &cs.xleg}) v->resize(b0 + n_out);
+    cs.arm.resize(b0 + n_out, cs.n_arms);
+    size_t b = b0;
     for (long k = k_lo; k <= k_hi; ++k) {
       const auto& s = sums[static_cast<size_t>(k - grid_lo)];
       if (s.second == 0.0) continue;
-      cs.lnlam.push_back((k + 0.5) * kClassBinDlnlam);
-      cs.flux.push_back(s.first / s.second);
-      cs.ivar.push_back(s.second);
-      cs.xleg.push_back(hi > lo ? 2.0 * (k - lo) / (hi - lo) - 1.0 : 0.0);
-      cs.arm.push_back(cs.n_arms);
+      cs.lnlam[b] = (k + 0.5) * kClassBinDlnlam;
+      cs.flux[b] = s.first / s.second;
+      cs.ivar[b] = s.second;
+      cs.xleg[b] = hi > lo ? 2.0 * (k - lo) / (hi - lo) - 1.0 : 0.0;
+      ++b;
     }
     ++cs.n_arms;
   }

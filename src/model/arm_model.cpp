@@ -114,7 +114,7 @@ namespace {
 // 2 half, so its wide rows read up to ~10% narrow. A half-width's table is built on its first
 // use (DESI's alone, not the 17 a band may have).
 // *hint: the table index the last call found (consecutive rows of a matrix differ by a few
-// table steps), around which the search starts; the index found is the upper bound's, so the
+// table steps), from which the search walks; the index found is the upper bound's, so the
 // result does not depend on the hint.
 double band_gaussian_sigma(double m2, int half, int* hint) {
   constexpr int kN = 2048, kMaxHalf = 16;
@@ -141,12 +141,13 @@ double band_gaussian_sigma(double m2, int half, int* hint) {
   });
   if (m2 < t.m2[0]) return std::sqrt(m2);  // narrower than the table: sampled as a spike
   if (m2 >= t.m2[kN - 1]) return kHi;
-  // i: the first entry above m2 (1 .. kN-1), searched among the 16 entries around the hint when
-  // they bracket m2, else in the whole table (the same index either way)
-  const int lo = std::clamp(*hint - 8, 1, kN - 1), hi = std::clamp(*hint + 8, 1, kN - 1);
-  const double *first = t.m2, *last = t.m2 + kN;
-  if (t.m2[lo - 1] <= m2 && m2 < t.m2[hi]) first = t.m2 + lo, last = t.m2 + hi;
-  const int i = static_cast<int>(std::upper_bound(first, last, m2) - t.m2);
+  // i: the first entry above m2 (1 .. kN-1; the table increases), walked to from the hint: a
+  // step or two between a matrix's rows, where a binary search's branches were mispredicted
+  // (effective_resolution took 7-10% of a DESI spectrum's preparation)
+  int i = *hint > 0 ? std::clamp(*hint, 1, kN - 1)
+                    : static_cast<int>(std::upper_bound(t.m2, t.m2 + kN, m2) - t.m2);  // first row
+  while (i < kN - 1 && t.m2[i] <= m2) ++i;
+  while (i > 1 && t.m2[i - 1] > m2) --i;
   *hint = i;
   const double f = (m2 - t.m2[i - 1]) / (t.m2[i] - t.m2[i - 1]);
   return t.sigma[i - 1] + f * (t.sigma[i] - t.sigma[i - 1]);

@@ -364,20 +364,38 @@ void fold_params(const FoldMoments& fm, const size_t* rows, size_t count, const 
     // The moments and pixel widths gathered first (scalar: indirect loads), then the arithmetic
     // in a loop over contiguous arrays, which the compiler puts on vector lanes (three divisions
     // per row; the same operations per row either way).
-    for (int j = 0; j < nc; ++j) {
-      const long i = static_cast<long>(rows[c0 + j]);
-      const long ib = borrowed(fm, i);
-      const long ir = usable(fm, ib) ? ib : i;
-      sum_c[j] = fm.m0[ir];
-      s1_c[j] = fm.m1[ir];
-      s2_c[j] = fm.m2[ir];
-      // The pixel's width [A]: half the span of its neighbours (exact: a power of two), or
-      // the one-sided step at the arm's ends.
-      const long i0 = lmax(0L, i - 1), i1 = lmin(n - 1, i + 1);
-      dl_c[j] = i1 - i0 == 2   ? (wave[i1] - wave[i0]) * 0.5
-                : i1 - i0 == 1 ? wave[i1] - wave[i0]
-                               : 0.0;
-      ft_c[j] = fwhm_pp ? fwhm_pp[c0 + j] : fwhm_fixed;
+    // A run of consecutive rows whose weights all lie inside the arm (most chunks): each row is
+    // its own complete row (borrowed(i) == i), so the same values by contiguous loads (rows
+    // increase: prepare_spectrum's and fold_resolution_rows' lists).
+    const long r_first = static_cast<long>(rows[c0]), r_last = static_cast<long>(rows[c0 + nc - 1]);
+    const long h = fm.ndiag / 2;
+    if (r_last - r_first == nc - 1 && r_first >= h && r_first >= 1 && r_last < n - h &&
+        r_last + 1 < n) {
+      const double *m0 = fm.m0 + r_first, *m1 = fm.m1 + r_first, *m2 = fm.m2 + r_first;
+      const double* w = wave + r_first;
+      for (int j = 0; j < nc; ++j) {
+        sum_c[j] = m0[j];
+        s1_c[j] = m1[j];
+        s2_c[j] = m2[j];
+        dl_c[j] = (w[j + 1] - w[j - 1]) * 0.5;
+        ft_c[j] = fwhm_pp ? fwhm_pp[c0 + j] : fwhm_fixed;
+      }
+    } else {
+      for (int j = 0; j < nc; ++j) {
+        const long i = static_cast<long>(rows[c0 + j]);
+        const long ib = borrowed(fm, i);
+        const long ir = usable(fm, ib) ? ib : i;
+        sum_c[j] = fm.m0[ir];
+        s1_c[j] = fm.m1[ir];
+        s2_c[j] = fm.m2[ir];
+        // The pixel's width [A]: half the span of its neighbours (exact: a power of two), or the
+        // one-sided step at the arm's ends.
+        const long i0 = lmax(0L, i - 1), i1 = lmin(n - 1, i + 1);
+        dl_c[j] = i1 - i0 == 2   ? (wave[i1] - wave[i0]) * 0.5
+                  : i1 - i0 == 1 ? wave[i1] - wave[i0]
+                                 : 0.0;
+        ft_c[j] = fwhm_pp ? fwhm_pp[c0 + j] : fwhm_fixed;
+      }
     }
     for (int j = 0; j < nc; ++j) {
       const double sum = sum_c[j];
