@@ -666,43 +666,53 @@ size_t select_pixels(const float* flux, const float* ivar, const int* mask, cons
 
 void pack_pixels(const velox::prep::PackIn& in, const size_t* __restrict idx, size_t m,
                  const velox::prep::PackOut& out) {
-  // Branch-free per pixel (the zero point a select, the invariant tests hoisted), so that the
-  // compiler puts it on vector lanes (gathers through idx). The same operations as one pixel at
-  // a time.
+  // Branch-free per pixel (the zero point a select, the invariant tests hoisted), over runs of
+  // consecutive pixels (the used pixels are runs between masked ones): contiguous loads, which
+  // the compiler puts on vector lanes (through idx it kept every pixel scalar: perf, 14% of a
+  // DESI preparation). The same operations as one pixel at a time.
   const double* __restrict lw = in.ln_wave;
   const double* __restrict wv = in.wave;
   const float* __restrict fl = in.flux;
   const float* __restrict iv = in.ivar;
-  double* __restrict o_ln = out.lnlam;
-  double* __restrict o_x = out.xleg;
-  double* __restrict o_w = out.wave;
-  float* __restrict o_f = out.flux;
-  float* __restrict o_i = out.ivar;
-  int* __restrict o_a = out.arm;
-  int* __restrict o_fi = out.full_idx;
-  int* __restrict o_ip = out.input_pixel;
   const double split = in.split_A, zb = in.zp_b, zr = in.zp_r, lo = in.lo, span = in.hi - in.lo;
   const bool leg = in.hi > in.lo;
   const int slot = in.arm_slot;
-  const long off = in.full_off;
-  for (size_t k = 0; k < m; ++k) {
-    const size_t j = idx[k];
-    const double ll = lw[j], w = wv[j];
-    o_ln[k] = ll - (w < split ? zb : zr);
-    o_w[k] = w;
-    o_f[k] = fl[j];
-    o_i[k] = iv[j];
-    o_a[k] = slot;
-    o_ip[k] = static_cast<int>(j);
+  const long off = in.has_full ? in.full_off : 0;
+  for (size_t k = 0; k < m;) {
+    size_t e = k + 1;
+    while (e < m && idx[e] == idx[e - 1] + 1) ++e;
+    const size_t j0 = idx[k], len = e - k;
+    const double* __restrict l = lw + j0;
+    const double* __restrict w = wv + j0;
+    const float* __restrict f = fl + j0;
+    const float* __restrict v = iv + j0;
+    double* __restrict o_ln = out.lnlam + k;
+    double* __restrict o_x = out.xleg + k;
+    double* __restrict o_w = out.wave + k;
+    float* __restrict o_f = out.flux + k;
+    float* __restrict o_i = out.ivar + k;
+    int* __restrict o_a = out.arm + k;
+    int* __restrict o_fi = out.full_idx + k;
+    int* __restrict o_ip = out.input_pixel + k;
+    for (size_t t = 0; t < len; ++t) {
+      o_ln[t] = l[t] - (w[t] < split ? zb : zr);
+      o_w[t] = w[t];
+      o_f[t] = f[t];
+      o_i[t] = v[t];
+      o_a[t] = slot;
+      o_ip[t] = static_cast<int>(j0 + t);
+    }
+    if (leg)
+      for (size_t t = 0; t < len; ++t) o_x[t] = 2.0 * (l[t] - lo) / span - 1.0;
+    else
+      for (size_t t = 0; t < len; ++t) o_x[t] = 0.0;
+    const int fi0 = static_cast<int>(static_cast<long>(j0) + off);
+    if (in.has_full)
+      for (size_t t = 0; t < len; ++t) o_fi[t] = fi0 + static_cast<int>(t);
+    else
+      for (size_t t = 0; t < len; ++t) o_fi[t] = -1;
+    k = e;
   }
-  if (leg)
-    for (size_t k = 0; k < m; ++k) o_x[k] = 2.0 * (lw[idx[k]] - lo) / span - 1.0;
-  else
-    for (size_t k = 0; k < m; ++k) o_x[k] = 0.0;
-  if (in.has_full)
-    for (size_t k = 0; k < m; ++k) o_fi[k] = static_cast<int>(static_cast<long>(idx[k]) + off);
-  else
-    for (size_t k = 0; k < m; ++k) o_fi[k] = -1;
 }
 
 void sn_values(const float* __restrict flux, const float* __restrict ivar, size_t n,
