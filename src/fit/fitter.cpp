@@ -233,9 +233,19 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     // The pixels of use 2 (and with the matrix a usable row), without a branch per pixel.
     idx.resize(n2 + 1);  // one slot past the last kept pixel is written (and dropped)
     size_t m = 0;
-    for (long j = first; n2 > 0 && j <= last; ++j) {
-      idx[m] = static_cast<size_t>(j);
-      m += use[static_cast<size_t>(j)] == 2 && (!use_rm || fold.ok(static_cast<size_t>(j)));
+    const double* m0 = use_rm ? fold.row_sums() : nullptr;  // null with the matrix: no row usable
+    if (use_rm && m0 && n2 > 0) {
+      // fold.ok(j) without its branches: set_span read every row of [first, last]
+      for (long j = first; j <= last; ++j) {
+        idx[m] = static_cast<size_t>(j);
+        const double v = m0[j];
+        m += (use[static_cast<size_t>(j)] == 2) & (v > 1e-6) & (v < INFINITY);
+      }
+    } else if (!use_rm) {
+      for (long j = first; n2 > 0 && j <= last; ++j) {
+        idx[m] = static_cast<size_t>(j);
+        m += use[static_cast<size_t>(j)] == 2;
+      }
     }
     idx.resize(m);
     if (static_cast<int>(idx.size()) < cfg.min_arm_pixels) {

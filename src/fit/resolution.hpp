@@ -53,6 +53,9 @@ class ResolutionFold {
     const long k = static_cast<long>(i);
     return k >= lo_ && k < hi_ && usable(k);
   }
+  // The rows' sums, valid from the first to the last wanted row (ok(i): finite and above 1e-6);
+  // nullptr where set() read no row (no wanted row, or ndiag out of range: no row is usable).
+  const double* row_sums() const { return hi_ > lo_ ? m0_ : nullptr; }
   // The usable rows rows[0 .. count-1] folded with a template Gaussian of FWHM fwhm_pp[r] [A]
   // for rows[r] (fwhm_pp null: fwhm_fixed for all; 0: sharp templates). Row i's weight of
   // model[i + k - ndiag/2] (k = 0 .. ndiag-1) goes to out[(i - offset) * row_step + k * k_step]:

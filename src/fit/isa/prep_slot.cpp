@@ -694,14 +694,13 @@ void pack_pixels(const velox::prep::PackIn& in, const size_t* __restrict idx, si
     int* __restrict o_a = out.arm + k;
     int* __restrict o_fi = out.full_idx + k;
     int* __restrict o_ip = out.input_pixel + k;
-    for (size_t t = 0; t < len; ++t) {
-      o_ln[t] = l[t] - (w[t] < split ? zb : zr);
-      o_w[t] = w[t];
-      o_f[t] = f[t];
-      o_i[t] = v[t];
-      o_a[t] = slot;
-      o_ip[t] = static_cast<int>(j0 + t);
-    }
+    // One loop per output (in one loop of eight streams GCC kept the pixels scalar).
+    for (size_t t = 0; t < len; ++t) o_ln[t] = l[t] - (w[t] < split ? zb : zr);
+    __builtin_memcpy(o_w, w, len * sizeof(double));
+    __builtin_memcpy(o_f, f, len * sizeof(float));
+    __builtin_memcpy(o_i, v, len * sizeof(float));
+    for (size_t t = 0; t < len; ++t) o_a[t] = slot;
+    for (size_t t = 0; t < len; ++t) o_ip[t] = static_cast<int>(j0 + t);
     if (leg)
       for (size_t t = 0; t < len; ++t) o_x[t] = 2.0 * (l[t] - lo) / span - 1.0;
     else
