@@ -19,7 +19,8 @@ namespace velox::kern {
 // Every matrix arm's rows of d's used pixels into d.rmat_w (arms in order, each [ndiag][n_full]
 // diagonal-major, where d.rmat[a] points); nothing without fold parameters (d.fold null: d.rmat
 // holds the rows already). Columns of grid pixels that are not used are not written: the fit
-// reads only the used pixels' columns (apply_rmat). Ends with team.sync().
+// reads only the used pixels' columns (apply_rmat). Ends with team.sync() when it writes rows
+// (the early return is taken by the whole team: it depends on d alone).
 template <class Team>
 VX_HD VX_NOINLINE void fold_rows(const Team& team, const FitData& d) {
   if (!d.fold || !d.rmat_w) return;

@@ -145,7 +145,8 @@ VX_HD VX_INLINE void fold_gaussian_row(int ndiag, double mu_d, double var_d, dou
 // where sigma > 0.3 px and the centroid lies within the taps (FP32 with the plain step for
 // sigma^2 in [0.25, 3] px^2 and |centroid| <= 2 px, FP32 with the Newton step for wider rows, FP64
 // with the Newton step otherwise), the same from the nearest tap for a centroid beyond the taps,
-// and linear interpolation at the centroid for rows narrower than 0.3 px.
+// the row's sum alone for a one-diagonal matrix, and linear interpolation at the centroid for
+// rows narrower than 0.3 px. Writes all ndiag taps, o[k * k_step].
 VX_HD VX_INLINE void fold_row(const double* p, int ndiag, float* o, long k_step) {
   const int half = ndiag / 2;
   const double m = p[0], var = p[1], sum = p[2];

@@ -47,8 +47,9 @@
 //                                  forms (host_simd<Team>()): the kernels then call its members
 //                                  unrotated_pixels, convolved_rows, rotated_pixels and
 //                                  grid_row_sums (template_at_pixels), continuum_moments
-//                                  (profile_continuum_simd), ccf_sums (cross_correlate) and
-//                                  fixed_taps (the chi^2 grid's fixed templates)
+//                                  (profile_continuum_simd), ccf_sums (cross_correlate),
+//                                  fixed_taps (the chi^2 grid's fixed templates) and fold_arm
+//                                  (fold_rows: the resolution-matrix rows)
 //                                  instead of their team-generic forms. The CPU backend's
 //                                  SimdTeam (src/backend/cpu/isa/simd_forms.hpp) defines them;
 //                                  SerialTeam has none

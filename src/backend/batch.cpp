@@ -94,9 +94,11 @@ HostBatch::HostBatch(const std::vector<const Packed*>& specs, const TemplateLibr
     flux.insert(flux.end(), pk.flux.begin(), pk.flux.end());
     ivar.insert(ivar.end(), pk.ivar.begin(), pk.ivar.end());
     full_idx.insert(full_idx.end(), pk.full_idx.begin(), pk.full_idx.end());
+    // A matrix arm's rows are built by the fit from the fold parameters: without them it would
+    // read its slot's scratch as rows.
+    if (full > 0 && pk.fold.size() != 3 * pk.flux.size())
+      throw std::invalid_argument("HostBatch: a matrix arm without its fold parameters");
     if (any_fold) {
-      if (pk.fold.empty() && full > 0)
-        throw std::invalid_argument("HostBatch: a matrix arm without its fold parameters");
       if (pk.fold.empty())
         fold.resize(fold.size() + 3 * pk.flux.size(), 0.0);
       else

@@ -227,7 +227,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       last = static_cast<long>(use.rend() - std::find(use.rbegin(), use.rend(), 2)) - 1;
     }
     // With the matrix, only the rows of pixels the fit can use are folded (the others are never
-    // applied): their moments now, the rows themselves straight into the packed grid below.
+    // applied): their moments now, their fold parameters below (the fit builds the rows).
     ResolutionFold& fold = fold_of[n_slots];
     if (use_rm) fold.set_span(arm.resolution, n, arm.ndiag, first, last);
     // The pixels of use 2 (and with the matrix a usable row), without a branch per pixel.

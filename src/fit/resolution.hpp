@@ -21,8 +21,8 @@ namespace velox {
 constexpr int kMaxResolutionDiagonals = 32;
 
 // Rows of the matrix with the template LSF folded in: out[i * ndiag + k] multiplies
-// model[i + k - ndiag/2] (prepare_spectrum packs the used span diagonal-major for the kernels,
-// kern::FitData::rmat).
+// model[i + k - ndiag/2] (the fit builds the same rows diagonal-major from their fold
+// parameters, kern::FitData::fold and rmat: ResolutionFold::params).
 // wave_A[n] vacuum wavelengths of the arm, res[ndiag * n] the file's matrix, template_fwhm_A the
 // templates' Gaussian FWHM (0 = infinitely sharp). row_ok[i] = 0 for rows that are all zero or not
 // finite (those pixels must not be fitted). The first and last ndiag/2 rows, which reach beyond
@@ -36,9 +36,10 @@ void fold_resolution_rows(const double* wave_A, size_t n, const float* res, int 
                           double template_fwhm_A, std::vector<float>* out,
                           std::vector<char>* row_ok, const double* template_fwhm_pp = nullptr,
                           const char* want = nullptr);
-// The same fold in two phases, for prepare_spectrum: the rows' moments and usability first (set),
-// then each wanted row written straight to where the caller keeps it (write_rows: the kernels'
-// diagonal-major grid), with no per-arm buffers (one instance per thread is reused).
+// The same fold in two phases: the rows' moments and usability first (set), then each wanted
+// row's fold parameters (params, prepare_spectrum: the fit builds the rows from them) or the row
+// itself written to where the caller keeps it (write_rows), with no per-arm buffers (one
+// instance per thread is reused). The rows listed to params and write_rows increase.
 class ResolutionFold {
  public:
   // Moments of the rows of res[ndiag * n] from the first to the last row with want[i] != 0 (all
@@ -60,8 +61,8 @@ class ResolutionFold {
   // for rows[r] (fwhm_pp null: fwhm_fixed for all; 0: sharp templates). Row i's weight of
   // model[i + k - ndiag/2] (k = 0 .. ndiag-1) goes to out[(i - offset) * row_step + k * k_step]:
   // row-major [n][ndiag] with (ndiag, 1, 0), the kernels' diagonal-major grid with (1, n_grid,
-  // the grid's first pixel). All ndiag entries of each listed row are written (prepare_spectrum
-  // zeroes only the other rows' columns); other rows' entries are not. A Gaussian row is
+  // the grid's first pixel). All ndiag entries of each listed row are written; other rows'
+  // entries are not. A Gaussian row is
   // computed in FP32 where its centroid lies within 2 px of the central tap and sigma^2 >= 0.25
   // px^2 (centroid matched to 2e-6 px, 1e-4 km/s on DESI's pixels), else in FP64 (1e-7 px); it
   // is stored in FP32 either way.

@@ -47,7 +47,8 @@ struct Kernels {
   void (*write_rows)(const FoldMoments& fm, const size_t* rows, size_t count, const double* wave_A,
                      const double* fwhm_pp, double fwhm_fixed, float* out, ptrdiff_t row_step,
                      ptrdiff_t k_step, long offset);
-  // write_rows in two halves. fold_params: the rows' parameters p[count][3] (the centroid [px
+  // write_rows in two halves (rows[] increasing, as for write_rows). fold_params: the rows'
+  // parameters p[count][3] (the centroid [px
   // from the central tap], the Gaussian's variance [px^2] with the template's removed, the row's
   // sum); expand_rows: the rows they give, row r written to out[col[r] * row_step + k * k_step]
   // (k < ndiag), the same bits as write_rows (kern::FitData::fold: the fit folds them itself).

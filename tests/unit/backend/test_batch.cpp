@@ -110,6 +110,17 @@ TEST_CASE("HostBatch packing shows each spectrum as Packed::view() does", "[back
     CHECK(b.slot_pix >= got.n_pix);
   }
   CHECK(n_matrix > 0);  // the DESI spectra brought resolution matrices
+  // A matrix arm without its fold parameters is refused: the fit would read its slot's scratch
+  // as the rows.
+  int n_refused = 0;
+  for (const auto& p : prep) {
+    if (p.packed.fold.empty()) continue;
+    Packed bad = p.packed;
+    bad.fold.clear();
+    CHECK_THROWS_AS(HostBatch({&bad}, lib, pipeline_config(cfg, lib)), std::invalid_argument);
+    ++n_refused;
+  }
+  CHECK(n_refused > 0);
 }
 
 TEST_CASE("CPU backend results equal fit_spectrum bit for bit with 1, 2 and 3 threads",

@@ -487,8 +487,8 @@ TEST_CASE("apply_rmat_rows equals apply_rmat pixel by pixel, bit for bit, for 1 
 }
 
 TEST_CASE("write_rows writes every tap of each listed row and no other row", "[resolution]") {
-  // prepare_spectrum zeroes only the grid columns of unused pixels and leaves the used pixels'
-  // columns to write_rows, so each of its row forms must write all ndiag taps. The matrix is
+  // The fit writes only the used pixels' columns of its row scratch (kernels/fold.hpp) and
+  // reads them alone, so each row form must write all ndiag taps of its row. The matrix is
   // stored by columns (res[d * n + c], row i's tap o from column i + o at d = half - o), so
   // regions of columns make rows of each form: Gaussians (sigma 1.5 px, template FWHM 0), rows
   // narrower than a pixel (all weight on the central tap: linear interpolation, which wrote 2
