@@ -83,6 +83,11 @@ void for_each_slot_array(S& s, const SlotCounts& c, F&& f) {
   f(s.emu, c.emu);
 }
 
+// The host's SIMD form of the resolution rows (prep::Kernels::expand_rows): rows of fold
+// parameters p[count][3], row r written to out[col[r] * row_step + k * k_step], k < ndiag.
+typedef void (*HostFoldRows)(const double* p, size_t count, int ndiag, const int* col, float* out,
+                             ptrdiff_t row_step, ptrdiff_t k_step);
+
 struct BatchView {
   EmulatorView em;
   GridView grid;
@@ -110,8 +115,7 @@ struct BatchView {
   const double* fold = nullptr;
   // CPU only: the host's SIMD form of the rows (prep::Kernels::expand_rows, the same arithmetic
   // as kernels/fold.hpp's fold_row); nullptr on the GPU.
-  void (*host_fold)(const double* p, size_t count, int ndiag, const int* col, float* out,
-                    ptrdiff_t row_step, ptrdiff_t k_step) = nullptr;
+  HostFoldRows host_fold = nullptr;
   PipelineResult* results = nullptr;    // [n_spec]
   // Per slot.
   int n_slots = 0;

@@ -24,21 +24,18 @@ namespace velox::kern {
 template <class Team>
 VX_HD VX_NOINLINE void fold_rows(const Team& team, const FitData& d) {
   if (!d.fold || !d.rmat_w) return;
-  long long off = 0;
   for (int a = 0; a < d.n_arms; ++a) {
     const int n = d.n_full[a], nd = d.ndiag[a];
     if (n <= 0) continue;
-    float* out = d.rmat_w + off;
-    off += (long long)n * nd;
+    float* out = d.rmat_w + (d.rmat[a] - d.rmat_w);  // where the views put the arm's rows
     const int i0 = d.arm_start[a], i1 = d.arm_start[a + 1];
     if constexpr (host_simd<Team>()) {
-      team.fold_arm(d, i0, i1, nd, n, out);
-    } else {
-      team.for_each(i1 - i0, [&](int k) {
-        const int i = i0 + k;
-        fold_row(d.fold + 3 * (long long)i, nd, out + d.full_idx[i], n);
-      });
+      if (team.fold_arm(d, i0, i1, nd, n, out)) continue;
     }
+    team.for_each(i1 - i0, [&](int k) {
+      const int i = i0 + k;
+      fold_row(d.fold + 3 * (long long)i, nd, out + d.full_idx[i], n);
+    });
   }
   team.sync();
 }

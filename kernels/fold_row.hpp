@@ -40,6 +40,21 @@ VX_HD VX_INLINE F expf_reduced(F r) {
   p = p * r + 5.0000001201e-1f;
   return p * (r * r) + r + 1.0f;
 }
+// The float (from an int) or double (from a long long) with the bits of i: 2^n for the exps below.
+template <class T, class I>
+VX_HD VX_INLINE T fold_bits(I i) {
+  static_assert(sizeof(T) == sizeof(I), "same width");
+#ifdef __CUDA_ARCH__
+  if constexpr (sizeof(T) == 4)
+    return __int_as_float(i);
+  else
+    return __longlong_as_double(i);
+#else
+  T t;
+  __builtin_memcpy(&t, &i, sizeof t);
+  return t;
+#endif
+}
 // exp(x) in FP32 (x clamped to [-87, 87]; ln2 in two parts, 2^n from the exponent bits), the
 // host SIMD form's exp_lanes lane by lane.
 VX_HD VX_INLINE float fold_exp(float x) {
@@ -49,14 +64,7 @@ VX_HD VX_INLINE float fold_exp(float x) {
   const int ni = static_cast<int>(x * 1.44269504088896341f + h);
   const float n = static_cast<float>(ni);
   const float p = expf_reduced((x - n * 0.693359375f) - n * -2.12194440e-4f);
-  const int e = (ni + 127) << 23;
-#ifdef __CUDA_ARCH__
-  const float s = __int_as_float(e);
-#else
-  float s;
-  __builtin_memcpy(&s, &e, sizeof s);
-#endif
-  return p * s;
+  return p * fold_bits<float>((ni + 127) << 23);
 }
 // exp(x) in FP64, x in [-708, 700], as the host's exp_vec lane by lane (kernels/emulator_eval.hpp:
 // Cody & Waite reduction, Taylor series to r^13/13!).
@@ -68,14 +76,7 @@ VX_HD VX_INLINE double fold_exp(double x) {
   const ExpTaylor t = exp_taylor();
   double p = 1.0 / 6227020800.0;  // 1/13!
   for (int k = 0; k < 13; ++k) p = p * r + t.c[k];
-  const long long e = (static_cast<long long>(ni) + 1023) << 52;
-#ifdef __CUDA_ARCH__
-  const double s = __longlong_as_double(e);
-#else
-  double s;
-  __builtin_memcpy(&s, &e, sizeof s);
-#endif
-  return p * s;
+  return p * fold_bits<double>((static_cast<long long>(ni) + 1023) << 52);
 }
 
 VX_HD VX_INLINE float fold_sqrt(float x) { return sqrtf(x); }
@@ -164,9 +165,7 @@ VX_HD VX_INLINE void fold_row(const double* p, int ndiag, float* o, long k_step)
     const double dx = 1.0 / sqrt(var), q = exp(-dx * dx);
     double c = m, norm = 1.0, w[kFoldMaxDiag];
     for (int it = 0; it < 8; ++it) {
-      const double ck = c + 0.5;
-      long kc = static_cast<long>(ck);
-      kc = (kc - (ck < static_cast<double>(kc))) + half;  // floor(c + 0.5) + half
+      long kc = static_cast<long>(floor(c + 0.5)) + half;
       kc = kc < 0 ? 0 : kc > ndiag - 1 ? ndiag - 1 : kc;
       const double xc = (kc - half - c) * dx;
       w[kc] = 1.0;
@@ -191,8 +190,7 @@ VX_HD VX_INLINE void fold_row(const double* p, int ndiag, float* o, long k_step)
     o[0] = static_cast<float>(sum);
   } else {
     const double cl = m < -hd ? -hd : m > hd ? hd : m;
-    long k0 = static_cast<long>(cl);
-    k0 = (k0 - (cl < static_cast<double>(k0))) + half;  // floor(cl) + half
+    long k0 = static_cast<long>(floor(cl)) + half;
     k0 = k0 < ndiag - 2L ? k0 : ndiag - 2L;
     const double f = cl + hd - k0;
     for (int k = 0; k < ndiag; ++k) o[k * k_step] = 0.0f;

@@ -26,14 +26,13 @@ HostBatch::HostBatch(const std::vector<const Packed*>& specs, const TemplateLibr
     : em(lib.view()), grid(lib.grid()), cfg(pc), ccf_labels(lib.ccf_labels.data()) {
   if (specs.empty()) throw std::invalid_argument("HostBatch: no spectra");
   size_t n_pix = 0, n_full = 0;
-  bool any_fold = false;
   for (const Packed* p : specs) {
     if (p->n_arms < 1 || p->flux.empty())
       throw std::invalid_argument("HostBatch: spectrum is not ready for fitting (no arm)");
     n_pix += p->flux.size();
     n_full += p->n_full_total();
-    any_fold = any_fold || !p->fold.empty();
   }
+  const bool with_fold = any_fold(specs);
   spec.resize(specs.size());
   results.resize(specs.size());
   lnlam.reserve(n_pix);
@@ -42,7 +41,7 @@ HostBatch::HostBatch(const std::vector<const Packed*>& specs, const TemplateLibr
   ivar.reserve(n_pix);
   full_idx.reserve(n_pix);
   full_lnlam.reserve(n_full);
-  if (any_fold) fold.reserve(3 * n_pix);
+  if (with_fold) fold.reserve(3 * n_pix);
   sizes_.np = kern::n_fit_params(lib.n_label, 1);
   sizes_.n_out = std::max(kern::ccf_lags(pc, grid), 7);
   sizes_.emu = kern::emulator_scratch_size(em);
@@ -98,7 +97,7 @@ HostBatch::HostBatch(const std::vector<const Packed*>& specs, const TemplateLibr
     // read its slot's scratch as rows.
     if (full > 0 && pk.fold.size() != 3 * pk.flux.size())
       throw std::invalid_argument("HostBatch: a matrix arm without its fold parameters");
-    if (any_fold) {
+    if (with_fold) {
       if (pk.fold.empty())
         fold.resize(fold.size() + 3 * pk.flux.size(), 0.0);
       else

@@ -55,6 +55,12 @@ struct SlotScratch {
   void ensure(int n_slots, const SlotSizes& s);
 };
 
+// Whether any of specs has a matrix arm (Packed::fold): then the batch carries fold parameters
+// for every spectrum's pixels (zeros for the others).
+inline bool any_fold(const std::vector<const Packed*>& specs) {
+  return std::any_of(specs.begin(), specs.end(), [](const Packed* p) { return !p->fold.empty(); });
+}
+
 class HostBatch {
  public:
   // Pack `specs` (the Packed of ready spectra, PreparedSpectrum::ready) for library `lib` with

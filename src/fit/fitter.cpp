@@ -191,6 +191,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
   size_t in_slot[kern::kMaxArms] = {};  // the input arm of each slot
   ArmGrid grid_of[kern::kMaxArms];      // its grid (arm_grid's cache)
   double R_of[kern::kMaxArms] = {};     // its resolving power (arm_resolution)
+  bool rm_of[kern::kMaxArms] = {};      // whether it has a resolution matrix (use_rm)
   static_assert(kern::kMaxArms < kArmGridCache, "the kept arms' grids fit in the cache");
   int n_slots = 0;
   size_t n_used = 0;
@@ -266,6 +267,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       continue;
     }
     grid_of[n_slots] = grid;
+    rm_of[n_slots] = use_rm;
     // The arm's resolving power now, while the rows the moments just read are in cache.
     R_of[n_slots] = arm_resolution(arm, ctx);
     in_slot[n_slots++] = a_in;
@@ -276,10 +278,8 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
   for (auto* v : {&all.lnlam, &all.xleg, &all.wave}) v->reserve(n_used);
   for (auto* v : {&all.flux, &all.ivar}) v->reserve(n_used);
   for (auto* v : {&all.arm, &all.full_idx, &all.input_pixel}) v->reserve(n_used);
-  bool any_rm = false;  // a kept arm with a matrix: fold parameters for every used pixel
-  for (int slot = 0; slot < n_slots; ++slot)
-    any_rm = any_rm || (cfg.resolution_matrix && arms[in_slot[slot]].ndiag > 0 &&
-                        arms[in_slot[slot]].resolution);
+  // A kept arm with a matrix: fold parameters for every used pixel.
+  const bool any_rm = std::any_of(rm_of, rm_of + n_slots, [](bool b) { return b; });
   if (any_rm) all.fold.resize(3 * n_used);
   for (int slot = 0; slot < n_slots; ++slot) {
     const size_t a_in = in_slot[slot];
@@ -290,7 +290,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     if (arms.size() >= static_cast<size_t>(kArmGridCache))
       grid_of[slot] = arm_grid(arm.wave_vac_A, n);
     const double* ln_wave = grid_of[slot].ln;
-    const bool use_rm = cfg.resolution_matrix && arm.ndiag > 0 && arm.resolution;
+    const bool use_rm = rm_of[slot];
     const std::vector<size_t>& idx = idx_of[slot];
     const ResolutionFold& fold = fold_of[slot];
     const double lo = ln_wave[idx.front()];
@@ -680,31 +680,37 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
   row.SUCCESS = (row.RVS_WARN & warn::kReject) == 0;
 }
 
+namespace {
+
+// Arm slot a's rows from p.fold into out[ndiag][n_full] (a matrix arm with fold parameters).
+void expand_arm(const Packed& p, int a, float* out) {
+  const int i0 = p.arm_start[a], i1 = p.arm_start[a + 1];
+  prep_kernels().expand_rows(p.fold.data() + 3 * static_cast<size_t>(i0),
+                             static_cast<size_t>(i1 - i0), p.ndiag[a], p.full_idx.data() + i0, out,
+                             1, static_cast<ptrdiff_t>(p.full_lnlam[a].size()));
+}
+
+bool has_rows(const Packed& p, int a) {
+  return a >= 0 && a < p.n_arms && a < static_cast<int>(p.full_lnlam.size()) &&
+         !p.full_lnlam[a].empty() && !p.fold.empty();
+}
+
+}  // namespace
+
 kern::FitData folded_view(const Packed& p, std::vector<float>* rm, double* Tf, double* dTf) {
   rm->assign(p.n_rm_total(), 0.0f);
   kern::FitData d = p.view(Tf, dTf, rm->data());
-  size_t off = 0;
-  for (int a = 0; a < p.n_arms && a < static_cast<int>(p.full_lnlam.size()); ++a) {
-    const std::vector<float> rows = folded_rows(p, a);
-    std::copy(rows.begin(), rows.end(), rm->begin() + static_cast<ptrdiff_t>(off));
-    off += rows.size();
-  }
+  for (int a = 0; a < p.n_arms; ++a)
+    if (has_rows(p, a)) expand_arm(p, a, rm->data() + (d.rmat[a] - rm->data()));
   d.fold = nullptr;
   d.rmat_w = nullptr;
   return d;
 }
 
 std::vector<float> folded_rows(const Packed& p, int a) {
-  if (a < 0 || a >= p.n_arms || a >= static_cast<int>(p.full_lnlam.size()) ||
-      p.full_lnlam[a].empty() || p.fold.empty())
-    return {};
-  const size_t n = p.full_lnlam[a].size();
-  const int nd = p.ndiag[a];
-  std::vector<float> rows(n * static_cast<size_t>(nd), 0.0f);
-  const int i0 = p.arm_start[a], i1 = p.arm_start[a + 1];
-  prep_kernels().expand_rows(p.fold.data() + 3 * static_cast<size_t>(i0),
-                             static_cast<size_t>(i1 - i0), nd, p.full_idx.data() + i0, rows.data(),
-                             1, static_cast<ptrdiff_t>(n));
+  if (!has_rows(p, a)) return {};
+  std::vector<float> rows(p.full_lnlam[a].size() * static_cast<size_t>(p.ndiag[a]), 0.0f);
+  expand_arm(p, a, rows.data());
   return rows;
 }
 

@@ -195,12 +195,10 @@ class CudaBackend final : public Backend {
     s.np = kern::n_fit_params(lib_.n_label, 1);
     s.n_out = std::max(kern::ccf_lags(pc_, lib_.grid()), 7);
     s.emu = kern::emulator_scratch_size(em_);
-    // With any matrix spectrum every spectrum carries fold parameters (zeros for the others).
-    bool any_fold = false;
-    for (const auto* p : specs) any_fold = any_fold || !p->fold.empty();
+    const bool with_fold = any_fold(specs);  // then every spectrum carries fold parameters
     for (const auto* p : specs) {
       per = std::max(per, gpu_bytes_per_spectrum(p->flux.size(), p->n_full_total(),
-                                                 any_fold ? p->flux.size() : 0));
+                                                 with_fold ? p->flux.size() : 0));
       s.slot_pix = std::max<long long>(s.slot_pix, static_cast<long long>(p->flux.size()));
       s.slot_full = std::max<long long>(s.slot_full, static_cast<long long>(p->n_full_total()));
       s.slot_rm = std::max<long long>(s.slot_rm, static_cast<long long>(p->n_rm_total()));

@@ -70,6 +70,18 @@ Worst compare_forms(const std::vector<double>& p, int nd) {
   return worst;
 }
 
+// The bounds below (first test case): the same bits where this build fuses no multiply-adds
+// (the host form is compiled without them at every level), else a weight within 1e-5, the
+// centroid within 4e-6 px, the sum within 1e-6.
+void check_forms(const Worst& w) {
+#ifndef FP_FAST_FMA
+  CHECK(w.identical == w.n);
+#endif
+  CHECK(w.w <= 1e-5);
+  CHECK(w.c <= 4e-6);
+  CHECK(w.s <= 1e-6);
+}
+
 }  // namespace
 
 TEST_CASE("fold_row builds the rows the host's SIMD form builds, every kind of row",
@@ -96,14 +108,7 @@ TEST_CASE("fold_row builds the rows the host's SIMD form builds, every kind of r
     INFO("ndiag " << nd << ": " << w.identical << " of " << w.n << " rows identical; worst weight "
                   << w.w << ", centroid " << w.c << " px, sum " << w.s);
     CHECK(w.n >= 4000);
-#ifndef FP_FAST_FMA
-    // Without fused multiply-adds in this build (the host form is compiled without them at every
-    // level), the forms are the same operations: the same bits.
-    CHECK(w.identical == w.n);
-#endif
-    CHECK(w.w <= 1e-5);
-    CHECK(w.c <= 4e-6);
-    CHECK(w.s <= 1e-6);
+    check_forms(w);
   }
 }
 
@@ -121,15 +126,10 @@ TEST_CASE("fold_row on real DESI fold parameters, and the rows over a warp's lan
     const Packed& pk = prep.packed;
     REQUIRE(pk.fold.size() == 3 * pk.flux.size());
     ++n_spec;
-    // The same bounds as above (the two forms' fused multiply-adds).
+    // The same bounds (check_forms).
     const Worst w = compare_forms(std::vector<double>(pk.fold.begin(), pk.fold.end()), 11);
     INFO("fibre " << s << ": " << w.identical << " of " << w.n << " rows identical");
-#ifndef FP_FAST_FMA
-    CHECK(w.identical == w.n);
-#endif
-    CHECK(w.w <= 1e-5);
-    CHECK(w.c <= 4e-6);
-    CHECK(w.s <= 1e-6);
+    check_forms(w);
     // The warp's decomposition (LaneTeam: row i on lane i % 32) writes what the serial team
     // writes, bit for bit: a row's arithmetic is its own lane's alone. Both fill every used
     // pixel's column (checked against NaN-filled scratch).

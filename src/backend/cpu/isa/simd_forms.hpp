@@ -48,8 +48,7 @@ struct CpuFitExtras {
   mutable VelocityRows vrows[kMaxArms];
   int tr_cols = 0;  // columns of Tr (the batch's np; 0 without Tr)
   // The host's SIMD form of the resolution rows (BatchView::host_fold; SimdTeam::fold_arm).
-  void (*host_fold)(const double* p, size_t count, int ndiag, const int* col, float* out,
-                    ptrdiff_t row_step, ptrdiff_t k_step) = nullptr;
+  HostFoldRows host_fold = nullptr;
 };
 
 namespace cpu {
@@ -592,16 +591,13 @@ struct SimdTeam : SerialTeam {
   static_assert(kVec == 8, "the SIMD forms read 8 pixels per step (pass1_moments)");
 
   // fold_rows for arm pixels [i0, i1) of d (kernels/fold.hpp): the host's SIMD form
-  // (prep::Kernels::expand_rows, compiled without fused multiply-adds at every level), the
-  // team-generic fold_row where the batch gives none.
-  [[gnu::always_inline]] void fold_arm(const FitData& d, int i0, int i1, int nd, int n,
+  // (prep::Kernels::expand_rows, compiled without fused multiply-adds at every level); false
+  // where the batch gives none (fold_rows then takes the team-generic fold_row).
+  [[gnu::always_inline]] bool fold_arm(const FitData& d, int i0, int i1, int nd, int n,
                                        float* out) const {
-    if (d.cpu && d.cpu->host_fold) {
-      d.cpu->host_fold(d.fold + 3 * (long long)i0, (size_t)(i1 - i0), nd, d.full_idx + i0, out, 1,
-                       n);
-      return;
-    }
-    for (int i = i0; i < i1; ++i) fold_row(d.fold + 3 * (long long)i, nd, out + d.full_idx[i], n);
+    if (!d.cpu || !d.cpu->host_fold) return false;
+    d.cpu->host_fold(d.fold + 3 * (long long)i0, (size_t)(i1 - i0), nd, d.full_idx + i0, out, 1, n);
+    return true;
   }
 
   // The unrotated template at the points ll[0 .. n_eval) at ln D = lnd from the basis B[row][K1]
