@@ -4,8 +4,12 @@
 #include <cmath>
 
 #include "fit/prep_kernels.hpp"
+#include "kernels/fold_row.hpp"
 
 namespace velox {
+
+// The matrices the host accepts are those whose rows the fit can build (kernels/fold_row.hpp).
+static_assert(kMaxResolutionDiagonals == kern::kFoldMaxDiag, "one bound on the diagonals");
 
 void ResolutionFold::set(const float* res, size_t n_pix, int ndiag, const char* want) {
   long first = -1, last = -1;

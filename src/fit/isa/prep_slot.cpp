@@ -34,8 +34,8 @@ inline void sel(Vt& out, const Mt& mask, const Vt& a, const Vt& b) {
   __builtin_memcpy(&out, &r, sizeof out);
 }
 
-// The most diagonals folded (fit/resolution.hpp kMaxResolutionDiagonals).
-constexpr int kMaxDiag = 32;
+// The most diagonals folded (fit/resolution.hpp kMaxResolutionDiagonals): the fit's own bound.
+constexpr int kMaxDiag = velox::kern::kFoldMaxDiag;
 // Centroid tolerance of the sampled Gaussian [px]: 1e-7 px is 5e-6 km/s on DESI pixels, and the
 // rows are stored in single precision (relative 6e-8) anyway.
 constexpr double kCentroidTol = velox::kern::kFoldTolF64;
