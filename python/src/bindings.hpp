@@ -29,14 +29,14 @@ struct PyLibrary {
 };
 
 // A NumPy array that owns `v` (moved, not copied), shape `shape` (row-major).
-template <class T>
-pyb::array_t<T> to_numpy(std::vector<T>&& v, std::vector<pyb::ssize_t> shape) {
-  auto* heap = new std::vector<T>(std::move(v));
-  pyb::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+template <class T, class A>
+pyb::array_t<T> to_numpy(std::vector<T, A>&& v, std::vector<pyb::ssize_t> shape) {
+  auto* heap = new std::vector<T, A>(std::move(v));
+  pyb::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T, A>*>(p); });
   return pyb::array_t<T>(shape, heap->data(), owner);
 }
-template <class T>
-pyb::array_t<T> to_numpy(std::vector<T>&& v) {
+template <class T, class A>
+pyb::array_t<T> to_numpy(std::vector<T, A>&& v) {
   const auto n = static_cast<pyb::ssize_t>(v.size());
   return to_numpy(std::move(v), {n});
 }

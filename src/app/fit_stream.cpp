@@ -171,10 +171,10 @@ namespace {
 // stay): what is left of it once it is prepared.
 void release_pixels(Spectrum& s) {
   for (auto& a : s.arms) {
-    std::vector<float>().swap(a.flux);
-    std::vector<float>().swap(a.ivar);
-    std::vector<int32_t>().swap(a.mask);
-    std::vector<float>().swap(a.resolution);
+    UninitVector<float>().swap(a.flux);
+    UninitVector<float>().swap(a.ivar);
+    UninitVector<int32_t>().swap(a.mask);
+    UninitVector<float>().swap(a.resolution);
   }
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/uninit_vector.hpp"
+
 namespace velox::fits {
 
 class File {
@@ -52,9 +54,9 @@ class File {
   std::vector<int64_t> image_shape() const;  // C order; empty for an HDU without data
   // The whole image, or elements [first, first + count) in C order (clamped to the image):
   // rows [r0, r1) of an [n][...] image are first = r0 * row, count = (r1 - r0) * row.
-  std::vector<double> read_image_double(uint64_t first = 0, uint64_t count = UINT64_MAX) const;
-  std::vector<float> read_image_float(uint64_t first = 0, uint64_t count = UINT64_MAX) const;
-  std::vector<int32_t> read_image_int32(uint64_t first = 0, uint64_t count = UINT64_MAX) const;
+  UninitVector<double> read_image_double(uint64_t first = 0, uint64_t count = UINT64_MAX) const;
+  UninitVector<float> read_image_float(uint64_t first = 0, uint64_t count = UINT64_MAX) const;
+  UninitVector<int32_t> read_image_int32(uint64_t first = 0, uint64_t count = UINT64_MAX) const;
 
   // --- binary tables of the current HDU ---
   int64_t num_rows() const;
@@ -67,8 +69,8 @@ class File {
   int64_t column_width(const std::string& name) const;  // bytes per element (string length)
   // All rows of a numeric column (scalar or vector), row-major [n_rows][repeat], converted.
   std::vector<double> read_column_double(const std::string& name) const;
-  std::vector<float> read_column_float(const std::string& name) const;
-  std::vector<int32_t> read_column_int32(const std::string& name) const;
+  UninitVector<float> read_column_float(const std::string& name) const;
+  UninitVector<int32_t> read_column_int32(const std::string& name) const;
   std::vector<int64_t> read_column_int64(const std::string& name) const;
   // String column, trailing blanks removed.
   std::vector<std::string> read_column_string(const std::string& name) const;
@@ -107,9 +109,9 @@ class File {
   int column_number(const std::string& name) const;       // -1 if absent
   ColumnInfo column_info(const std::string& name) const;  // throws IoError if absent
   template <typename T>
-  std::vector<T> read_image_as(int datatype, uint64_t first, uint64_t count) const;
-  template <typename T>
-  std::vector<T> read_column_as(const std::string& name, int datatype) const;
+  UninitVector<T> read_image_as(int datatype, uint64_t first, uint64_t count) const;
+  template <typename T, typename Vec = std::vector<T>>
+  Vec read_column_as(const std::string& name, int datatype) const;
   void check(int status, const std::string& what) const;
   // Throws IoError if the current HDU's data (as its header declares it) extends past the end
   // of the file, or if a tile-compressed image claims implausibly many elements: checked before

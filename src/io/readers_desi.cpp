@@ -36,7 +36,8 @@ ArmShape shape_arm(fits::File& f, const std::string& arm, const std::vector<std:
   ArmShape a;
   a.name = arm;
   image_at(f, arm + "_WAVELENGTH");
-  a.wave = f.read_image_double();
+  const auto wave = f.read_image_double();
+  a.wave.assign(wave.begin(), wave.end());
   const auto fshape = image_at(f, arm + "_FLUX");
   if (fshape.size() != 2) f.fail("expected a [n_fiber][n_pix] image");
   a.n_fib = fshape[0];

@@ -24,11 +24,12 @@ void read_desi_coadd(fits::File& f, SpectrumFile& out, size_t first = 0,
 // appends a readable reason to `problem` when it is unusable. Returns true if the arm is fine.
 bool validate_arm(const ArmData& arm, std::string& problem);
 
-// Copies elements [row * n, (row + 1) * n) of a row-major array (clipped to its size).
-template <typename T>
-std::vector<T> row_slice(const std::vector<T>& data, size_t row, size_t n) {
+// Copies elements [row * n, (row + 1) * n) of a row-major array (clipped to its size), as the
+// arms hold them.
+template <typename T, typename A>
+UninitVector<T> row_slice(const std::vector<T, A>& data, size_t row, size_t n) {
   const size_t begin = std::min(data.size(), row * n), end = std::min(data.size(), begin + n);
-  return std::vector<T>(data.begin() + begin, data.begin() + end);
+  return UninitVector<T>(data.begin() + begin, data.begin() + end);
 }
 
 // Parses a decimal integer (blanks allowed around it); false if it is not one or overflows.

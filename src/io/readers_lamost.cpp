@@ -27,8 +27,8 @@ Spectrum lamost_spectrum(fits::File& f) {
 
 // LAMOST masks are stored as floats; any nonzero value is a bad pixel. Values that are not
 // finite or do not fit an int32 (a corrupt file: converting them would be undefined) become 1.
-std::vector<int32_t> float_mask(const std::vector<float>& m) {
-  std::vector<int32_t> out(m.size());
+UninitVector<int32_t> float_mask(const UninitVector<float>& m) {
+  UninitVector<int32_t> out(m.size());
   for (size_t i = 0; i < m.size(); ++i) {
     const bool fits_int = std::isfinite(m[i]) && std::fabs(m[i]) < 2147483520.0f;
     out[i] = fits_int ? static_cast<int32_t>(m[i]) : 1;
@@ -53,7 +53,7 @@ void read_lamost_dr8(fits::File& f, SpectrumFile& out) {
   arm.ivar = row_slice(img, 1, n);
   const auto wave = row_slice(img, 2, n);
   arm.wave_vac_A.assign(wave.begin(), wave.end());
-  arm.mask = shape[0] > 3 ? float_mask(row_slice(img, 3, n)) : std::vector<int32_t>(n, 0);
+  arm.mask = shape[0] > 3 ? float_mask(row_slice(img, 3, n)) : UninitVector<int32_t>(n, 0);
   arm.resolution_R = kLamostR;
   s.arms.push_back(std::move(arm));
   out.spectra.push_back(std::move(s));
@@ -72,16 +72,18 @@ void read_lamost_dr10(fits::File& f, SpectrumFile& out) {
   const auto wave = f.read_column_double("WAVELENGTH");
   const bool has_mask = f.has_column("ANDMASK");
   const size_t n_mask = has_mask ? f.column_repeat("ANDMASK") : n_wave;
-  const auto mask = has_mask ? f.read_column_float("ANDMASK") : std::vector<float>();
+  const auto mask = has_mask ? f.read_column_float("ANDMASK") : UninitVector<float>();
   for (int64_t row = 0; row < f.num_rows(); ++row) {
     Spectrum s = header;
     s.row_in_file = row;
     ArmData arm;
     arm.name = "ALL";
-    arm.wave_vac_A = row_slice(wave, row, n_wave);
+    const auto w = row_slice(wave, row, n_wave);
+    arm.wave_vac_A.assign(w.begin(), w.end());
     arm.flux = row_slice(flux, row, n_flux);
     arm.ivar = row_slice(ivar, row, n_ivar);
-    arm.mask = has_mask ? float_mask(row_slice(mask, row, n_mask)) : std::vector<int32_t>(n_wave);
+    arm.mask =
+        has_mask ? float_mask(row_slice(mask, row, n_mask)) : UninitVector<int32_t>(n_wave, 0);
     arm.resolution_R = kLamostR;
     s.arms.push_back(std::move(arm));
     out.spectra.push_back(std::move(s));

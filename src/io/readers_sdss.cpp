@@ -95,7 +95,7 @@ ArmData frame_arm(fits::File& f, const std::string& name) {
   arm.flux = f.read_column_float("flux");
   arm.ivar = f.read_column_float("ivar");
   arm.mask = f.has_column("mask") ? f.read_column_int32("mask")
-                                  : std::vector<int32_t>(arm.wave_vac_A.size(), 0);
+                                  : UninitVector<int32_t>(arm.wave_vac_A.size(), 0);
   for (auto& m : arm.mask) m &= kFrameBadBits;
   arm.resolution_R = kSdssR;
   return arm;
@@ -152,7 +152,7 @@ void read_sdss_spec(fits::File& f, SpectrumFile& out) {
   arm.flux = f.read_column_float("flux");
   arm.ivar = f.read_column_float("ivar");
   arm.mask = f.has_column("and_mask") ? f.read_column_int32("and_mask")
-                                      : std::vector<int32_t>(arm.wave_vac_A.size(), 0);
+                                      : UninitVector<int32_t>(arm.wave_vac_A.size(), 0);
   arm.resolution_R = kSdssR;
   s.arms.push_back(std::move(arm));
   out.spectra.push_back(std::move(s));

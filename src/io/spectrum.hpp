@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/uninit_vector.hpp"
+
 namespace velox {
 
 // A non-owning, read-only view of one arm's arrays: what the fit reads (fit/fitter.hpp). Made by
@@ -29,16 +31,16 @@ struct ArmView {
 struct ArmData {
   std::string name;                // "B", "R", "Z" for DESI; "ALL" for single-arm formats
   std::vector<double> wave_vac_A;  // [n_pix] vacuum wavelength, Angstrom, increasing
-  std::vector<float> flux;         // [n_pix] flux (instrument units)
-  std::vector<float> ivar;         // [n_pix] inverse variance, 1/flux^2; <=0 means unusable
-  std::vector<int32_t> mask;       // [n_pix] nonzero = bad pixel
+  UninitVector<float> flux;        // [n_pix] flux (instrument units)
+  UninitVector<float> ivar;        // [n_pix] inverse variance, 1/flux^2; <=0 means unusable
+  UninitVector<int32_t> mask;      // [n_pix] nonzero = bad pixel
   // Nominal resolving power R = lambda/FWHM of the line-spread function; NaN if unknown
   // (the fit then uses the per-format default from the config).
   double resolution_R = std::nan("");
   // Optional DESI resolution matrix, desispec.resolution layout: res[d * n_pix + j] holds
   // A[j - offsets[d], j] with offsets = ndiag/2 ... -ndiag/2. Empty when absent.
   int ndiag = 0;
-  std::vector<float> resolution;
+  UninitVector<float> resolution;
   size_t size() const { return wave_vac_A.size(); }
   // The view the fit reads; a resolution matrix whose size is not ndiag x n_pix is left out.
   ArmView view() const {

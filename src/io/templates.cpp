@@ -113,7 +113,7 @@ TemplateSpectrum read_miles_file(const fs::path& path, const std::string& name,
   const double crpix = f.key_double("CRPIX1", 1.0);
   fwhm_A = f.key_double("FWHM", kMilesDefaultFwhmA);
   const auto flux = f.read_image_double();
-  t.flux = flux;
+  t.flux.assign(flux.begin(), flux.end());
   t.wave_vac_A.resize(flux.size());
   for (size_t i = 0; i < flux.size(); ++i) {
     const double wave_air_A = crval + (static_cast<double>(i) + 1.0 - crpix) * cdelt;
@@ -180,7 +180,8 @@ TemplateSet read_phoenix(const fs::path& dir, const std::string& wave_file) {
   TemplateSet set;
   set.kind = "phoenix";
   auto wf = fits::File::open_read((dir / wave_file).string());
-  const auto wave_vac_A = wf.read_image_double();
+  const auto wave_read = wf.read_image_double();
+  const std::vector<double> wave_vac_A(wave_read.begin(), wave_read.end());
   if (wave_vac_A.empty()) wf.fail("empty wavelength image");
   for (const auto& file : fits_files(dir)) {
     if (is_wave_file(file)) continue;
@@ -193,7 +194,8 @@ TemplateSet read_phoenix(const fs::path& dir, const std::string& wave_file) {
       t.logg = f.key_double("PHXLOGG");
       t.feh = f.key_double("PHXM_H");
       t.alphafe = f.key_double("PHXALPHA", 0.0);
-      t.flux = f.read_image_double();
+      const auto flux = f.read_image_double();
+      t.flux.assign(flux.begin(), flux.end());
       if (t.flux.size() != wave_vac_A.size()) {
         f.fail("flux has " + std::to_string(t.flux.size()) + " pixels, " + wave_file + " has " +
                std::to_string(wave_vac_A.size()));
@@ -276,7 +278,8 @@ TemplateSet read_stelib(const fs::path& dir) {
       const double crval = f.key_double("CRVAL1"), cdelt = f.key_double("CDELT1");
       const double crpix = f.key_double("CRPIX1", 1.0);
       if (!(cdelt > 0) || !std::isfinite(crval)) f.fail("CRVAL1/CDELT1 do not give a wavelength axis");
-      t.flux = f.read_image_double();
+      const auto flux = f.read_image_double();
+      t.flux.assign(flux.begin(), flux.end());
       t.wave_vac_A.resize(t.flux.size());
       for (size_t i = 0; i < t.flux.size(); ++i)
         t.wave_vac_A[i] = air_to_vacuum_A(crval + (static_cast<double>(i) + 1.0 - crpix) * cdelt);

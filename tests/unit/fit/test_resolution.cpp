@@ -160,7 +160,8 @@ TEST_CASE("only the rows and the model grid of used pixels are folded and evalua
   int first_wanted = n, last_wanted = 0;
   for (int i = 0; i < n; ++i)
     if (want[i]) first_wanted = std::min(first_wanted, i), last_wanted = i;
-  fold_resolution_rows(arm.wave_vac_A, arm.resolution, nd, 2.5, &all_rows, &all_ok);
+  fold_resolution_rows(arm.wave_vac_A.data(), n, arm.resolution.data(), nd, 2.5, &all_rows,
+                       &all_ok);
   fold_resolution_rows(arm.wave_vac_A.data(), n, arm.resolution.data(), nd, 2.5, &some_rows,
                        &some_ok, nullptr, want.data());
   int n_before_ok = 0, n_beyond_ok = 0;
@@ -179,7 +180,7 @@ TEST_CASE("only the rows and the model grid of used pixels are folded and evalua
   CHECK(any_resolution_row_ok(arm.resolution.data(), n, nd, beyond.data()));
   // Rows 100-199 with every weight zeroed (the matrix's columns 95-204): none usable, and row 50
   // among the candidates is.
-  std::vector<float> holed = arm.resolution;
+  std::vector<float> holed(arm.resolution.begin(), arm.resolution.end());
   for (int d = 0; d < nd; ++d)
     for (int j = 100 - nd / 2; j < 200 + nd / 2; ++j) holed[static_cast<size_t>(d) * n + j] = 0.0f;
   std::vector<char> hole(n, 0);

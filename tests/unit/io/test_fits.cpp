@@ -29,7 +29,7 @@ TEST_CASE("fits wrapper round-trips images, keywords and table columns", "[io][f
   CHECK(f.num_hdus() == 2);
   CHECK(f.hdu_names() == std::vector<std::string>{"PRIMARY", "TAB"});
   CHECK(f.image_shape() == std::vector<int64_t>{2, 3});
-  CHECK(f.read_image_double() == std::vector<double>{1, 2, 3, 4, 5, 6});
+  CHECK(f.read_image_double() == UninitVector<double>{1, 2, 3, 4, 5, 6});
   CHECK(f.key_long("OBSID") == 123456789012);
   CHECK(f.key_string("NAME") == "star");
   CHECK(f.key_double("X") == 2.5);
@@ -40,8 +40,8 @@ TEST_CASE("fits wrapper round-trips images, keywords and table columns", "[io][f
   f.move_to("TAB");
   CHECK(f.num_rows() == 2);
   CHECK(f.column_repeat("V") == 3);
-  CHECK(f.read_column_int32("A") == std::vector<int32_t>{7, -8});
-  CHECK(f.read_column_float("V") == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK(f.read_column_int32("A") == UninitVector<int32_t>{7, -8});
+  CHECK(f.read_column_float("V") == UninitVector<float>{1, 2, 3, 4, 5, 6});
   CHECK(f.read_column_string("S") == std::vector<std::string>{"ab", "cde"});
   CHECK(f.read_column_text("A") == std::vector<std::string>{"7", "-8"});
   CHECK(f.has_column("a"));

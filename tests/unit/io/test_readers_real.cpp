@@ -20,7 +20,8 @@ bool increasing(const std::vector<double>& w) {
   return true;
 }
 
-size_t count_finite(const std::vector<float>& v) {
+template <class V>
+size_t count_finite(const V& v) {
   size_t n = 0;
   for (float x : v) n += std::isfinite(x) ? 1 : 0;
   return n;
