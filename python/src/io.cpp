@@ -31,7 +31,7 @@ pyb::dict arm_dict(ArmData&& a) {
   const bool rm = a.ndiag > 0 && a.resolution.size() == static_cast<size_t>(a.ndiag) * a.size();
   d["name"] = a.name;
   d["resolution_R"] = a.resolution_R;
-  d["wave"] = to_numpy(std::move(a.wave_vac_A));
+  d["wave"] = to_numpy(std::vector<double>(a.wave_vac_A.vec()));  // maybe shared by other arms
   d["flux"] = to_numpy(std::move(a.flux));
   d["ivar"] = to_numpy(std::move(a.ivar));
   d["mask"] = to_numpy(std::move(a.mask));

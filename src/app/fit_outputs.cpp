@@ -62,7 +62,7 @@ void ModelStore::add_row(const Spectrum* spec, const FitDiagnostics* diag) {
       Arm& a = arm(src->name, src->wave_vac_A);
       a.data.resize((n_ + 1) * a.wave.size(), NAN);
       float* dst = a.data.data() + n_ * a.wave.size();
-      if (a.wave == src->wave_vac_A) {
+      if (a.wave == src->wave_vac_A.vec()) {
         std::copy(full.begin(), full.end(), dst);
       } else {  // another grid: linear interpolation (NaN propagates, NaN outside)
         const auto& w = src->wave_vac_A;

@@ -13,7 +13,7 @@ namespace {
 // One arm's wavelengths and image shapes, and the fibres [r0, r1) of the file to read.
 struct ArmShape {
   std::string name;
-  std::vector<double> wave;  // [n_pix]
+  WaveArray wave;  // [n_pix], shared by the fibres' arms
   size_t n_fib = 0, n_pix = 0, n_pix_ivar = 0, n_pix_mask = 0, n_diag = 0, n_pix_res = 0;
   size_t r0 = 0, r1 = 0;  // the fibres held (clamped to n_fib)
   bool has_mask = false, has_res = false;
@@ -37,7 +37,7 @@ ArmShape shape_arm(fits::File& f, const std::string& arm, const std::vector<std:
   a.name = arm;
   image_at(f, arm + "_WAVELENGTH");
   const auto wave = f.read_image_double();
-  a.wave.assign(wave.begin(), wave.end());
+  a.wave = std::vector<double>(wave.begin(), wave.end());
   const auto fshape = image_at(f, arm + "_FLUX");
   if (fshape.size() != 2) f.fail("expected a [n_fiber][n_pix] image");
   a.n_fib = fshape[0];

@@ -22,7 +22,8 @@ void read_desi_coadd(fits::File& f, SpectrumFile& out, size_t first = 0,
 
 // Checks one arm (lengths agree, wavelengths finite and strictly increasing, not empty) and
 // appends a readable reason to `problem` when it is unusable. Returns true if the arm is fine.
-bool validate_arm(const ArmData& arm, std::string& problem);
+// wave_checked: its wavelengths passed already (an array other arms share); the rest is checked.
+bool validate_arm(const ArmData& arm, std::string& problem, bool wave_checked = false);
 
 // Copies elements [row * n, (row + 1) * n) of a row-major array (clipped to its size), as the
 // arms hold them.

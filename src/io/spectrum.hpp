@@ -3,7 +3,9 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,9 +30,58 @@ struct ArmView {
   const float* resolution = nullptr;   // [ndiag][n_pix] desispec layout (see ArmData)
 };
 
+// An arm's wavelengths [n_pix], shared by the arms that hold the same array (a DESI coadd's
+// fibres: one array per file and arm, not a copy per fibre) and copied on write: the accessors
+// are const (reading never copies), and the writers (push_back, assign, resize, =, mut) copy
+// the array first while another arm shares it.
+class WaveArray {
+ public:
+  WaveArray() = default;
+  WaveArray(std::vector<double> v) : v_(std::make_shared<std::vector<double>>(std::move(v))) {}
+  WaveArray(std::initializer_list<double> l) : WaveArray(std::vector<double>(l)) {}
+  WaveArray& operator=(std::vector<double> v) {
+    v_ = std::make_shared<std::vector<double>>(std::move(v));
+    return *this;
+  }
+  WaveArray& operator=(std::initializer_list<double> l) { return *this = std::vector<double>(l); }
+  const std::vector<double>& vec() const { return v_ ? *v_ : none(); }
+  operator const std::vector<double>&() const { return vec(); }
+  size_t size() const { return vec().size(); }
+  bool empty() const { return vec().empty(); }
+  const double* data() const { return vec().data(); }
+  const double& operator[](size_t i) const { return (*v_)[i]; }
+  const double& front() const { return vec().front(); }
+  const double& back() const { return vec().back(); }
+  std::vector<double>::const_iterator begin() const { return vec().begin(); }
+  std::vector<double>::const_iterator end() const { return vec().end(); }
+  // This arm's own array, to write (a copy first if another arm shares it).
+  std::vector<double>& mut() {
+    if (!v_)
+      v_ = std::make_shared<std::vector<double>>();
+    else if (v_.use_count() > 1)
+      v_ = std::make_shared<std::vector<double>>(*v_);
+    return *v_;
+  }
+  void push_back(double x) { mut().push_back(x); }
+  template <class It>
+  void assign(It first, It last) {
+    mut().assign(first, last);
+  }
+  void resize(size_t n) { mut().resize(n); }
+  // Whether both hold the same array (not a copy of it).
+  bool shares(const WaveArray& o) const { return v_ && v_ == o.v_; }
+
+ private:
+  static const std::vector<double>& none() {
+    static const std::vector<double> e;
+    return e;
+  }
+  std::shared_ptr<std::vector<double>> v_;
+};
+
 struct ArmData {
   std::string name;                // "B", "R", "Z" for DESI; "ALL" for single-arm formats
-  std::vector<double> wave_vac_A;  // [n_pix] vacuum wavelength, Angstrom, increasing
+  WaveArray wave_vac_A;            // [n_pix] vacuum wavelength, Angstrom, increasing
   UninitVector<float> flux;        // [n_pix] flux (instrument units)
   UninitVector<float> ivar;        // [n_pix] inverse variance, 1/flux^2; <=0 means unusable
   UninitVector<int32_t> mask;      // [n_pix] nonzero = bad pixel

@@ -227,9 +227,10 @@ TEST_CASE("the class rebinning equals each bin's sums in pixel order, bit for bi
     a.name = "B";
     for (double w = 3600.0; w < 5900.0; w += 0.8) a.wave_vac_A.push_back(w);
     const size_t n = a.wave_vac_A.size();
-    if (swapped)
-      std::swap_ranges(a.wave_vac_A.begin() + 100, a.wave_vac_A.begin() + 130,
-                       a.wave_vac_A.begin() + 400);
+    if (swapped) {
+      std::vector<double>& w = a.wave_vac_A.mut();
+      std::swap_ranges(w.begin() + 100, w.begin() + 130, w.begin() + 400);
+    }
     for (size_t j = 0; j < n; ++j) {
       a.flux.push_back(1.0f + 0.01f * static_cast<float>(rng() % 100));
       a.ivar.push_back(50.0f + static_cast<float>(rng() % 7));

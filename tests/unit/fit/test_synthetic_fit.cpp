@@ -167,7 +167,7 @@ TEST_CASE("a spectrum with every pixel masked gets NO_PIXELS and no crash", "[fi
     }
   }
   SECTION("wavelengths outside the templates") {
-    for (auto& w : spec.arms[0].wave_vac_A) w += 20000.0;
+    for (auto& w : spec.arms[0].wave_vac_A.mut()) w += 20000.0;
   }
   const auto row = fit_spectrum(spec, ctx);
   CHECK_FALSE(row.SUCCESS);

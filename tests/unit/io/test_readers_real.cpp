@@ -169,6 +169,18 @@ TEST_CASE("DESI EDR coadd: 5 fibres, arms B/R/Z with 11-diagonal resolution", "[
     }
   }
   CHECK(file.spectra[0].arms[0].wave_vac_A.front() == Approx(3600.0));
+  // One array of wavelengths per arm, which the fibres share (no copy per fibre); writing one
+  // arm's wavelengths copies them first, leaving the others as they were.
+  for (size_t i = 1; i < 5; ++i)
+    for (size_t k = 0; k < 3; ++k)
+      CHECK(file.spectra[i].arms[k].wave_vac_A.shares(file.spectra[0].arms[k].wave_vac_A));
+  CHECK_FALSE(file.spectra[0].arms[0].wave_vac_A.shares(file.spectra[0].arms[1].wave_vac_A));
+  ArmData copy = file.spectra[1].arms[0];
+  CHECK(copy.wave_vac_A.shares(file.spectra[0].arms[0].wave_vac_A));
+  copy.wave_vac_A.mut()[0] = 1.0;
+  CHECK_FALSE(copy.wave_vac_A.shares(file.spectra[0].arms[0].wave_vac_A));
+  CHECK(copy.wave_vac_A.front() == 1.0);
+  CHECK(file.spectra[1].arms[0].wave_vac_A.front() == Approx(3600.0));
   // Unassigned fibres carry negative TARGETIDs and an empty OBJTYPE in real DESI files.
   CHECK(file.spectra[0].targetid == -2713437);
   CHECK(file.spectra[0].meta.at("OBJTYPE").empty());
