@@ -101,7 +101,9 @@ std::vector<std::vector<double>> models_of(const EngineBatch& b, size_t i,
   if (k == EngineBatch::npos || b.out.models.empty() || b.out.models[k].empty()) return out;
   const Packed& pk = b.prep[i].packed;
   const auto& m = b.out.models[k];
-  for (size_t p = 0; p < m.size(); ++p) out[pk.input_arm[pk.arm[p]]][pk.input_pixel[p]] = m[p];
+  for (int a = 0; a < pk.n_arms; ++a)
+    for (int p = pk.arm_start[a]; p < pk.arm_start[a + 1]; ++p)
+      out[pk.input_arm[a]][pk.input_pixel[p]] = m[p];
   return out;
 }
 

@@ -214,7 +214,9 @@ void FitEngine::finish(EngineBatch& b, std::vector<FitDiagnostics>* diags) {
     PreparedSpectrum& p = b.prep[i];
     const size_t k = b.fitted[i];
     if (k != EngineBatch::npos) {
-      if (diags && b.want_models) diagnostics_of(p, b.out.ivar[k], b.out.models[k], &(*diags)[i]);
+      if (diags && b.want_models)
+        diagnostics_of(p, *b.jobs[i].spectrum, b.jobs[i].arms, b.out.ivar[k], b.out.models[k],
+                       &(*diags)[i]);
       finish_row(p, b.out.results[k], b.out.ivar[k], *b.jobs[i].ctx);
     }
     if (diags && b.want_models) (*diags)[i].messages = p.notes;

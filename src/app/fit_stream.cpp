@@ -335,7 +335,9 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
       if (p.ready) {
         if (epochs_) prepared_row = p.row;
         const BatchOutput out = cpu_->fit_one(p.packed, worker, want_diag);
-        if (want_diag) diagnostics_of(p, out.ivar[0], out.models[0], &in.diags[t]);
+        if (want_diag)  // the spectrum keeps its wavelengths (release_pixels)
+          diagnostics_of(p, in.file.spectra[in.spectra[t]], nullptr, out.ivar[0], out.models[0],
+                         &in.diags[t]);
         finish_row(p, out.results[0], out.ivar[0], *in.ctx);
       }
       if (want_diag) in.diags[t].messages = p.notes;

@@ -77,7 +77,8 @@ double arm_resolution(const ArmView& arm, const FitContext& ctx) {
 
 // Velocity segments of the packed pixels: every arm, or the blue and red halves of a one-arm
 // spectrum split at the format's dichroic (when both halves keep min_arm_pixels).
-void set_segments(const FitContext& ctx, Packed& all, int64_t* fit_info) {
+// wave0: the vacuum wavelengths of the input arm of slot 0.
+void set_segments(const FitContext& ctx, const double* wave0, Packed& all, int64_t* fit_info) {
   auto add = [&](int arm, int i0, int i1, const std::string& name) {
     all.seg_arm[all.n_seg] = arm;
     all.seg_start[all.n_seg] = i0;
@@ -92,10 +93,12 @@ void set_segments(const FitContext& ctx, Packed& all, int64_t* fit_info) {
   }
   auto split = ctx.cfg.arm_split_A.find(ctx.format);
   if (all.n_arms != 1 || split == ctx.cfg.arm_split_A.end()) return;
-  // Packed pixels are in wavelength order within an arm.
-  const int n = static_cast<int>(all.wave.size());
-  const int k = static_cast<int>(std::lower_bound(all.wave.begin(), all.wave.end(), split->second) -
-                                 all.wave.begin());
+  // Packed pixels are in wavelength order within an arm: the first at or above the split.
+  const int n = static_cast<int>(all.input_pixel.size());
+  const int k = static_cast<int>(
+      std::lower_bound(all.input_pixel.begin(), all.input_pixel.end(), split->second,
+                       [&](int j, double split_A) { return wave0[j] < split_A; }) -
+      all.input_pixel.begin());
   if (k < ctx.cfg.min_arm_pixels || n - k < ctx.cfg.min_arm_pixels) return;
   add(0, 0, k, "B");
   add(0, k, n, "R");
@@ -275,9 +278,9 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
   }
   // Exact capacity: grown by push_back, these vectors held up to twice their size while a batch
   // of prepared spectra waits for the GPU.
-  for (auto* v : {&all.lnlam, &all.xleg, &all.wave}) v->reserve(n_used);
+  for (auto* v : {&all.lnlam, &all.xleg}) v->reserve(n_used);
   for (auto* v : {&all.flux, &all.ivar}) v->reserve(n_used);
-  for (auto* v : {&all.arm, &all.full_idx, &all.input_pixel}) v->reserve(n_used);
+  for (auto* v : {&all.full_idx, &all.input_pixel}) v->reserve(n_used);
   // A kept arm with a matrix: fold parameters for every used pixel.
   const bool any_rm = std::any_of(rm_of, rm_of + n_slots, [](bool b) { return b; });
   if (any_rm) all.fold.resize(3 * n_used);
@@ -308,18 +311,17 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     zp_r = split_arm ? std::log1p(zp("R") / kSpeedOfLight_kms) : zp_b;
     const double split_A = split_arm ? split_fmt->second : INFINITY;
     const size_t n0 = all.lnlam.size(), n_all = n0 + idx.size();
-    for (auto* v : {&all.lnlam, &all.xleg, &all.wave}) v->resize(n_all);
+    for (auto* v : {&all.lnlam, &all.xleg}) v->resize(n_all);
     for (auto* v : {&all.flux, &all.ivar}) v->resize(n_all);
-    for (auto* v : {&all.arm, &all.full_idx, &all.input_pixel}) v->resize(n_all);
+    for (auto* v : {&all.full_idx, &all.input_pixel}) v->resize(n_all);
     // The pixel's index in the model's full grid (below), which starts ndiag/2 pixels before
     // the first used pixel.
     const long full_off = use_rm ? arm.ndiag / 2 - static_cast<long>(idx.front()) : 0;
     {
       const prep::PackIn in{ln_wave, arm.wave_vac_A, arm.flux, arm.ivar, split_A, zp_b, zp_r, lo,
-                            hi,      all.n_arms,     use_rm,   full_off};
+                            hi,      use_rm,         full_off};
       const prep::PackOut out{all.lnlam.data() + n0,    all.xleg.data() + n0,
-                              all.wave.data() + n0,     all.flux.data() + n0,
-                              all.ivar.data() + n0,     all.arm.data() + n0,
+                              all.flux.data() + n0,     all.ivar.data() + n0,
                               all.full_idx.data() + n0, all.input_pixel.data() + n0};
       prep_kernels().pack_pixels(in, idx.data(), idx.size(), out);
     }
@@ -406,7 +408,8 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
     all.arm_start[all.n_arms + 1] = static_cast<int>(all.flux.size());
     ++all.n_arms;
   }
-  set_segments(ctx, all, &row.FIT_INFO);
+  set_segments(ctx, all.n_arms > 0 ? arms[all.input_arm[0]].wave_vac_A : nullptr, all,
+               &row.FIT_INFO);
   all.fit_vsini = cfg.fit_vsini && best_R >= cfg.vsini_min_R ? 1 : 0;
   all.vsini_R = best_R;
   if (cfg.fit_vsini && !all.fit_vsini && all.n_arms > 0) {
@@ -437,17 +440,22 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
   return p;
 }
 
-void diagnostics_of(const PreparedSpectrum& p, const std::vector<float>& ivar,
+void diagnostics_of(const PreparedSpectrum& p, const Spectrum& spec,
+                    const std::vector<ArmView>* arms, const std::vector<float>& ivar,
                     const std::vector<double>& model, FitDiagnostics* diag) {
   if (model.empty()) return;
   const Packed& all = p.packed;
-  for (size_t i = 0; i < all.flux.size(); ++i) {
-    if (!(ivar[i] > 0)) continue;
-    diag->wave_vac_A.push_back(all.wave[i]);
-    diag->flux.push_back(all.flux[i]);
-    diag->ivar.push_back(ivar[i]);
-    diag->model.push_back(model[i]);
-    diag->arm_of_pixel.push_back(all.arm[i]);
+  for (int a = 0; a < all.n_arms; ++a) {
+    const size_t in = static_cast<size_t>(all.input_arm[a]);
+    const double* wave = arms ? (*arms)[in].wave_vac_A : spec.arms[in].wave_vac_A.data();
+    for (int i = all.arm_start[a]; i < all.arm_start[a + 1]; ++i) {
+      if (!(ivar[i] > 0)) continue;
+      diag->wave_vac_A.push_back(wave[all.input_pixel[i]]);
+      diag->flux.push_back(all.flux[i]);
+      diag->ivar.push_back(ivar[i]);
+      diag->model.push_back(model[i]);
+      diag->arm_of_pixel.push_back(a);
+    }
   }
 }
 

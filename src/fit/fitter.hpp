@@ -28,9 +28,10 @@ struct FitContext {
 // The usable pixels of one spectrum, arms contiguous, plus the views the kernels take.
 struct Packed {
   // Per used pixel (UninitVector: prepare_spectrum writes every element after resizing).
-  UninitVector<double> lnlam, xleg, wave;
+  // (A pixel's vacuum wavelength is its input arm's at input_pixel, its arm slot the one whose
+  // [arm_start[a], arm_start[a + 1]) holds it: neither is kept per pixel.)
+  UninitVector<double> lnlam, xleg;
   UninitVector<float> flux, ivar;
-  UninitVector<int> arm;  // arm slot of each pixel
   int n_arms = 0;
   int arm_start[kern::kMaxArms + 1] = {};
   std::vector<std::shared_ptr<const ArmModel>> models;  // per arm slot
@@ -176,7 +177,9 @@ kern::PipelineConfig pipeline_config(const FitConfig& cfg, const TemplateLibrary
 
 // Fill `diag`'s pixel arrays (used pixels with ivar > 0 after clipping) from a fit's working
 // `ivar` and best-fit `model` (both [n_pix] of p.packed; an empty model adds nothing).
-void diagnostics_of(const PreparedSpectrum& p, const std::vector<float>& ivar,
+// `arms`: the input arms `p` was prepared from (their wavelengths), spec.arms' views when null.
+void diagnostics_of(const PreparedSpectrum& p, const Spectrum& spec,
+                    const std::vector<ArmView>* arms, const std::vector<float>& ivar,
                     const std::vector<double>& model, FitDiagnostics* diag);
 
 }  // namespace velox

@@ -88,7 +88,7 @@ CatalogRow fit_spectrum(const Spectrum& spec, const FitContext& ctx, FitDiagnost
   // The numerical fit: a one-spectrum batch on the serial team (the CPU backend's path).
   const BatchOutput out =
       fit_batch_serial({&p.packed}, ctx.lib, pipeline_config(ctx.cfg, ctx.lib), diag != nullptr);
-  if (diag) diagnostics_of(p, out.ivar[0], out.models[0], diag);
+  if (diag) diagnostics_of(p, spec, nullptr, out.ivar[0], out.models[0], diag);
   finish_row(p, out.results[0], out.ivar[0], ctx);
   if (diag && out.results[0].status != kern::kPipeOk) diag->messages.push_back(p.notes.back());
   return p.row;

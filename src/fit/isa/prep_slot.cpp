@@ -676,7 +676,6 @@ void pack_pixels(const velox::prep::PackIn& in, const size_t* __restrict idx, si
   const float* __restrict iv = in.ivar;
   const double split = in.split_A, zb = in.zp_b, zr = in.zp_r, lo = in.lo, span = in.hi - in.lo;
   const bool leg = in.hi > in.lo;
-  const int slot = in.arm_slot;
   const long off = in.has_full ? in.full_off : 0;
   for (size_t k = 0; k < m;) {
     size_t e = k + 1;
@@ -688,18 +687,14 @@ void pack_pixels(const velox::prep::PackIn& in, const size_t* __restrict idx, si
     const float* __restrict v = iv + j0;
     double* __restrict o_ln = out.lnlam + k;
     double* __restrict o_x = out.xleg + k;
-    double* __restrict o_w = out.wave + k;
     float* __restrict o_f = out.flux + k;
     float* __restrict o_i = out.ivar + k;
-    int* __restrict o_a = out.arm + k;
     int* __restrict o_fi = out.full_idx + k;
     int* __restrict o_ip = out.input_pixel + k;
     // One loop per output (in one loop of eight streams GCC kept the pixels scalar).
     for (size_t t = 0; t < len; ++t) o_ln[t] = l[t] - (w[t] < split ? zb : zr);
-    __builtin_memcpy(o_w, w, len * sizeof(double));
     __builtin_memcpy(o_f, f, len * sizeof(float));
     __builtin_memcpy(o_i, v, len * sizeof(float));
-    for (size_t t = 0; t < len; ++t) o_a[t] = slot;
     for (size_t t = 0; t < len; ++t) o_ip[t] = static_cast<int>(j0 + t);
     if (leg)
       for (size_t t = 0; t < len; ++t) o_x[t] = 2.0 * (l[t] - lo) / span - 1.0;

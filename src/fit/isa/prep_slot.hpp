@@ -20,21 +20,20 @@ struct FoldMoments {
 // One arm's pixels for prepare_spectrum's packing (pack_pixels): the arm's ln lambda (its grid,
 // fit/ln_wave.hpp), vacuum wavelengths [A], flux and ivar; the per-arm velocity zero points as
 // ln(1 + zp/c), zp_b below split_A [A] and zp_r above (the same for an arm that is not split);
-// the used pixels' ln lambda span [lo, hi] for the Legendre coordinate; the arm's slot; with
-// has_full, full_off added to a pixel's index gives its index in the matrix grid.
+// the used pixels' ln lambda span [lo, hi] for the Legendre coordinate; with has_full, full_off
+// added to a pixel's index gives its index in the matrix grid.
 struct PackIn {
   const double *ln_wave, *wave;
   const float *flux, *ivar;
   double split_A, zp_b, zp_r, lo, hi;
-  int arm_slot;
   bool has_full;
   long full_off;
 };
 // Where the packed pixels go (Packed's per-pixel arrays at the arm's first packed pixel).
 struct PackOut {
-  double *lnlam, *xleg, *wave;
+  double *lnlam, *xleg;
   float *flux, *ivar;
-  int *arm, *full_idx, *input_pixel;
+  int *full_idx, *input_pixel;
 };
 
 struct Kernels {
