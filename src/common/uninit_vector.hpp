@@ -1,6 +1,7 @@
 // std::vector whose resize and size constructor leave new elements of trivial types
 // uninitialised (default-initialised) instead of zeroing them: for arrays that are written in
-// full right after, where the zeroing was a measurable share of a DESI spectrum's preparation.
+// full right after, where the zeroing was a measurable share of a DESI spectrum's preparation
+// and of its read (the arms' arrays that CFITSIO fills).
 #pragma once
 #include <memory>
 #include <new>

@@ -32,8 +32,11 @@ struct ArmView {
 
 // An arm's wavelengths [n_pix], shared by the arms that hold the same array (a DESI coadd's
 // fibres: one array per file and arm, not a copy per fibre) and copied on write: the accessors
-// are const (reading never copies), and the writers (push_back, assign, resize, =, mut) copy
-// the array first while another arm shares it.
+// are const (reading never copies); push_back, assign, resize and mut copy the array first while
+// another arm shares it, and = gives the arm a new array. After a write, views made before it
+// (ArmView's pointers) still show the old array, alive while another arm shares it. Writers run
+// on one thread, while no other thread copies or releases an arm sharing the array (as the
+// readers do; use_count() is not a synchronised uniqueness test).
 class WaveArray {
  public:
   WaveArray() = default;

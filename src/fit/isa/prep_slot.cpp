@@ -691,7 +691,7 @@ void pack_pixels(const velox::prep::PackIn& in, const size_t* __restrict idx, si
     float* __restrict o_i = out.ivar + k;
     int* __restrict o_fi = out.full_idx + k;
     int* __restrict o_ip = out.input_pixel + k;
-    // One loop per output (in one loop of eight streams GCC kept the pixels scalar).
+    // One loop per output (in one loop of all the streams GCC kept the pixels scalar).
     for (size_t t = 0; t < len; ++t) o_ln[t] = l[t] - (w[t] < split ? zb : zr);
     __builtin_memcpy(o_f, f, len * sizeof(float));
     __builtin_memcpy(o_i, v, len * sizeof(float));

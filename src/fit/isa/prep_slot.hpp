@@ -66,8 +66,8 @@ struct Kernels {
                           size_t n, char* use);
   // prepare_spectrum's packing of the used pixels j = idx[k], k < m: lnlam = ln_wave[j] - zp
   // (zp_b where wave[j] < split_A, else zp_r), xleg = 2 (ln_wave[j] - lo) / (hi - lo) - 1 (0 if
-  // hi <= lo), wave, flux and ivar copied, arm = arm_slot, full_idx = j + full_off (-1 without
-  // has_full), input_pixel = j.
+  // hi <= lo), flux and ivar copied, full_idx = j + full_off (-1 without has_full),
+  // input_pixel = j.
   void (*pack_pixels)(const PackIn& in, const size_t* idx, size_t m, const PackOut& out);
   // sn[i] = flux[i] * sqrt(ivar[i]) in FP32 (ivar >= 0), i < n: the catalog's SN per pixel.
   void (*sn_values)(const float* flux, const float* ivar, size_t n, float* sn);

@@ -1,7 +1,10 @@
 // The CFITSIO wrapper: write then read back images, keys and table columns of each kind.
+#include <fitsio.h>
 #include <zlib.h>
 
 #include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 
@@ -72,4 +75,29 @@ TEST_CASE("primary_header_value reads one keyword of a plain or gzipped header",
     CHECK(fits::primary_header_value(p, "ABSENT").empty());
   }
   CHECK(fits::primary_header_value(dir + "/missing.fits", "OBJNAME").empty());
+}
+
+TEST_CASE("uint32 images (BZERO 2^31, DESI's masks) read as int32 keep every value's bits",
+          "[io][fits]") {
+  // Values across the whole unsigned range, both halves of the sign bit; the bits an int32 holds
+  // are the uint32's (read_image_int32's contract for masks stored unsigned).
+  const std::vector<unsigned int> u = {0u, 1u, 5u, 2147483647u, 2147483648u, 4294967295u};
+  const auto path = test::tmp_dir("fits_uint32") + "/u.fits";
+  {
+    fitsfile* f = nullptr;
+    int status = 0;
+    long naxes[2] = {3, 2};
+    std::remove(path.c_str());
+    fits_create_file(&f, path.c_str(), &status);
+    fits_create_img(f, ULONG_IMG, 2, naxes, &status);
+    std::vector<unsigned int> w = u;
+    fits_write_img(f, TUINT, 1, static_cast<LONGLONG>(w.size()), w.data(), &status);
+    fits_close_file(f, &status);
+    REQUIRE(status == 0);
+  }
+  auto f = fits::File::open_read(path);
+  const UninitVector<int32_t> want = {0, 1, 5, 2147483647, INT32_MIN, -1};
+  CHECK(f.read_image_int32() == want);
+  // A row of the image (the DESI reader reads each fibre's row).
+  CHECK(f.read_image_int32(3, 3) == UninitVector<int32_t>{2147483647, INT32_MIN, -1});
 }
