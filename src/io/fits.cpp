@@ -90,7 +90,10 @@ File File::create(const std::string& path) {
 }
 
 File::File(File&& o) noexcept
-    : fptr_(o.fptr_), path_(std::move(o.path_)), rice_checked_(std::move(o.rice_checked_)) {
+    : fptr_(o.fptr_),
+      path_(std::move(o.path_)),
+      rice_checked_(std::move(o.rice_checked_)),
+      hdu_index_(std::move(o.hdu_index_)) {
   o.fptr_ = nullptr;
 }
 
@@ -99,6 +102,7 @@ File& File::operator=(File&& o) noexcept {
     std::swap(fptr_, o.fptr_);
     std::swap(path_, o.path_);
     std::swap(rice_checked_, o.rice_checked_);
+    std::swap(hdu_index_, o.hdu_index_);
   }
   return *this;
 }
@@ -166,9 +170,15 @@ bool File::has_hdu(const std::string& extname) const {
 void File::move_to(const std::string& extname) {
   int status = 0;
   if (extname == "PRIMARY") return move_to(0);
+  // An HDU found by this name before is moved to by its index: CFITSIO's search reads the
+  // keywords of every header before it, and the DESI reader moves to each image HDU again for
+  // every block of fibres (HDUs are only ever appended, so the first match stays the first).
+  for (const auto& [name, index] : hdu_index_)
+    if (name == extname) return move_to(index);
   if (fits_movnam_hdu(ff(fptr_), ANY_HDU, const_cast<char*>(extname.c_str()), 0, &status)) {
     throw IoError(path_ + ": HDU " + extname + ": not found: " + status_text(status));
   }
+  hdu_index_.emplace_back(extname, current_index());
 }
 
 void File::move_to(int index) {

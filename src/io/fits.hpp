@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/uninit_vector.hpp"
@@ -125,6 +126,7 @@ class File {
   void* fptr_ = nullptr;  // fitsfile*, kept opaque so fitsio.h stays out of this header
   std::string path_;
   mutable std::vector<int> rice_checked_;  // 1-based HDUs whose Rice tiles were checked
+  std::vector<std::pair<std::string, int>> hdu_index_;  // (EXTNAME, 0-based index) found by move_to
 };
 
 }  // namespace velox::fits

@@ -51,6 +51,12 @@ TEST_CASE("fits wrapper round-trips images, keywords and table columns", "[io][f
   CHECK_FALSE(f.has_column("B"));
   CHECK_THROWS_WITH(f.read_column_double("B"), Catch::Contains("HDU TAB: column B"));
   CHECK_THROWS_WITH(f.move_to("NOPE"), Catch::Contains("HDU NOPE"));
+  // A name found before is moved to by its index, from anywhere; an unknown one still throws.
+  f.move_to(0);
+  f.move_to("TAB");
+  CHECK(f.current_index() == 1);
+  CHECK(f.num_rows() == 2);
+  CHECK_THROWS_WITH(f.move_to("NOPE"), Catch::Contains("HDU NOPE"));
 }
 
 TEST_CASE("primary_header_value reads one keyword of a plain or gzipped header", "[io][fits]") {
