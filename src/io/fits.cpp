@@ -51,9 +51,8 @@ bool is_integer_type(int t) {
 }
 
 // Integer masks are often stored as uint32 (BZERO=2^31): keep their bits in an int32.
-template <class Out>
-Out to_int32_bits(const std::vector<int64_t>& v) {
-  Out out(v.size());
+UninitVector<int32_t> to_int32_bits(const std::vector<int64_t>& v) {
+  UninitVector<int32_t> out(v.size());
   std::transform(v.begin(), v.end(), out.begin(), [](int64_t x) {
     return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(x)));
   });
@@ -489,22 +488,18 @@ UninitVector<float> File::read_image_float(uint64_t first, uint64_t count) const
   return read_image_as<float>(TFLOAT, first, count);
 }
 UninitVector<int32_t> File::read_image_int32(uint64_t first, uint64_t count) const {
-  // An uncompressed image whose values all fit 32-bit integers (BITPIX 8, 16 or 32 after BZERO:
-  // DESI's masks) is read as int32 directly: the same values as the conversions below.
+  // An uncompressed image whose values all fit 32-bit integers (BITPIX 8, 16 or 32 after BZERO)
+  // is read as int32 directly, and a uint32 one (BITPIX 32, BZERO 2^31: DESI's masks) as
+  // unsigned ints into the same array: the values, and the uint32 bits, that the conversions
+  // below give (to_int32_bits), without their double and int64 arrays.
   int status = 0, equiv = 0;
   fits_get_img_equivtype(ff(fptr_), &equiv, &status);
   const bool fits_int32 = equiv == BYTE_IMG || equiv == SBYTE_IMG || equiv == SHORT_IMG ||
                           equiv == USHORT_IMG || equiv == LONG_IMG;
-  if (status == 0 && fits_int32 && !is_compressed_image()) {
-    static_assert(sizeof(int) == sizeof(int32_t), "TINT reads 32-bit ints");
-    return read_image_as<int32_t>(TINT, first, count);
-  }
-  if (status == 0 && equiv == ULONG_IMG && !is_compressed_image()) {
-    // uint32 (BITPIX 32, BZERO 2^31: DESI's masks) read as unsigned ints straight into the int32
-    // array: their bits, as the path through doubles below keeps them (to_int32_bits), without
-    // its two intermediate arrays (a double and an int64 per pixel).
-    static_assert(sizeof(unsigned int) == sizeof(int32_t), "TUINT reads 32-bit unsigned ints");
-    return read_image_as<int32_t>(TUINT, first, count);
+  if (status == 0 && (fits_int32 || equiv == ULONG_IMG) && !is_compressed_image()) {
+    static_assert(sizeof(int) == sizeof(int32_t) && sizeof(unsigned int) == sizeof(int32_t),
+                  "TINT and TUINT read 32-bit values");
+    return read_image_as<int32_t>(fits_int32 ? TINT : TUINT, first, count);
   }
   // Otherwise read through double: CFITSIO cannot convert tile-compressed integer images to
   // TLONGLONG (status 410, seen on DESI spectra-*.fits masks), and doubles hold every 32-bit value
@@ -518,7 +513,7 @@ UninitVector<int32_t> File::read_image_int32(uint64_t first, uint64_t count) con
     if (x <= -9.2233720368547758e18) return std::numeric_limits<int64_t>::min();
     return static_cast<int64_t>(x);
   });
-  return to_int32_bits<UninitVector<int32_t>>(v);
+  return to_int32_bits(v);
 }
 
 // ---------------------------------------------------------------- tables
@@ -623,7 +618,7 @@ UninitVector<float> File::read_column_float(const std::string& name) const {
   return read_column_as<float, UninitVector<float>>(name, TFLOAT);
 }
 UninitVector<int32_t> File::read_column_int32(const std::string& name) const {
-  return to_int32_bits<UninitVector<int32_t>>(read_column_as<int64_t>(name, TLONGLONG));
+  return to_int32_bits(read_column_as<int64_t>(name, TLONGLONG));
 }
 std::vector<int64_t> File::read_column_int64(const std::string& name) const {
   return read_column_as<int64_t>(name, TLONGLONG);
