@@ -202,7 +202,8 @@ CoordinatorStats serve(RootJob& job, Comm& comm, const FitLoop& fit, const OnFit
       spdlog::warn(
           "{}: stopping: no new inputs handed out; finishing the {} in flight, then "
           "exit code {} (rerun the same command to resume)",
-          stop_reason(), job.n_handed() - n_done, int(kExitInterrupted));
+          stop_reason(), job.n_handed() - n_done,
+          int(output_stop_requested() ? kExitOutputFailed : kExitInterrupted));
     }
     int source = 0, tag = 0;
     size_t bytes = 0;
@@ -287,13 +288,43 @@ HandoutPolicy handout_policy(const JobOptions& opt) {
   return p;
 }
 
+// Rank 0 when the job cannot start (a refused option or output, an unreadable library): every
+// worker's request is answered with no work, and once each has sent its last report it gets
+// `code`. No MPI_Abort, no message left unread: every rank exits with `code` by itself.
+void release_workers(Comm& comm, int code) {
+  int n_final = 0;
+  while (n_final < comm.size() - 1) {
+    int source = 0, tag = 0;
+    size_t bytes = 0;
+    if (!comm.probe(source, tag, bytes)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      continue;
+    }
+    comm.recv(source, tag, bytes);
+    if (tag == kTagRequest) comm.send(source, kTagWork, pack_work({}));
+    if (tag == kTagResult) ++n_final;
+  }
+  send_exit_code(comm, code);
+}
+
+// A worker that cannot start fitting (its engine failed to load): it takes no work, sends its
+// last (empty) report so that rank 0 does not wait for it, and waits for the job's end.
+int leave_job(Comm& comm, int code) {
+  comm.send(0, kTagResult, pack_report(Report{}));
+  const auto msg = comm.wait_recv(0, kTagExit);
+  int job_code = kExitOk;
+  if (msg.size() == sizeof job_code) std::memcpy(&job_code, msg.data(), sizeof job_code);
+  return job_code != kExitOk ? job_code : code;
+}
+
 // Rank 0: the queue, its own fitting thread, and the statuses of every rank (to RootJob).
-int run_root(const FitOptions& opt, Comm& comm, int threads) {
+int run_root(const FitOptions& opt, Comm& comm, int threads, bool& serving) {
   if (merge_only(opt)) return merge_existing(opt, opt);
   RootJob job(opt, comm.size(), threads);
-  const InputCatalogWriter writer(opt, opt, job.provenance(), 0);
+  InputCatalogWriter writer(opt, opt, job.provenance(), 0);
+  serving = true;
   const auto stats = serve(job, comm, engine_loop(job.engine()),
-                           [&](const FileResult& r) { writer.write(r); }, wants_merged(opt),
+                           [&](FileResult& r) { writer.write(r); }, wants_merged(opt),
                            handout_policy(opt));
   const int code = job.finish(stop_requested() ? stop_reason() : "");
   if (comm.size() > 1)
@@ -304,11 +335,12 @@ int run_root(const FitOptions& opt, Comm& comm, int threads) {
   return code;
 }
 
-int run_worker(const FitOptions& opt, Comm& comm, int threads) {
+int run_worker(const FitOptions& opt, Comm& comm, int threads, bool& serving) {
   if (merge_only(opt)) return kExitOk;
   FitEngine engine(opt, threads);
-  const InputCatalogWriter writer(opt, opt, job_provenance(engine, opt, comm.size()), comm.rank());
-  return work(comm, engine_loop(engine), [&](const FileResult& r) { writer.write(r); },
+  InputCatalogWriter writer(opt, opt, job_provenance(engine, opt, comm.size()), comm.rank());
+  serving = true;
+  return work(comm, engine_loop(engine), [&](FileResult& r) { writer.write(r); },
               wants_merged(opt));
 }
 
@@ -316,19 +348,30 @@ int run_worker(const FitOptions& opt, Comm& comm, int threads) {
 
 int run_fit_job(const FitOptions& opt, Comm& comm) {
   install_stop_handlers();
+  // Set once this rank has entered the message loop: an error after that aborts every rank
+  // (inputs are in flight); an error before it ends the job by messages (release_workers,
+  // leave_job), so a refused option under mpirun is one plain line and the exit code.
+  bool serving = false;
+  auto fail = [&](int code, const std::exception& e) {
+    spdlog::error("{}", e.what());
+    if (comm.size() == 1 || merge_only(opt)) return code;
+    if (serving) comm.abort(code);
+    if (comm.rank() == 0) {
+      release_workers(comm, code);
+      return code;
+    }
+    return leave_job(comm, code);
+  };
   try {
     const RankInfo where{comm.rank(), comm.size(), comm.local_rank(), comm.local_size()};
     setup_job_logging(opt, where);
     const RankSetup s = place_rank(opt, where);
-    return comm.rank() == 0 ? run_root(s.opt, comm, s.threads) : run_worker(s.opt, comm, s.threads);
+    return comm.rank() == 0 ? run_root(s.opt, comm, s.threads, serving)
+                            : run_worker(s.opt, comm, s.threads, serving);
   } catch (const ConfigError& e) {
-    spdlog::error("{}", e.what());
-    if (comm.size() > 1) comm.abort(kExitUsage);
-    return kExitUsage;
+    return fail(kExitUsage, e);
   } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    if (comm.size() > 1) comm.abort(kExitFatal);
-    return kExitFatal;
+    return fail(kExitFatal, e);
   }
 }
 

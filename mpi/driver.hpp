@@ -40,8 +40,9 @@ int run_fit_job(const FitOptions& opt, Comm& comm);
 using FitLoop = std::function<void(const FitEngine::NextInput& next,
                                    const std::function<void(FileResult&&)>& done)>;
 // Called on the fitting thread with each result of this rank before it is reported (r.rank is
-// set): writes the per-input catalog.
-using OnFitted = std::function<void(const FileResult& r)>;
+// set): writes the per-input catalog, and marks the input failed when that write fails
+// (InputCatalogWriter::write).
+using OnFitted = std::function<void(FileResult& r)>;
 
 // What rank 0 saw of the job: requests answered, inputs handed out, and the ranks' busy time.
 struct CoordinatorStats {

@@ -80,6 +80,8 @@ void put_result(Writer& w, const FileResult& res) {
   w.put(res.seconds);
   w.put(static_cast<int32_t>(res.rank));
   w.put(static_cast<uint8_t>(res.side_hdus));
+  w.put(static_cast<int32_t>(res.output_errno));
+  w.put(res.output_stop);
   w.put(static_cast<uint64_t>(res.rows.size()));
   for (const auto& row : res.rows) for_each_field(row, [&](const auto& v) { w.put(v); });
 }
@@ -97,6 +99,10 @@ FileResult get_result(Reader& r) {
   r.get(res.seconds);
   r.get(rank);
   r.get(side_hdus);
+  int32_t output_errno = 0;
+  r.get(output_errno);
+  r.get(res.output_stop);
+  res.output_errno = output_errno;
   r.get(n_rows);
   res.index = static_cast<size_t>(index);
   res.ok = ok != 0;

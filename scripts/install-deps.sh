@@ -12,6 +12,7 @@ PKGS=(
   python3-venv python3-pip  # `pip install .` (pyproject.toml; tests/integration/test_pip.sh)
   clang libclang-rt-14-dev  # sanitizer CI and fuzzing (scripts/test-sanitize.sh, scripts/fuzz.sh)
   slurmctld slurmd slurm-client munge  # tests/integration/test_slurm.sh starts its own Slurm
+  fiu-utils libfiu-dev  # fault injection (fiu-run): tests/integration/test_faults*.sh
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -3,8 +3,13 @@
 #
 #   scripts/nightly.sh --input-dir DIR --output-dir OUT --templates LIB [--glob '*.fits*']
 #                      [--launcher 'mpirun -np 4'] [--threads N] [--velox BIN] [--merged FILE]
-#                      [--dry-run]
+#                      [--allow-empty] [--dry-run]
 #
+# 0. Input check. The script stops with exit 2 (nothing fitted, no manifest written,
+#    .last-success untouched) if DIR does not exist (not mounted?), is not a folder, cannot be
+#    listed, or holds no file matching GLOB, or if listing it fails (find's exit status), also
+#    when resuming a pending manifest. --allow-empty: a DIR with no matching file is expected
+#    (nothing to fit; the night completes and .last-success moves).
 # 1. Manifest. If OUT/manifest.pending exists (an earlier night failed or was killed), resume it.
 #    Otherwise list the inputs in DIR matching GLOB that are newer than OUT/.last-success or have
 #    no catalog OUT/<stem>.velox.h5, into OUT/manifest.pending. Inputs newer than the last
@@ -22,7 +27,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # velox_run_forwarding
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
-INPUT_DIR= OUTPUT_DIR= TEMPLATES= GLOB='*.fits*' LAUNCHER= THREADS= MERGED= DRY_RUN=
+INPUT_DIR= OUTPUT_DIR= TEMPLATES= GLOB='*.fits*' LAUNCHER= THREADS= MERGED= DRY_RUN= ALLOW_EMPTY=
 VELOX=${VELOX:-$(cd "$(dirname "$0")/.." && pwd)/build/velox}
 while [ $# -gt 0 ]; do
   case $1 in
@@ -35,6 +40,7 @@ while [ $# -gt 0 ]; do
     --velox) VELOX=$2; shift 2 ;;
     --merged) MERGED=$2; shift 2 ;;
     --dry-run) DRY_RUN=1; shift ;;
+    --allow-empty) ALLOW_EMPTY=1; shift ;;
     -h|--help) usage ;;
     *) echo "nightly.sh: unknown argument $1" >&2; usage ;;
   esac
@@ -58,6 +64,29 @@ catalog_of() {
   echo "$OUTPUT_DIR/$name.velox.h5"
 }
 
+# 0. The input folder, before anything is written. An unmounted or vanished DIR must not count as
+# "nothing new": that would move .last-success past inputs updated upstream, never refitted.
+config_error() { log "$*"; exit 2; }
+[ -e "$INPUT_DIR" ] || config_error "input folder $INPUT_DIR does not exist (not mounted?)"
+[ -d "$INPUT_DIR" ] || config_error "input folder $INPUT_DIR is not a folder"
+if [ ! -r "$INPUT_DIR" ] || [ ! -x "$INPUT_DIR" ]; then
+  config_error "input folder $INPUT_DIR cannot be listed (permission denied)"
+fi
+listing=$(mktemp)
+# find writes the list to a file (not a process substitution) so that its exit status counts.
+if ! find_err=$(find "$INPUT_DIR" -maxdepth 1 \( -type f -o -type l \) -name "$GLOB" -print0 \
+                  2>&1 >"$listing"); then
+  rm -f "$listing"
+  config_error "listing input folder $INPUT_DIR failed: ${find_err%%$'\n'*}"
+fi
+sort -z -o "$listing" "$listing"
+mapfile -d '' -t inputs <"$listing"
+rm -f "$listing"
+if [ ${#inputs[@]} = 0 ] && [ -z "$ALLOW_EMPTY" ]; then
+  config_error "input folder $INPUT_DIR holds no file matching '$GLOB' (unexpectedly empty;" \
+               "pass --allow-empty if that is expected)"
+fi
+
 [ -n "$DRY_RUN" ] || mkdir -p "$OUTPUT_DIR/manifests"
 manifest=$MANIFEST
 if [ -s "$MANIFEST" ]; then
@@ -67,7 +96,7 @@ else
   : >"$manifest"
   newer=()
   [ -e "$STAMP" ] && newer=(-newer "$STAMP")
-  while IFS= read -r -d '' f; do
+  for f in "${inputs[@]}"; do
     cat=$(catalog_of "$f")
     if [ ! -e "$cat" ]; then
       echo "$f" >>"$manifest"
@@ -76,7 +105,7 @@ else
       log "input updated since the last success, refitting: $f"
       [ -n "$DRY_RUN" ] || rm -f "$cat"
     fi
-  done < <(find "$INPUT_DIR" -maxdepth 1 \( -type f -o -type l \) -name "$GLOB" -print0 | sort -z)
+  done
   log "$(wc -l <"$manifest") inputs new or missing since ${STAMP} ($( [ -e "$STAMP" ] && date -r "$STAMP" -u +%FT%TZ || echo never))"
 fi
 if [ -n "$DRY_RUN" ]; then

@@ -2,6 +2,7 @@
 // Subcommands: templates build | templates validate | fit | info | bench. Exit codes:
 // common/error.hpp and docs/user-guide.md. This file sits outside src/app/ because it joins the
 // job logic (src/app/) to the MPI message loop (mpi/driver.hpp); src/app/ never includes mpi/.
+#include <csignal>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -333,6 +334,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
 
+  // A file-size limit (ulimit -f, as batch systems set) must fail a write with EFBIG, which the
+  // job handles (app/output_faults.hpp), not kill the process with SIGXFSZ.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

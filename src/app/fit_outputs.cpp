@@ -464,6 +464,18 @@ void write_rvtab_fits(const std::string& path, const std::vector<CatalogRow>& ro
       ep.write_fits(f, "EPOCHS");
       f.write_checksum();
     }
+    f.close();
+    // Counts as written once it reads back whole: every table with its row count.
+    auto back = fits::File::open_read(tmp);
+    const std::pair<const char*, size_t> tables[] = {
+        {"RVTAB", rows.size()}, {"EPOCHS", epochs.empty() ? 0 : epochs.size()}};
+    for (const auto& [name, n] : tables) {
+      if (n == 0 && std::string(name) == "EPOCHS") continue;
+      back.move_to(name);
+      if (back.num_rows() != static_cast<int64_t>(n))
+        throw IoError(fmt::format("{}: HDU {} reads back {} rows of the {} written", tmp, name,
+                                  back.num_rows(), n));
+    }
   } catch (...) {
     std::remove(tmp.c_str());
     throw;

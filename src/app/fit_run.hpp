@@ -47,6 +47,11 @@ struct FileResult {
   // False when the input's format has no FIBERMAP/SCORES HDUs (LAMOST, SDSS): the writers then
   // do not reopen it for them (side_tables). True when unknown.
   bool side_hdus = true;
+  // Set by InputCatalogWriter when this input's outputs could not be written (ok is then false
+  // and error says why): the errno (0 if unknown), and the reason the whole job must stop
+  // (app/output_faults.hpp; empty: only this input failed).
+  int output_errno = 0;
+  std::string output_stop;
 };
 
 // One batch of spectra between FitEngine::submit and FitEngine::finish.

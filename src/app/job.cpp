@@ -20,6 +20,7 @@
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/gpu.hpp"
 #include "common/error.hpp"
+#include "common/stop.hpp"
 #include "io/h5.hpp"
 
 namespace velox {
@@ -124,14 +125,34 @@ InputCatalogWriter::InputCatalogWriter(const InputOptions& in, const OutputOptio
     : dir_(opt.output_dir),
       fits_(opt.output_format == "fits"),
       tree_(!in.desi_root.empty()),
-      prov_(std::move(base)) {
+      prov_(std::move(base)),
+      faults_(opt.output_dir) {
   prov_["mpi_rank"] = std::to_string(rank);
   prov_["n_input_files"] = "1";
 }
 
-void InputCatalogWriter::write(const FileResult& r) const {
+void InputCatalogWriter::write(FileResult& r) {
   // A failed input, or a partial input group (a member unreadable), gets none: a rerun retries it.
   if (dir_.empty() || !r.ok || !r.error.empty()) return;
+  try {
+    write_files(r);
+    faults_.ok();
+  } catch (const std::exception& e) {
+    const auto* io = dynamic_cast<const IoError*>(&e);
+    r.ok = false;
+    r.output_errno = io ? io->error_number : 0;
+    r.error = fmt::format("outputs not written ({}): {}", errno_text(r.output_errno), e.what());
+    r.output_stop = faults_.failed(r.output_errno);
+    spdlog::error("{}: {}", r.path, r.error);
+    if (!r.output_stop.empty()) {
+      if (!output_stop_requested())
+        spdlog::error("stopping the job: {}; the inputs finished so far are saved", r.output_stop);
+      request_output_stop();
+    }
+  }
+}
+
+void InputCatalogWriter::write_files(const FileResult& r) const {
   Provenance p = prov_;
   p["input_path"] = r.path;
   // --epochs: the side tables follow the stars (/catalog); their epochs go to /epochs.
@@ -141,10 +162,17 @@ void InputCatalogWriter::write(const FileResult& r) const {
   const std::string cat = per_input_catalog(dir_, r.path, tree_);
   std::error_code ec;
   fs::create_directories(fs::path(cat).parent_path(), ec);  // the healpix tree (--desi-root)
-  if (ec) throw IoError(cat + ": cannot create its folder: " + ec.message());
-  // The FITS table first: the HDF5 catalog's existence marks the input finished (resume).
-  if (fits_) write_rvtab_fits(per_input_rvtab(dir_, r.path, tree_), stars, p, side, epochs);
-  write_catalog(cat, r.rows, p, [&](h5::File& f) { write_side_h5(f, side); });
+  if (ec) throw IoError(cat + ": cannot create its folder: " + ec.message(), ec.value());
+  // The FITS table first: the HDF5 catalog's existence marks the input finished (resume). When
+  // the catalog then fails, the table goes too: an input has both final files or neither.
+  const std::string rvtab = fits_ ? per_input_rvtab(dir_, r.path, tree_) : "";
+  if (fits_) write_rvtab_fits(rvtab, stars, p, side, epochs);
+  try {
+    write_catalog(cat, r.rows, p, [&](h5::File& f) { write_side_h5(f, side); });
+  } catch (...) {
+    if (fits_) fs::remove(rvtab, ec);
+    throw;
+  }
 }
 
 RootJob::RootJob(const FitOptions& opt, int world_size, int threads)
@@ -167,9 +195,16 @@ RootJob::RootJob(const FitOptions& opt, int world_size, int threads)
   std::vector<std::string> changed;  // "catalog: difference", refused without --refit-changed
   for (size_t i = 0; i < n; ++i) {
     if (!inputs_[i].catalog.empty() && !opt_.overwrite && fs::exists(inputs_[i].catalog)) {
+      // A catalog counts as done only once it reads back whole (its row seal): a damaged,
+      // incomplete or unsealed one is refitted, with a word saying which and why.
       try {
         Provenance p;
-        auto rows = read_catalog(inputs_[i].catalog, &p);
+        bool sealed = false;
+        auto rows = read_catalog(inputs_[i].catalog, &p, &sealed);
+        if (!sealed)
+          throw IoError(inputs_[i].catalog +
+                        ": has no seal of its rows (written by a velox before 2026-11), so it "
+                        "cannot be checked whole");
         const std::string diff = identity_difference(identity_of(p), current);
         if (diff.empty()) {
           status_[i] = {inputs_[i].path, "skipped", rows.size(), 0.0, -1, ""};
@@ -178,7 +213,7 @@ RootJob::RootJob(const FitOptions& opt, int world_size, int threads)
         }
         if (!opt_.refit_changed) changed.push_back(inputs_[i].catalog + ": " + diff);
       } catch (const std::exception& e) {
-        spdlog::warn("{} (refitting {})", e.what(), inputs_[i].path);
+        spdlog::warn("resume: {}; refitting {}", e.what(), inputs_[i].path);
       }
     }
     todo_.push_back(i);
@@ -195,7 +230,7 @@ RootJob::RootJob(const FitOptions& opt, int world_size, int threads)
         spdlog::info("--refit-changed: refitting {} (its catalog {} was fitted otherwise)",
                      inputs_[i].path, inputs_[i].catalog);
   if (!opt_.output_dir.empty()) {
-    status_file_ = std::make_unique<StatusFile>(opt_.output_dir);
+    status_file_ = std::make_unique<StatusFile>(opt_.output_dir, n);
     for (size_t i = 0; i < n; ++i)
       if (!status_[i].status.empty()) status_file_->append(status_[i]);
   }
@@ -230,7 +265,7 @@ RootJob::RootJob(const FitOptions& opt, int world_size, std::vector<JobInput> sy
   kept_.resize(n);
   side_hdus_.assign(n, 1);
   want_merged_ = wants_merged(opt_);
-  if (!opt_.output_dir.empty()) status_file_ = std::make_unique<StatusFile>(opt_.output_dir);
+  if (!opt_.output_dir.empty()) status_file_ = std::make_unique<StatusFile>(opt_.output_dir, n);
   for (size_t i = 0; i < n; ++i) {
     todo_.push_back(i);
     todo_bytes_.push_back(inputs_[i].bytes);
@@ -267,6 +302,7 @@ std::vector<WorkItem> RootJob::next_batch(double rate_bytes_s, int n_ranks,
 void RootJob::handle(FileResult&& r) {
   const JobInput& in = inputs_[r.index];
   if (!r.ok && r.rank != 0) spdlog::error("{} (rank {})", r.error, r.rank);
+  if (!r.output_stop.empty()) request_output_stop();  // a worker's outputs failed: stop the job
   status_[r.index] = status_of(r);
   if (status_file_) status_file_->append(status_[r.index]);
   files_failed_ += !r.ok || !r.error.empty();  // failed, or an input group with a bad member
@@ -297,10 +333,25 @@ int RootJob::finish(const std::string& interrupted_by) {
                   0.0,
                   -1,
                   "not fitted: the job was stopped by " + interrupted_by +
-                      "; rerun the same command to resume"};
+                      (output_stop_requested() ? " (free space or fix the output folder, then "
+                                                 "rerun the same command to resume)"
+                                               : "; rerun the same command to resume")};
     ++n_unfinished;
   }
-  if (status_file_) status_file_->finish(status_);
+  int code = kExitOk;
+  // Every write below is checked and none of them throws: a failure is logged and ends in
+  // kExitOutputFailed (the per-input catalogs already written stay, and hold every result).
+  auto output_failed = [&](const std::string& what, const std::exception& e) {
+    spdlog::error("fit: {} not written: {}", what, e.what());
+    code = kExitOutputFailed;
+  };
+  if (status_file_) {
+    try {
+      status_file_->finish(status_);
+    } catch (const std::exception& e) {
+      output_failed("status.tsv (in input order)", e);
+    }
+  }
 
   prov_["n_input_files"] = std::to_string(n);
   prov_["n_files_failed"] = std::to_string(files_failed_);
@@ -341,17 +392,28 @@ int RootJob::finish(const std::string& interrupted_by) {
                              side_hdus_[i] != 0});
       side = side_tables(per_input, fits);
     }
-    if (fits) write_rvtab_fits(FitOutputs::fits_path(out), merged, prov_, *side, epochs);
-    std::vector<CatalogRow> all;
-    if (!epochs.empty()) {
-      all = merged;
-      all.insert(all.end(), epochs.begin(), epochs.end());
+    Provenance prov = prov_;
+    if (out == opt_.merge && !opt_.output_dir.empty())
+      prov[kMergeOfAttr] = merge_folder_id(opt_.output_dir);
+    try {
+      if (fits) write_rvtab_fits(FitOutputs::fits_path(out), merged, prov, *side, epochs);
+      std::vector<CatalogRow> all;
+      if (!epochs.empty()) {
+        all = merged;
+        all.insert(all.end(), epochs.begin(), epochs.end());
+      }
+      write_catalog(out, epochs.empty() ? merged : all, prov, [&](h5::File& f) {
+        write_input_list(f, input_paths);
+        write_side_h5(f, *side);
+        if (models) engine_->outputs().write_h5(f);
+      });
+    } catch (const IoError& e) {
+      if (fits) {
+        std::error_code ec;
+        fs::remove(FitOutputs::fits_path(out), ec);  // both files or neither
+      }
+      output_failed(out == opt_.merge ? "the merged catalog " + out : "the catalog " + out, e);
     }
-    write_catalog(out, epochs.empty() ? merged : all, prov_, [&](h5::File& f) {
-      write_input_list(f, input_paths);
-      write_side_h5(f, *side);
-      if (models) engine_->outputs().write_h5(f);
-    });
   }
   size_t n_ok = 0;
   for (const auto& r : merged) n_ok += r.SUCCESS;
@@ -369,6 +431,15 @@ int RootJob::finish(const std::string& interrupted_by) {
     spdlog::warn("fit: {} input files failed{}{}", files_failed_,
                  status_file_ ? " (see status.tsv)" : "",
                  n_unfinished ? "" : "; exit code 3 (completed with failures)");
+  if (output_stop_requested() || code == kExitOutputFailed) {
+    spdlog::error(
+        "fit: stopped by {}: {} of {} inputs unfinished, {} failed{}; exit code {}: free space "
+        "or fix the output folder, then rerun the same command to {}",
+        output_stop_requested() ? interrupted_by : "an output write failure", n_unfinished, n,
+        files_failed_, status_file_ ? " (see status.tsv)" : "", int(kExitOutputFailed),
+        opt_.output_dir.empty() ? "fit them all again" : "resume");
+    return kExitOutputFailed;
+  }
   if (n_unfinished) {
     spdlog::warn(
         "fit: interrupted by {}: {} of {} inputs unfinished{}; exit code {}: rerun the "

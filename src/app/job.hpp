@@ -13,6 +13,7 @@
 #include "app/handout.hpp"
 #include "app/job_outputs.hpp"
 #include "app/job_plan.hpp"
+#include "app/output_faults.hpp"
 
 namespace velox {
 
@@ -51,17 +52,24 @@ Provenance job_provenance(const FitEngine& engine, const FitOptions& opt, int wo
 // Writes the per-input catalogs of the inputs one rank fitted (--output-dir; no-op without):
 // DIR/<stem>.velox.h5 (with /fibermap for DESI inputs) and, with --output-format fits,
 // DIR/rvtab_<stem>.fits, atomically, with `base` plus input_path, mpi_rank and n_input_files.
-// Failed inputs get none (a rerun retries them). Every rank writes its own; throws IoError.
+// Failed inputs get none (a rerun retries them). Every rank writes its own, on its fitting
+// thread. A write that fails (IoError) fails that input: r.ok = false, r.error and
+// r.output_errno say why, no final file is left; when the job must stop (OutputFaultPolicy:
+// the filesystem is full or gone, or writes keep failing) r.output_stop says why and
+// request_output_stop() is called. Never throws for a write failure.
 class InputCatalogWriter {
  public:
   InputCatalogWriter(const InputOptions& in, const OutputOptions& out, Provenance base, int rank);
-  void write(const FileResult& r) const;
+  void write(FileResult& r);
 
  private:
+  void write_files(const FileResult& r) const;
+
   std::string dir_;
   bool fits_ = false;  // --output-format fits: also DIR/rvtab_<stem>.fits
   bool tree_ = false;  // --desi-root: outputs in DIR/PIXGROUP/PIXNUM/
   Provenance prov_;
+  OutputFaultPolicy faults_;
 };
 
 class Progress;

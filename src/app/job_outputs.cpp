@@ -1,8 +1,13 @@
 #include "app/job_outputs.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "common/error.hpp"
@@ -92,28 +97,101 @@ StatusLine status_of(const FileResult& r) {
           r.rank,      r.error};
 }
 
-StatusFile::StatusFile(const std::string& dir) : path_((fs::path(dir) / "status.tsv").string()) {
-  out_.open(path_, std::ios::trunc);
-  if (!out_) throw IoError(path_ + ": cannot write the status file");
-  out_ << kHeader << std::flush;
+namespace {
+
+// Writes all of `text` at `offset` (pwrite, retried on short writes and EINTR); errno on failure.
+int write_all(int fd, const std::string& text, off_t offset) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::pwrite(fd, text.data() + done, text.size() - done, offset + done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : EIO;
+    done += static_cast<size_t>(n);
+  }
+  return 0;
 }
 
-void StatusFile::append(const StatusLine& line) { out_ << format_line(line); }
+std::string status_text(const std::vector<StatusLine>& lines) {
+  std::string text = kHeader;
+  for (const auto& l : lines) text += format_line(l);
+  return text;
+}
 
-void StatusFile::flush() { out_.flush(); }
+}  // namespace
+
+StatusFile::StatusFile(const std::string& dir, size_t n_inputs)
+    : path_((fs::path(dir) / "status.tsv").string()) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw IoError(fmt::format("{}: cannot write the status file: {}", path_, std::strerror(errno)),
+                  errno);
+  // Reserve the blocks of every line to come (a filesystem without fallocate just goes on).
+  const off_t reserve = static_cast<off_t>(
+      std::min<size_t>((n_inputs + 1) * kReserveBytesPerInput, size_t{64} << 20));
+  if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, 0, reserve) != 0 && errno != EOPNOTSUPP &&
+      errno != ENOSYS)
+    spdlog::warn("{}: cannot reserve {} bytes for the status lines: {}", path_, reserve,
+                 std::strerror(errno));
+  pending_ = kHeader;
+  flush();
+}
+
+StatusFile::~StatusFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void StatusFile::append(const StatusLine& line) { pending_ += format_line(line); }
+
+void StatusFile::flush() {
+  if (pending_.empty() || fd_ < 0) return;
+  const off_t end = ::lseek(fd_, 0, SEEK_END);
+  const int err = end < 0 ? errno : write_all(fd_, pending_, end);
+  if (err == 0) {
+    pending_.clear();
+    return;
+  }
+  if (!warned_)
+    spdlog::error("{}: cannot append the status lines ({}); retrying after each input", path_,
+                  std::strerror(err));
+  warned_ = true;
+  if (end >= 0 && ::ftruncate(fd_, end) != 0) {  // no half line: the retry writes it whole
+  }
+}
 
 void StatusFile::finish(const std::vector<StatusLine>& in_input_order) {
-  out_.close();
+  const std::string text = status_text(in_input_order);
   const std::string tmp = path_ + ".tmp";
+  std::string why;
   {
-    std::ofstream o(tmp, std::ios::trunc);
-    o << kHeader;
-    for (const auto& l : in_input_order) o << format_line(l);
-    if (!o.flush()) throw IoError(tmp + ": cannot write the status file");
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int err = fd < 0 ? errno : write_all(fd, text, 0);
+    if (fd >= 0 && err == 0 && ::fsync(fd) != 0) err = errno;
+    if (fd >= 0 && ::close(fd) != 0 && err == 0) err = errno;
+    if (err == 0 && ::rename(tmp.c_str(), path_.c_str()) != 0) err = errno;
+    if (err == 0) {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = -1;
+      return;
+    }
+    why = std::strerror(err);
+    ::unlink(tmp.c_str());
   }
+  // No room for a second file: rewrite the reserved file in place (its lines only grow, and the
+  // blocks were reserved when it was opened), then cut it to length.
+  int err = fd_ < 0 ? EBADF : write_all(fd_, text, 0);
+  if (err == 0 && ::ftruncate(fd_, static_cast<off_t>(text.size())) != 0) err = errno;
+  if (err == 0 && ::fsync(fd_) != 0) err = errno;
+  if (err != 0)
+    throw IoError(fmt::format("{}: cannot write the status file ({}; in place: {})", path_, why,
+                              std::strerror(err)),
+                  err);
+  spdlog::warn("{}: rewritten in place (the atomic rewrite failed: {})", path_, why);
+}
+
+std::string merge_folder_id(const std::string& dir) {
   std::error_code ec;
-  fs::rename(tmp, path_, ec);
-  if (ec) throw IoError(path_ + ": cannot rename " + tmp + " onto it: " + ec.message());
+  const auto p = fs::weakly_canonical(fs::absolute(dir, ec), ec);
+  return ec ? dir : p.string();
 }
 
 namespace {

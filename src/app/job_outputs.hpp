@@ -2,7 +2,6 @@
 // file and the merged catalog. Used by rank 0's RootJob (app/job.hpp). Layouts:
 // docs/running.md.
 #pragma once
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -39,20 +38,37 @@ struct StatusLine {
 };
 StatusLine status_of(const FileResult& r);
 
-// DIR/status.tsv, appended as inputs finish and flushed after each batch of them (flush()), so a
-// killed job leaves its progress behind, then rewritten atomically in input order by finish().
-// Throws IoError.
+// DIR/status.tsv, appended as inputs finish and written out after each batch of them (flush()),
+// so a killed job leaves its progress behind, then rewritten atomically in input order by
+// finish(). The file reserves its space when it is opened (fallocate, KEEP_SIZE: about
+// kReserveBytesPerInput per input, at most 64 MiB), so that a full disk still gets every status line. The
+// constructor throws IoError; a failed append/flush is logged once and retried at the next
+// flush, and finish() falls back to rewriting the reserved file in place when the atomic
+// rewrite fails (no space for a second file), throwing IoError only when both fail.
 class StatusFile {
  public:
-  explicit StatusFile(const std::string& dir);
+  static constexpr size_t kReserveBytesPerInput = 1024;
+  StatusFile(const std::string& dir, size_t n_inputs);
+  ~StatusFile();
+  StatusFile(const StatusFile&) = delete;
+  StatusFile& operator=(const StatusFile&) = delete;
   void append(const StatusLine& line);
   void flush();
   void finish(const std::vector<StatusLine>& in_input_order);
 
  private:
   std::string path_;
-  std::ofstream out_;
+  int fd_ = -1;
+  std::string pending_;  // lines not yet written
+  bool warned_ = false;
 };
+
+// The root attribute of a merged catalog (--merge) naming the folder it merges, as
+// merge_folder_id gives it (the canonical path of --output-dir): only a merge of the same folder
+// is replaced without --overwrite (output_checks.hpp check_merge_target), and a merge is never
+// read back as a per-input catalog.
+constexpr const char* kMergeOfAttr = "merge_of_output_dir";
+std::string merge_folder_id(const std::string& dir);
 
 // Remove DIR/*.velox.h5.tmp and *.fits.tmp (also in DIR/*/*/) left by a killed job; returns how many.
 size_t remove_stale_temps(const std::string& dir);

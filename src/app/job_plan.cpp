@@ -109,17 +109,39 @@ std::vector<JobInput> plan_inputs(const FitOptions& opt) {
 }
 
 int merge_existing(const OutputOptions& opt, const JobOptions& job) {
-  check_output_file("--merge", opt.merge, "catalog", opt.overwrite);  // before reading them all
-  const auto files = catalogs_in(opt.output_dir, opt.merge);
-  if (files.empty()) throw ConfigError(opt.output_dir + ": no *.velox.h5 catalogs to merge");
+  check_merge_target(opt);  // before reading them all
+  const auto found = catalogs_in(opt.output_dir, opt.merge);
+  if (found.empty()) throw ConfigError(opt.output_dir + ": no *.velox.h5 catalogs to merge");
   std::vector<CatalogRow> rows;
   std::vector<std::string> inputs;  // each catalog's input, for /provenance/inputs
+  std::vector<std::string> files;   // the per-input catalogs merged
   std::vector<size_t> start;        // each catalog's first row in `rows`
   std::vector<CatalogRow> epochs;   // --epochs: every catalog's /epochs rows
+  std::vector<std::string> bad;     // "file: why" of catalogs that fail their check
   Provenance prov;
-  for (const auto& f : files) {
+  for (const auto& f : found) {
     Provenance p;
-    auto part = read_catalog(f, &p);
+    bool sealed = false;
+    std::vector<CatalogRow> part;
+    try {
+      part = read_catalog(f, &p, &sealed);
+    } catch (const IoError& e) {
+      bad.push_back(e.what());
+      continue;
+    }
+    // A merge (of any folder) is never read back as an input.
+    if (p.count(kMergeOfAttr) || !p.count("input_path")) {
+      spdlog::warn("merge: {} is not a per-input catalog ({}); not merged", f,
+                   p.count(kMergeOfAttr) ? "a merge of " + p[kMergeOfAttr]
+                                         : "no input_path attribute");
+      continue;
+    }
+    if (!sealed) {
+      bad.push_back(f + ": has no seal of its rows (written by a velox before 2026-11), so it "
+                        "cannot be checked whole");
+      continue;
+    }
+    files.push_back(f);
     if (prov.empty()) prov = p;
     // Rows of two libraries or configurations are never merged (fit_identity.hpp).
     const std::string diff = identity_difference(identity_of(p), identity_of(prov), files.front());
@@ -132,8 +154,17 @@ int merge_existing(const OutputOptions& opt, const JobOptions& job) {
     start.push_back(rows.size());
     split_epoch_rows(part, &rows, &epochs);  // --epochs: the epochs follow all stars
   }
+  // No row is dropped silently: a catalog that fails its check stops the merge, by name.
+  if (!bad.empty())
+    throw IoError(fmt::format(
+        "--merge: {} of the {} per-input catalogs in {} fail their check, so the merge is not "
+        "written; first: {}. Rerun the fit over their inputs (the same velox fit command "
+        "resumes and refits them), then merge",
+        bad.size(), found.size(), opt.output_dir, bad.front()));
+  if (files.empty()) throw ConfigError(opt.output_dir + ": no per-input catalogs to merge");
   start.push_back(rows.size());
   for (const char* k : {"input_path", "mpi_rank"}) prov.erase(k);
+  prov[kMergeOfAttr] = merge_folder_id(opt.output_dir);
   prov["merge_command_line"] = job.command_line;
   prov["n_input_files"] = std::to_string(files.size());
   // FIBERMAP/SCORES from the inputs themselves (side_tables), as a fitting run writes them.
@@ -142,13 +173,21 @@ int merge_existing(const OutputOptions& opt, const JobOptions& job) {
   for (size_t i = 0; i < files.size(); ++i)
     per_input.push_back({inputs[i], rows.data() + start[i], start[i + 1] - start[i]});
   const SideTables side = side_tables(per_input, fits);
-  if (fits) write_rvtab_fits(FitOutputs::fits_path(opt.merge), rows, prov, side, epochs);
   const size_t n_stars = rows.size();
-  rows.insert(rows.end(), epochs.begin(), epochs.end());
-  write_catalog(opt.merge, rows, prov, [&](h5::File& h) {
-    write_input_list(h, inputs);
-    write_side_h5(h, side);
-  });
+  try {
+    if (fits) write_rvtab_fits(FitOutputs::fits_path(opt.merge), rows, prov, side, epochs);
+    rows.insert(rows.end(), epochs.begin(), epochs.end());
+    write_catalog(opt.merge, rows, prov, [&](h5::File& h) {
+      write_input_list(h, inputs);
+      write_side_h5(h, side);
+    });
+  } catch (const IoError& e) {
+    std::error_code ec;
+    if (fits) std::filesystem::remove(FitOutputs::fits_path(opt.merge), ec);  // both or neither
+    spdlog::error("merge: {} not written: {}; exit code {}: free space, then merge again",
+                  opt.merge, e.what(), int(kExitOutputFailed));
+    return kExitOutputFailed;
+  }
   spdlog::info("merge: {} rows from {} catalogs in {} -> {}", n_stars, files.size(), opt.output_dir,
                opt.merge);
   return kExitOk;

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "app/fit_outputs.hpp"
+#include "app/job_outputs.hpp"
 #include "common/error.hpp"
 #include "io/fits.hpp"
 #include "io/h5.hpp"
@@ -23,10 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() > suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // Can a new file be created in `dir`? Tried for real (a probe file, removed at once): the
 // permission bits do not tell for root, read-only mounts or full quotas.
@@ -64,6 +61,35 @@ bool is_rvtab_fits(const std::string& path) {
   } catch (const IoError&) {
     return false;
   }
+}
+
+// An RVTAB table velox wrote: rvspecfit's tables have the same layout and names
+// (rvtab_coadd-*.fits), so the primary header's software list tells (DEPNAM00 = velox).
+bool is_velox_rvtab(const std::string& path) {
+  try {
+    auto f = fits::File::open_read(path);
+    return f.has_hdu("RVTAB") && f.key_string("DEPNAM00", "") == "velox";
+  } catch (const IoError&) {
+    return false;
+  }
+}
+
+// The root attributes of an HDF5 file that say what a velox catalog is; empty when unreadable.
+std::map<std::string, std::string> catalog_attrs(const std::string& path) {
+  std::map<std::string, std::string> out;
+  try {
+    const auto f = h5::File::open_read(path);
+    for (const char* k : {"velox_kind", "input_path", kMergeOfAttr})
+      if (f.has_attr("/", k)) out[k] = f.attr_string("/", k);
+  } catch (const IoError&) {
+  }
+  return out;
+}
+
+bool inside(const std::string& path, const std::string& dir) {
+  if (dir.empty()) return false;
+  const std::string p = merge_folder_id(folder_of(path).string()), d = merge_folder_id(dir);
+  return p == d || (p.size() > d.size() && p.compare(0, d.size(), d) == 0 && p[d.size()] == '/');
 }
 
 using FileId = std::pair<dev_t, ino_t>;
@@ -204,8 +230,66 @@ void check_fit_outputs(const FitOptions& opt, const std::vector<JobInput>& input
           "name, or add --overwrite to replace it",
           what, path));
   check_output_folder("--output-dir", opt.output_dir);
-  check_output_file("--merge", opt.merge, "catalog", opt.overwrite);
+  check_merge_target(opt);
   check_output_folder("--log-dir", opt.log_dir);
+  if (opt.output_dir.empty() || opt.overwrite) return;
+  // What an --output-dir run would replace: only velox's own per-input files. A foreign file
+  // under a per-input name (an rvspecfit rvtab_coadd-*.fits, another program's HDF5) is refused.
+  std::vector<std::string> foreign;
+  for (const auto& in : inputs) {
+    if (in.catalog.empty()) continue;
+    std::error_code ec;
+    if (fs::exists(in.catalog, ec) && catalog_attrs(in.catalog)["velox_kind"] != "catalog")
+      foreign.push_back(in.catalog + " (not a velox catalog)");
+    if (opt.output_format != "fits") continue;
+    const std::string rvtab = per_input_rvtab(opt.output_dir, in.path, !opt.desi_root.empty());
+    if (fs::exists(rvtab, ec) && !is_velox_rvtab(rvtab))
+      foreign.push_back(rvtab + " (not written by velox: no DEPNAM00 = velox; an rvspecfit table?)");
+  }
+  if (!foreign.empty())
+    throw ConfigError(fmt::format(
+        "--output-dir {}: {} file(s) velox would replace are not its own outputs, first: {}; "
+        "velox replaces only what it wrote: choose another --output-dir, move them away, or add "
+        "--overwrite to replace them",
+        opt.output_dir, foreign.size(), foreign.front()));
+}
+
+void check_merge_target(const OutputOptions& opt) {
+  if (opt.merge.empty()) return;
+  check_output_file("--merge", opt.merge, "catalog", opt.overwrite);
+  std::error_code ec;
+  const std::string here = merge_folder_id(opt.output_dir);
+  if (!opt.overwrite && fs::exists(opt.merge, ec)) {
+    auto a = catalog_attrs(opt.merge);
+    if (a[kMergeOfAttr] != here) {
+      const std::string what =
+          !a["input_path"].empty()
+              ? "the per-input catalog of " + a["input_path"]
+              : !a[kMergeOfAttr].empty() ? "a merge of another folder, " + a[kMergeOfAttr]
+                                         : "a velox catalog that is not a merge of " + here +
+                                               " (an --output catalog, or a merge by an older "
+                                               "velox)";
+      throw ConfigError(fmt::format(
+          "--merge {}: the file exists and is {}; velox replaces only an earlier merge of the "
+          "same folder: choose another name, or add --overwrite to replace it",
+          opt.merge, what));
+    }
+  }
+  // A merge is never named like a per-input catalog inside the folder it merges: the next merge
+  // or resume would read it back as one input.
+  if (ends_with(fs::path(opt.merge).filename().string(), ".velox.h5") &&
+      inside(opt.merge, opt.output_dir))
+    throw ConfigError(fmt::format(
+        "--merge {}: names ending in .velox.h5 inside --output-dir {} are per-input catalogs; "
+        "name the merged catalog otherwise (e.g. {}/merged.h5)",
+        opt.merge, opt.output_dir, opt.output_dir));
+  if (opt.overwrite || opt.output_format != "fits") return;
+  const std::string table = FitOutputs::fits_path(opt.merge);
+  if (fs::exists(table, ec) && (!is_velox_rvtab(table) || !fs::exists(opt.merge, ec)))
+    throw ConfigError(fmt::format(
+        "--merge {}: its table {} exists and is not the table of an earlier merge of this "
+        "folder; choose another name, or add --overwrite to replace it",
+        opt.merge, table));
 }
 
 }  // namespace velox

@@ -34,6 +34,16 @@ std::string catalog_path_for(const std::string& option, const std::string& path,
 // inode, so links and relative paths are caught). An input or the library is refused even with
 // --overwrite. An existing --output catalog or its FITS table is refused without --overwrite,
 // whatever it holds (a velox catalog too: it is never replaced silently).
+// With --output-dir and without --overwrite, an existing file at a per-input catalog's or
+// rvtab's name that velox did not write (not a velox catalog; an rvtab without DEPNAM00 =
+// velox, e.g. rvspecfit's own) is refused.
 void check_fit_outputs(const FitOptions& opt, const std::vector<JobInput>& inputs);
+
+// The --merge target, in every mode (merge-only too): check_output_file, and without
+// --overwrite an existing file must be an earlier merge of the same --output-dir (root attribute
+// kMergeOfAttr, job_outputs.hpp), its FITS table (--output-format fits) velox's too; a name
+// ending in .velox.h5 inside --output-dir is refused (it would read back as a per-input
+// catalog). Throws ConfigError naming what the file is.
+void check_merge_target(const OutputOptions& opt);
 
 }  // namespace velox

@@ -10,6 +10,7 @@ namespace {
 // Lock-free atomics: safe to touch from a signal handler.
 std::atomic<bool> g_stop{false};
 std::atomic<int> g_signal{0};
+std::atomic<bool> g_output{false};
 static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
               "the stop flag must be async-signal-safe");
 
@@ -38,8 +39,16 @@ bool stop_requested() { return g_stop.load(); }
 
 void request_stop() { g_stop.store(true); }
 
+void request_output_stop() {
+  g_output.store(true);
+  g_stop.store(true);
+}
+
+bool output_stop_requested() { return g_output.load(); }
+
 std::string stop_reason() {
   if (!g_stop.load()) return "";
+  if (g_output.load()) return "output write failures";
   switch (g_signal.load()) {
     case SIGTERM:
       return "SIGTERM";
@@ -52,6 +61,7 @@ std::string stop_reason() {
 
 void clear_stop_request() {
   g_signal.store(0);
+  g_output.store(false);
   g_stop.store(false);
 }
 

@@ -18,7 +18,14 @@ bool stop_requested();
 // Requests a stop from code: another MPI rank was signalled, or a test.
 void request_stop();
 
-// What asked: "SIGTERM", "SIGINT" or "a stop request from another rank"; empty if nothing did.
+// Requests a stop because the outputs cannot be written (app/output_faults.hpp: the output
+// filesystem is full, read-only or gone, or writes keep failing): the job then exits with
+// kExitOutputFailed instead of kExitInterrupted. Async-signal-safe.
+void request_output_stop();
+bool output_stop_requested();
+
+// What asked: "SIGTERM", "SIGINT", "output write failures" or "a stop request from another
+// rank"; empty if nothing did.
 std::string stop_reason();
 
 // Forgets a request (tests only: one process runs many tests).

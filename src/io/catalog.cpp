@@ -18,6 +18,7 @@
 #include <variant>
 
 #include "common/error.hpp"
+#include "common/fnv.hpp"
 #include "io/h5.hpp"
 #include "io/rvs_warn.hpp"
 
@@ -307,6 +308,28 @@ std::vector<std::string> astropy_header(const Table& t, const Provenance& proven
 constexpr const char* kDataset = "/catalog";
 constexpr const char* kEpochDataset = "/epochs";
 constexpr const char* kKindAttr = "velox_kind";
+constexpr const char* kSealAttr = "velox_rows_seal";
+
+// The rows' seal (root attribute velox_rows_seal): "velox-rows v1 catalog:N/S epochs:M/S
+// fnv1a64:H", N and M the row counts of /catalog and /epochs, S their record sizes, H the FNV-1a
+// of their packed records in that order. A catalog whose rows or count differ from what velox
+// wrote fails the check (a write lost at close, a truncated or edited file).
+class RowSeal {
+ public:
+  void add(const std::vector<unsigned char>& records, size_t n, size_t record_size) {
+    fnv1a(h_, records.data(), records.size());
+    parts_.push_back(fmt::format("{}/{}", n, record_size));
+  }
+  std::string text() const {
+    return fmt::format("velox-rows v1 catalog:{} epochs:{} fnv1a64:{:016x}",
+                       parts_.size() > 0 ? parts_[0] : "0/0", parts_.size() > 1 ? parts_[1] : "0/0",
+                       h_);
+  }
+
+ private:
+  uint64_t h_ = kFnvOffset;
+  std::vector<std::string> parts_;
+};
 
 }  // namespace
 
@@ -315,8 +338,11 @@ namespace {
 // One table of rows into `dataset`: the compound data, each column's unit and description, the
 // bit names and astropy's header.
 void write_rows(h5::File& f, const char* dataset, const Table& t,
-                const std::vector<CatalogRow>& rows, const Provenance& provenance) {
-  f.write_table(dataset, t.layout.members, t.layout.record_size, pack_rows(rows, t));
+                const std::vector<CatalogRow>& rows, const Provenance& provenance,
+                RowSeal& seal) {
+  const auto records = pack_rows(rows, t);
+  seal.add(records, rows.size(), t.layout.record_size);
+  f.write_table(dataset, t.layout.members, t.layout.record_size, records);
   for (const auto& c : t.cols) {
     f.set_attr(dataset, std::string(c.name) + "_UNIT", std::string(c.unit));
     f.set_attr(dataset, std::string(c.name) + "_DESC", std::string(c.desc));
@@ -347,6 +373,7 @@ void split_epoch_rows(const std::vector<CatalogRow>& rows, std::vector<CatalogRo
 void write_catalog(const std::string& path, const std::vector<CatalogRow>& rows,
                    const Provenance& provenance, const std::function<void(h5::File&)>& extra) {
   h5::AtomicOutput out(path);
+  RowSeal seal;
   {
     h5::File f = h5::File::create(out.temp_path());
     const bool any_epoch =
@@ -354,16 +381,24 @@ void write_catalog(const std::string& path, const std::vector<CatalogRow>& rows,
     if (any_epoch) {
       std::vector<CatalogRow> stars, epochs;
       split_epoch_rows(rows, &stars, &epochs);
-      write_rows(f, kDataset, catalog_table(), stars, provenance);
-      write_rows(f, kEpochDataset, epoch_table(), epochs, provenance);
+      write_rows(f, kDataset, catalog_table(), stars, provenance, seal);
+      write_rows(f, kEpochDataset, epoch_table(), epochs, provenance, seal);
     } else {
-      write_rows(f, kDataset, catalog_table(), rows, provenance);
+      write_rows(f, kDataset, catalog_table(), rows, provenance, seal);
     }
     for (const auto& [k, v] : provenance) f.set_attr("/", k, v);
     f.set_attr("/", kKindAttr, std::string("catalog"));
+    f.set_attr("/", kSealAttr, seal.text());
     if (extra) extra(f);
     f.close();
   }
+  // The catalog counts as written once it reads back whole (rows, count and seal) from the file
+  // itself: an error the writes did not report (a failed close, a lost block) stops it here.
+  bool sealed = false;
+  const size_t n_back = read_catalog(out.temp_path(), nullptr, &sealed).size();
+  if (!sealed || n_back != rows.size())
+    throw IoError(fmt::format("{}: reads back {} rows of the {} written", out.temp_path(), n_back,
+                              rows.size()));
   out.commit();
 }
 
@@ -373,14 +408,45 @@ void write_input_list(h5::File& f, const std::vector<std::string>& inputs) {
              std::string("Input files of the job, in input order"));
 }
 
-std::vector<CatalogRow> read_catalog(const std::string& path, Provenance* provenance) {
+std::vector<CatalogRow> read_catalog(const std::string& path, Provenance* provenance,
+                                     bool* sealed) {
   h5::File f = h5::File::open_read(path);
   if (!f.has_attr("/", kKindAttr) || f.attr_string("/", kKindAttr) != "catalog")
     throw IoError(path + ": not a velox catalog (root attribute velox_kind != \"catalog\")");
   const Layout& l = layout();
   // A catalog written before a column existed (e.g. CLASS_Z) reads with that column's default.
   std::vector<std::string> missing;
-  auto rows = unpack(f.read_table(kDataset, l.members, l.record_size, &missing), catalog_table());
+  const auto records = f.read_table(kDataset, l.members, l.record_size, &missing);
+  const bool has_epochs = f.exists(kEpochDataset);
+  std::vector<unsigned char> epoch_records;
+  if (has_epochs) {
+    const Layout& le = epoch_table().layout;
+    epoch_records = f.read_table(kEpochDataset, le.members, le.record_size, nullptr);
+  }
+  if (sealed) *sealed = false;
+  if (f.has_attr("/", kSealAttr)) {
+    RowSeal actual;
+    actual.add(records, records.size() / l.record_size, l.record_size);
+    if (has_epochs)
+      actual.add(epoch_records, epoch_records.size() / epoch_table().layout.record_size,
+                 epoch_table().layout.record_size);
+    const std::string written = f.attr_string("/", kSealAttr);
+    // Records of another layout (a catalog of another velox version) are checked by count only.
+    const bool same_layout = missing.empty() && written.find(fmt::format(
+                                                    "catalog:{}/{} ", records.size() / l.record_size,
+                                                    l.record_size)) != std::string::npos;
+    const bool ok = same_layout ? written == actual.text()
+                                : written.find(fmt::format("catalog:{}/", records.size() /
+                                                                              l.record_size)) !=
+                                      std::string::npos;
+    if (!ok)
+      throw IoError(fmt::format(
+          "{}: the rows do not match their seal (written: {}; read: {}): the catalog is "
+          "damaged or incomplete",
+          path, written, actual.text()));
+    if (sealed) *sealed = true;
+  }
+  auto rows = unpack(records, catalog_table());
   if (!missing.empty()) {
     const CatalogRow dflt;
     for (const auto& c : catalog_columns()) {
@@ -394,16 +460,14 @@ std::vector<CatalogRow> read_catalog(const std::string& path, Provenance* proven
     spdlog::debug("{}: written before column(s) {}: their defaults", path,
                   fmt::join(missing, ", "));
   }
-  if (f.exists(kEpochDataset)) {  // --epochs: the epoch rows follow the stars
-    const Layout& le = epoch_table().layout;
-    auto epochs =
-        unpack(f.read_table(kEpochDataset, le.members, le.record_size, nullptr), epoch_table());
+  if (has_epochs) {  // --epochs: the epoch rows follow the stars
+    auto epochs = unpack(epoch_records, epoch_table());
     rows.insert(rows.end(), epochs.begin(), epochs.end());
   }
   if (provenance) {
     provenance->clear();
     for (const auto& name : f.attr_names("/"))
-      if (name != kKindAttr) (*provenance)[name] = f.attr_text("/", name);
+      if (name != kKindAttr && name != kSealAttr) (*provenance)[name] = f.attr_text("/", name);
   }
   return rows;
 }

@@ -107,7 +107,7 @@ using Provenance = std::map<std::string, std::string>;
 void split_epoch_rows(const std::vector<CatalogRow>& rows, std::vector<CatalogRow>* stars,
                       std::vector<CatalogRow>* epochs);
 
-// Write rows to `path` atomically (write `path`.tmp, then rename). Creates /catalog (and, when
+// Write rows to `path` atomically (write `path`.tmp, read it back whole, then rename). Creates /catalog (and, when
 // some row has EPOCH >= 0, /epochs with the epoch columns: docs/epochs.md) with
 // `unit` and `description` metadata for every column (see catalog.cpp) and the provenance as
 // root attributes. Throws IoError naming the file on failure; never leaves a partial `path`.
@@ -122,7 +122,12 @@ void write_catalog(const std::string& path, const std::vector<CatalogRow>& rows,
 void write_input_list(h5::File& f, const std::vector<std::string>& inputs);
 
 // Read /catalog back, then the rows of /epochs if present (for `velox info`, merges, resume and
-// tests). Throws IoError.
-std::vector<CatalogRow> read_catalog(const std::string& path, Provenance* provenance = nullptr);
+// tests). A catalog carries a seal of its rows and their count (root attribute velox_rows_seal,
+// written by write_catalog, which reads every catalog back before it commits it): rows that do
+// not match it throw IoError ("... do not match their seal"). `sealed`, if given, tells whether
+// the file had a seal (catalogs of velox before 2026-11 have none; resume and merges refit or
+// refuse those). Throws IoError.
+std::vector<CatalogRow> read_catalog(const std::string& path, Provenance* provenance = nullptr,
+                                     bool* sealed = nullptr);
 
 }  // namespace velox

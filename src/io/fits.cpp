@@ -2,12 +2,14 @@
 #include "io/fits.hpp"
 
 #include <fitsio.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -82,8 +84,12 @@ File File::create(const std::string& path) {
   fitsfile* f = nullptr;
   int status = 0;
   std::remove(path.c_str());
+  errno = 0;
   if (fits_create_diskfile(&f, path.c_str(), &status)) {
-    throw IoError(path + ": cannot create FITS file: " + status_text(status));
+    const int errnum = errno;
+    throw IoError(path + ": cannot create FITS file: " + status_text(status) +
+                      (errnum ? fmt::format(": {} (errno {})", std::strerror(errnum), errnum) : ""),
+                  errnum);
   }
   return File(f, path);
 }
@@ -114,10 +120,28 @@ File::~File() {
   }
 }
 
+void File::close() {
+  if (!fptr_) return;
+  int status = 0;
+  errno = 0;
+  fits_close_file(ff(fptr_), &status);  // flushes CFITSIO's buffers: the last blocks are written
+  const int errnum = status ? errno : 0;
+  fptr_ = nullptr;
+  fits_clear_errmsg();
+  if (status)
+    throw IoError(path_ + ": cannot close (write its last blocks): " + status_text(status) +
+                      (errnum ? fmt::format(": {} (errno {})", std::strerror(errnum), errnum) : ""),
+                  errnum);
+}
+
 void File::fail(const std::string& what, int status) const {
+  // CFITSIO reports a failed write as WRITE_ERROR without the cause; the C library's errno,
+  // read before anything else runs, names it (ENOSPC, EFBIG, EIO).
+  const int errnum = status == WRITE_ERROR || status == FILE_NOT_CREATED ? errno : 0;
   std::string msg = path_ + ": HDU " + current_name() + ": " + what;
   if (status) msg += ": " + status_text(status);
-  throw IoError(msg);
+  if (errnum) msg += fmt::format(": {} (errno {})", std::strerror(errnum), errnum);
+  throw IoError(msg, errnum);
 }
 
 void File::check(int status, const std::string& what) const {

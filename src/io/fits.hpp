@@ -24,8 +24,10 @@ class File {
   File& operator=(File&& o) noexcept;
   File(const File&) = delete;
   File& operator=(const File&) = delete;
-  ~File();
+  ~File();  // closes without a check: a written file is closed by close()
 
+  // Flush and close now; throws IoError (with the errno of a failed write) if CFITSIO fails.
+  void close();
   const std::string& path() const { return path_; }
 
   // --- HDUs (index is 0-based; 0 = primary) ---

@@ -23,35 +23,74 @@ static_assert(std::is_same_v<hid, hid_t>, "h5::hid must be hid_t");
 // Helpers (declared in h5_detail.hpp unless static).
 namespace detail {
 
-// HDF5 prints its error stack to stderr by default; we report one IoError line instead.
+// HDF5 prints its error stack to stderr by default; we report one IoError line instead. The
+// setting is per thread in a thread-safe libhdf5 (Debian's is): the job writes its per-input
+// catalogs on the fitting thread, not the main one.
 static void silence_hdf5() {
-  static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+  thread_local bool silenced = false;
+  if (!silenced) H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  silenced = true;
 }
 
+// No HDF5 clean-up at process exit: velox closes (and checks) every file it writes itself, and
+// a file whose write failed (ENOSPC at a dataset's close) stays in HDF5's tables in a state that
+// makes libhdf5 1.10's exit handler crash (H5F__close_cb, SIGSEGV after a job that ended
+// cleanly). H5dont_atexit must run before the library initialises: a static initialiser.
+static const int g_hdf5_no_atexit = [] {
+  H5dont_atexit();
+  return 0;
+}();
+
 // The innermost description on HDF5's error stack (the most specific reason), then clear it.
+namespace {
+thread_local int t_hdf5_errno = 0;  // errno of the last error stack hdf5_reason() read
+}
+
 std::string hdf5_reason() {
-  std::string reason;
+  struct Walk {
+    std::string reason;
+    int errnum = 0;
+  } w;
   auto cb = [](unsigned n, const H5E_error2_t* e, void* data) -> herr_t {
-    if (n == 0 && e->desc) *static_cast<std::string*>(data) = e->desc;
+    auto* w = static_cast<Walk*>(data);
+    if (!e->desc) return 0;
+    if (n == 0) w->reason = e->desc;
+    // The file drivers report the system call's errno in their text ("... errno = 28, error
+    // message = 'No space left on device' ..."): the job's output-fault policy needs it.
+    if (const char* p = std::strstr(e->desc, "errno = "); p && w->errnum == 0)
+      w->errnum = std::atoi(p + 8);
     return 0;
   };
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, cb, &reason);
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, cb, &w);
   H5Eclear2(H5E_DEFAULT);
-  return reason.empty() ? "HDF5 error" : reason;
+  t_hdf5_errno = w.errnum;
+  if (w.errnum != 0 && w.reason.find("errno = ") != std::string::npos)
+    w.reason = fmt::format("{} (errno {})", std::strerror(w.errnum), w.errnum);
+  else if (w.errnum != 0)
+    w.reason += fmt::format(": {} (errno {})", std::strerror(w.errnum), w.errnum);
+  return w.reason.empty() ? "HDF5 error" : w.reason;
 }
+
+int hdf5_errno() { return t_hdf5_errno; }
 
 // Throws "FILE: OBJECT: WHAT: REASON" (OBJECT empty for whole-file problems).
 [[noreturn]] void fail(const std::string& file, const std::string& object, const std::string& what,
-                       const std::string& reason) {
-  if (object.empty()) throw IoError(fmt::format("{}: {}: {}", file, what, reason));
-  throw IoError(fmt::format("{}: {}: {}: {}", file, object, what, reason));
+                       const std::string& reason, int errnum) {
+  if (object.empty()) throw IoError(fmt::format("{}: {}: {}", file, what, reason), errnum);
+  throw IoError(fmt::format("{}: {}: {}: {}", file, object, what, reason), errnum);
 }
 
 // Throw if an HDF5 call returned a negative id/status; pass valid ids through.
 hid_t check(hid_t r, const std::string& file, const std::string& object, const char* what) {
-  if (r < 0) fail(file, object, what, hdf5_reason());
+  if (r < 0) {
+    const std::string reason = hdf5_reason();
+    fail(file, object, what, reason, hdf5_errno());
+  }
   return r;
+}
+
+void close_checked(Handle& h, const std::string& file, const std::string& object) {
+  check(h.close(), file, object, "cannot close (write its data)");
 }
 
 Handle own(hid_t r, const std::string& file, const std::string& object, const char* what) {
@@ -175,32 +214,29 @@ Handle& Handle::operator=(Handle&& o) noexcept {
   return *this;
 }
 
-Handle::~Handle() {
-  if (id_ < 0) return;
-  switch (H5Iget_type(id_)) {
+Handle::~Handle() { close(); }
+
+int Handle::close() {
+  if (id_ < 0) return 0;
+  const hid_t id = id_;
+  id_ = -1;
+  switch (H5Iget_type(id)) {
     case H5I_FILE:
-      H5Fclose(id_);
-      break;
+      return H5Fclose(id);
     case H5I_GROUP:
-      H5Gclose(id_);
-      break;
+      return H5Gclose(id);
     case H5I_DATASET:
-      H5Dclose(id_);
-      break;
+      return H5Dclose(id);
     case H5I_DATASPACE:
-      H5Sclose(id_);
-      break;
+      return H5Sclose(id);
     case H5I_DATATYPE:
-      H5Tclose(id_);
-      break;
+      return H5Tclose(id);
     case H5I_ATTR:
-      H5Aclose(id_);
-      break;
+      return H5Aclose(id);
     case H5I_GENPROP_LST:
-      H5Pclose(id_);
-      break;
+      return H5Pclose(id);
     default:
-      break;
+      return 0;
   }
 }
 
@@ -244,9 +280,14 @@ File File::open_read(const std::string& path, const char* unsealed_error) {
 void File::close() {
   if (!h_.valid()) return;
   hid_t id = h_.get();
-  check(H5Fflush(id, H5F_SCOPE_GLOBAL), path_, "", "cannot flush");
-  Handle gone(std::move(h_));
-  gone = Handle();  // H5Fclose via the destructor
+  if (H5Fflush(id, H5F_SCOPE_GLOBAL) < 0) {
+    const std::string reason = hdf5_reason();
+    const int errnum = hdf5_errno();
+    h_.close();  // its result is moot: the file is already known bad
+    H5Eclear2(H5E_DEFAULT);
+    fail(path_, "", "cannot flush", reason, errnum);
+  }
+  close_checked(h_, path_, "");  // H5Fclose writes the superblock and the last metadata
 }
 
 bool File::exists(const std::string& name) const {
@@ -281,6 +322,7 @@ void write_array(const File& f, const std::string& name, const std::vector<T>& d
   if (!data.empty())
     check(H5Dwrite(ds.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()),
           f.path(), name, "cannot write");
+  close_checked(ds, f.path(), name);
 }
 
 template <typename T>
@@ -342,6 +384,7 @@ void write_attr(const File& f, const std::string& obj, const std::string& attr, 
                                    H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                  f.path(), label, "cannot create");
   check(H5Awrite(a.get(), type, value), f.path(), label, "cannot write");
+  close_checked(a, f.path(), label);
 }
 
 struct OpenAttr {

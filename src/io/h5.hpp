@@ -25,7 +25,9 @@ class Handle {
   Handle& operator=(Handle&& o) noexcept;
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
-  ~Handle();
+  ~Handle();  // close(), its result ignored: write paths call close() themselves and check it
+  // Close now (H5Fclose, H5Dclose, ... by the id's type); returns HDF5's status (< 0: failed).
+  int close();
   hid get() const { return id_; }
   bool valid() const { return id_ >= 0; }
 

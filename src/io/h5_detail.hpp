@@ -11,13 +11,19 @@
 namespace velox::h5::detail {
 
 // Throws IoError "FILE: OBJECT: WHAT: REASON" (OBJECT empty for whole-file problems).
+// `errnum`: the errno behind it, where known (IoError::error_number).
 [[noreturn]] void fail(const std::string& file, const std::string& object, const std::string& what,
-                       const std::string& reason);
-// The innermost description on HDF5's error stack, which is then cleared.
+                       const std::string& reason, int errnum = 0);
+// The innermost description on HDF5's error stack, which is then cleared; a file driver's
+// system-call failure reads "<strerror> (errno N)", and hdf5_errno() then returns N (else 0).
 std::string hdf5_reason();
+int hdf5_errno();
 // Throw (with hdf5_reason()) if r < 0, else return r; own() wraps the id in a Handle.
 hid_t check(hid_t r, const std::string& file, const std::string& object, const char* what);
 Handle own(hid_t r, const std::string& file, const std::string& object, const char* what);
+// Close `h` now and throw IoError if HDF5 reports a failure: a dataset's chunks and a file's
+// metadata are written at close, so a write path never leaves a close unchecked.
+void close_checked(Handle& h, const std::string& file, const std::string& object);
 
 Handle vlen_utf8_type();
 Handle fixed_string_type(size_t size);  // null-padded, ASCII (numpy 'S<size>')

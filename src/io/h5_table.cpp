@@ -49,6 +49,7 @@ void File::write_strings(const std::string& name, const std::vector<std::string>
   if (n > 0)
     check(H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), path_, name,
           "cannot write");
+  close_checked(ds, path_, name);  // the chunks are compressed and written here
 }
 
 std::vector<std::string> File::read_strings(const std::string& name) const {
@@ -118,6 +119,7 @@ void File::write_table(const std::string& name, const std::vector<Member>& membe
   if (n > 0)
     check(H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, records.data()), path_,
           name, "cannot write table");
+  close_checked(ds, path_, name);  // the chunks are compressed and written here
 }
 
 std::vector<unsigned char> File::read_table(const std::string& name,

@@ -21,14 +21,19 @@ for kind in gpu cpu; do
   done
 done
 grep -q -- "--gpus-per-task=1" "$S/slurm/velox-gpu.sbatch"
+files=("$VELOX_DATA_DIR"/spectra/lamost_dr10_pylasp/fits/*.fits)
+for f in "${files[@]:0:3}"; do ln -s "$f" "$W/in/"; done
+# (nightly.sh refuses a missing or empty input folder, also in a dry run: the links come first.)
 out=$(DRY_RUN=1 VELOX_HOME="$S" SLURM_CPUS_PER_TASK=8 TEMPLATES="$TEMPLATES" INPUT_DIR="$W/in" \
       OUTPUT_DIR="$W/dry" bash "$S/slurm/velox-nightly.sbatch" 2>&1)
 echo "$out"
 grep -qF "+ srun -c 8 --cpu-bind=cores" <<<"$out" && [ ! -e "$W/dry" ]
+out=$(DRY_RUN=1 VELOX_HOME="$S" TEMPLATES="$TEMPLATES" INPUT_DIR="$W/no-such-folder" \
+      OUTPUT_DIR="$W/dry" bash "$S/slurm/velox-nightly.sbatch" 2>&1) && {
+  echo "FAIL: velox-nightly.sbatch accepted a missing INPUT_DIR"; exit 1; }
+grep -qF "does not exist" <<<"$out"
 
 echo "== nightly.sh"
-files=("$VELOX_DATA_DIR"/spectra/lamost_dr10_pylasp/fits/*.fits)
-for f in "${files[@]:0:3}"; do ln -s "$f" "$W/in/"; done
 # The links must predate the first night by a whole second: nightly.sh stamps .last-success with
 # the second the night started, so links made within that second would count as updated.
 touch -h -d "@$(($(date +%s) - 10))" "$W"/in/*
