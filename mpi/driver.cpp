@@ -309,12 +309,12 @@ void release_workers(Comm& comm, int code) {
 
 // A worker that cannot start fitting (its engine failed to load): it takes no work, sends its
 // last (empty) report so that rank 0 does not wait for it, and waits for the job's end.
-int leave_job(Comm& comm, int code) {
+int leave_job(Comm& comm) {
   comm.send(0, kTagResult, pack_report(Report{}));
   const auto msg = comm.wait_recv(0, kTagExit);
   int job_code = kExitOk;
   if (msg.size() == sizeof job_code) std::memcpy(&job_code, msg.data(), sizeof job_code);
-  return job_code != kExitOk ? job_code : code;
+  return job_code;  // every rank returns the job's code (this rank's error is logged)
 }
 
 // Rank 0: the queue, its own fitting thread, and the statuses of every rank (to RootJob).
@@ -360,7 +360,7 @@ int run_fit_job(const FitOptions& opt, Comm& comm) {
       release_workers(comm, code);
       return code;
     }
-    return leave_job(comm, code);
+    return leave_job(comm);
   };
   try {
     const RankInfo where{comm.rank(), comm.size(), comm.local_rank(), comm.local_size()};

@@ -481,11 +481,18 @@ void write_rvtab_fits(const std::string& path, const std::vector<CatalogRow>& ro
     throw;
   }
   std::error_code ec;
+  try {
+    h5::sync_file(tmp);  // the data on disk before the name
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
   fs::rename(tmp, path, ec);
   if (ec) {
     std::remove(tmp.c_str());
-    throw IoError(path + ": cannot rename " + tmp + ": " + ec.message());
+    throw IoError(path + ": cannot rename " + tmp + ": " + ec.message(), ec.value());
   }
+  h5::sync_folder_of(path);
   spdlog::info("fit: rvspecfit-layout table {}", path);
 }
 

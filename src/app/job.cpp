@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -161,7 +162,11 @@ void InputCatalogWriter::write_files(const FileResult& r) const {
   const SideTables side = side_tables({{r.path, stars.data(), stars.size(), r.side_hdus}}, fits_);
   const std::string cat = per_input_catalog(dir_, r.path, tree_);
   std::error_code ec;
-  fs::create_directories(fs::path(cat).parent_path(), ec);  // the healpix tree (--desi-root)
+  // The healpix tree (--desi-root) below the output folder, never the folder itself: a vanished
+  // output folder (an unmounted filesystem) must fail the write, not be made anew.
+  if (!fs::is_directory(dir_, ec))
+    throw IoError(dir_ + ": the output folder is gone", ENOENT);
+  fs::create_directories(fs::path(cat).parent_path(), ec);
   if (ec) throw IoError(cat + ": cannot create its folder: " + ec.message(), ec.value());
   // The FITS table first: the HDF5 catalog's existence marks the input finished (resume). When
   // the catalog then fails, the table goes too: an input has both final files or neither.
@@ -193,6 +198,7 @@ RootJob::RootJob(const FitOptions& opt, int world_size, int threads)
   prov_ = job_provenance(*engine_, opt_, world_size_);
   const FitIdentity current = identity_of(prov_);
   std::vector<std::string> changed;  // "catalog: difference", refused without --refit-changed
+  size_t n_unsealed = 0;             // kept catalogs without a row seal (older velox)
   for (size_t i = 0; i < n; ++i) {
     if (!inputs_[i].catalog.empty() && !opt_.overwrite && fs::exists(inputs_[i].catalog)) {
       // A catalog counts as done only once it reads back whole (its row seal): a damaged,
@@ -201,10 +207,19 @@ RootJob::RootJob(const FitOptions& opt, int world_size, int threads)
         Provenance p;
         bool sealed = false;
         auto rows = read_catalog(inputs_[i].catalog, &p, &sealed);
-        if (!sealed)
+        // Only this input's own per-input catalog counts (not a merge or another input's
+        // catalog put at its name: check_fit_outputs refuses those as foreign).
+        if (p.count(kMergeOfAttr) || !p.count("input_path") ||
+            input_stem(p["input_path"]) != input_stem(inputs_[i].path))
+          throw IoError(inputs_[i].catalog + ": is not the per-input catalog of " +
+                        inputs_[i].path);
+        // A catalog of a velox before the seal (2026-11) is accepted unchecked when it has rows;
+        // an empty one is what a lost write at close left then: refitted.
+        if (!sealed && rows.empty())
           throw IoError(inputs_[i].catalog +
-                        ": has no seal of its rows (written by a velox before 2026-11), so it "
-                        "cannot be checked whole");
+                        ": has no seal of its rows (written by a velox before 2026-11) and no "
+                        "rows");
+        n_unsealed += !sealed;
         const std::string diff = identity_difference(identity_of(p), current);
         if (diff.empty()) {
           status_[i] = {inputs_[i].path, "skipped", rows.size(), 0.0, -1, ""};
@@ -218,6 +233,11 @@ RootJob::RootJob(const FitOptions& opt, int world_size, int threads)
     }
     todo_.push_back(i);
   }
+  if (n_unsealed)
+    spdlog::warn(
+        "resume: {} per-input catalogs were written by a velox before 2026-11, without a seal of "
+        "their rows: kept as they read (rerun with --overwrite to refit and seal them)",
+        n_unsealed);
   if (!changed.empty())
     throw ConfigError(fmt::format(
         "{} of the per-input catalogs in {} were fitted with another template library or fit "

@@ -122,16 +122,20 @@ std::string status_text(const std::vector<StatusLine>& lines) {
 StatusFile::StatusFile(const std::string& dir, size_t n_inputs)
     : path_((fs::path(dir) / "status.tsv").string()) {
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0)
-    throw IoError(fmt::format("{}: cannot write the status file: {}", path_, std::strerror(errno)),
-                  errno);
+  if (fd_ < 0) {
+    const int err = errno;
+    throw IoError(fmt::format("{}: cannot write the status file: {}", path_, std::strerror(err)),
+                  err);
+  }
   // Reserve the blocks of every line to come (a filesystem without fallocate just goes on).
-  const off_t reserve = static_cast<off_t>(
+  reserve_ = static_cast<off_t>(
       std::min<size_t>((n_inputs + 1) * kReserveBytesPerInput, size_t{64} << 20));
-  if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, 0, reserve) != 0 && errno != EOPNOTSUPP &&
-      errno != ENOSYS)
-    spdlog::warn("{}: cannot reserve {} bytes for the status lines: {}", path_, reserve,
-                 std::strerror(errno));
+  if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, 0, reserve_) != 0 && errno != EOPNOTSUPP &&
+      errno != ENOSYS) {
+    const int err = errno;
+    spdlog::warn("{}: cannot reserve {} bytes for the status lines: {}", path_, reserve_,
+                 std::strerror(err));
+  }
   pending_ = kHeader;
   flush();
 }
@@ -154,8 +158,10 @@ void StatusFile::flush() {
     spdlog::error("{}: cannot append the status lines ({}); retrying after each input", path_,
                   std::strerror(err));
   warned_ = true;
-  if (end >= 0 && ::ftruncate(fd_, end) != 0) {  // no half line: the retry writes it whole
-  }
+  // No half line: the retry writes it whole. The cut frees the reserved blocks beyond the end
+  // (KEEP_SIZE), so they are reserved again.
+  if (end >= 0 && ::ftruncate(fd_, end) == 0)
+    (void)::fallocate(fd_, FALLOC_FL_KEEP_SIZE, 0, reserve_);
 }
 
 void StatusFile::finish(const std::vector<StatusLine>& in_input_order) {

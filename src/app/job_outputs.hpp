@@ -2,6 +2,8 @@
 // file and the merged catalog. Used by rank 0's RootJob (app/job.hpp). Layouts:
 // docs/running.md.
 #pragma once
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -59,6 +61,7 @@ class StatusFile {
  private:
   std::string path_;
   int fd_ = -1;
+  off_t reserve_ = 0;    // bytes reserved with fallocate
   std::string pending_;  // lines not yet written
   bool warned_ = false;
 };

@@ -118,6 +118,7 @@ int merge_existing(const OutputOptions& opt, const JobOptions& job) {
   std::vector<size_t> start;        // each catalog's first row in `rows`
   std::vector<CatalogRow> epochs;   // --epochs: every catalog's /epochs rows
   std::vector<std::string> bad;     // "file: why" of catalogs that fail their check
+  size_t n_unsealed = 0;            // catalogs of a velox before the row seal, merged unchecked
   Provenance prov;
   for (const auto& f : found) {
     Provenance p;
@@ -136,11 +137,12 @@ int merge_existing(const OutputOptions& opt, const JobOptions& job) {
                                          : "no input_path attribute");
       continue;
     }
-    if (!sealed) {
-      bad.push_back(f + ": has no seal of its rows (written by a velox before 2026-11), so it "
-                        "cannot be checked whole");
+    if (!sealed && part.empty()) {
+      bad.push_back(f + ": has no seal of its rows (written by a velox before 2026-11) and no "
+                        "rows (what a write lost at close left then)");
       continue;
     }
+    n_unsealed += !sealed;
     files.push_back(f);
     if (prov.empty()) prov = p;
     // Rows of two libraries or configurations are never merged (fit_identity.hpp).
@@ -162,6 +164,11 @@ int merge_existing(const OutputOptions& opt, const JobOptions& job) {
         "resumes and refits them), then merge",
         bad.size(), found.size(), opt.output_dir, bad.front()));
   if (files.empty()) throw ConfigError(opt.output_dir + ": no per-input catalogs to merge");
+  if (n_unsealed)
+    spdlog::warn(
+        "merge: {} per-input catalogs were written by a velox before 2026-11, without a seal of "
+        "their rows: merged as they read (refit them with --overwrite to seal them)",
+        n_unsealed);
   start.push_back(rows.size());
   for (const char* k : {"input_path", "mpi_rank"}) prov.erase(k);
   prov[kMergeOfAttr] = merge_folder_id(opt.output_dir);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -75,22 +76,32 @@ bool is_velox_rvtab(const std::string& path) {
 }
 
 // The root attributes of an HDF5 file that say what a velox catalog is; empty when unreadable.
+// "readable" is "1" when the file opened as HDF5 (its attributes are then what it has).
 std::map<std::string, std::string> catalog_attrs(const std::string& path) {
   std::map<std::string, std::string> out;
   try {
     const auto f = h5::File::open_read(path);
-    for (const char* k : {"velox_kind", "input_path", kMergeOfAttr})
+    out["readable"] = "1";
+    for (const char* k : {"velox_kind", "input_path", kMergeOfAttr, "merge_command_line"})
       if (f.has_attr("/", k)) out[k] = f.attr_string("/", k);
   } catch (const IoError&) {
   }
   return out;
 }
 
-bool inside(const std::string& path, const std::string& dir) {
-  if (dir.empty()) return false;
-  const std::string p = merge_folder_id(folder_of(path).string()), d = merge_folder_id(dir);
-  return p == d || (p.size() > d.size() && p.compare(0, d.size(), d) == 0 && p[d.size()] == '/');
+// What velox may not replace at an input's per-input catalog name: an HDF5 file that is not a
+// velox catalog, a merge, or another input's catalog. Empty when it may (its own catalog, or a
+// file that does not open as HDF5: a damaged catalog, which the resume refits).
+std::string foreign_catalog(const std::string& path, const std::string& input) {
+  auto a = catalog_attrs(path);
+  if (a["readable"].empty()) return "";
+  if (a["velox_kind"] != "catalog") return "not a velox catalog";
+  if (!a[kMergeOfAttr].empty() || !a["merge_command_line"].empty()) return "a merged catalog";
+  if (!a["input_path"].empty() && input_stem(a["input_path"]) != input_stem(input))
+    return "the per-input catalog of " + a["input_path"];
+  return "";
 }
+
 
 using FileId = std::pair<dev_t, ino_t>;
 std::optional<FileId> file_id(const std::string& path) {
@@ -239,8 +250,9 @@ void check_fit_outputs(const FitOptions& opt, const std::vector<JobInput>& input
   for (const auto& in : inputs) {
     if (in.catalog.empty()) continue;
     std::error_code ec;
-    if (fs::exists(in.catalog, ec) && catalog_attrs(in.catalog)["velox_kind"] != "catalog")
-      foreign.push_back(in.catalog + " (not a velox catalog)");
+    if (fs::exists(in.catalog, ec))
+      if (const std::string why = foreign_catalog(in.catalog, in.path); !why.empty())
+        foreign.push_back(in.catalog + " (" + why + ")");
     if (opt.output_format != "fits") continue;
     const std::string rvtab = per_input_rvtab(opt.output_dir, in.path, !opt.desi_root.empty());
     if (fs::exists(rvtab, ec) && !is_velox_rvtab(rvtab))
@@ -261,7 +273,13 @@ void check_merge_target(const OutputOptions& opt) {
   const std::string here = merge_folder_id(opt.output_dir);
   if (!opt.overwrite && fs::exists(opt.merge, ec)) {
     auto a = catalog_attrs(opt.merge);
-    if (a[kMergeOfAttr] != here) {
+    const bool legacy_merge = a["velox_kind"] == "catalog" && a[kMergeOfAttr].empty() &&
+                              a["input_path"].empty() && !a["merge_command_line"].empty();
+    if (legacy_merge)
+      spdlog::warn("--merge {}: a merge written by a velox before 2026-11 (it does not say which "
+                   "folder it merges): replaced",
+                   opt.merge);
+    else if (a[kMergeOfAttr] != here) {
       const std::string what =
           !a["input_path"].empty()
               ? "the per-input catalog of " + a["input_path"]
@@ -275,14 +293,13 @@ void check_merge_target(const OutputOptions& opt) {
           opt.merge, what));
     }
   }
-  // A merge is never named like a per-input catalog inside the folder it merges: the next merge
-  // or resume would read it back as one input.
-  if (ends_with(fs::path(opt.merge).filename().string(), ".velox.h5") &&
-      inside(opt.merge, opt.output_dir))
+  // A merge is never named like a per-input catalog (in this folder or another one's): a merge
+  // or resume there would read it back as one input.
+  if (ends_with(fs::path(opt.merge).filename().string(), ".velox.h5"))
     throw ConfigError(fmt::format(
-        "--merge {}: names ending in .velox.h5 inside --output-dir {} are per-input catalogs; "
-        "name the merged catalog otherwise (e.g. {}/merged.h5)",
-        opt.merge, opt.output_dir, opt.output_dir));
+        "--merge {}: names ending in .velox.h5 are per-input catalogs; name the merged catalog "
+        "otherwise (e.g. {}/merged.h5)",
+        opt.merge, opt.output_dir.empty() ? "." : opt.output_dir));
   if (opt.overwrite || opt.output_format != "fits") return;
   const std::string table = FitOutputs::fits_path(opt.merge);
   if (fs::exists(table, ec) && (!is_velox_rvtab(table) || !fs::exists(opt.merge, ec)))

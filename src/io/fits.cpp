@@ -137,7 +137,10 @@ void File::close() {
 void File::fail(const std::string& what, int status) const {
   // CFITSIO reports a failed write as WRITE_ERROR without the cause; the C library's errno,
   // read before anything else runs, names it (ENOSPC, EFBIG, EIO).
-  const int errnum = status == WRITE_ERROR || status == FILE_NOT_CREATED ? errno : 0;
+  const int errnum = status == WRITE_ERROR || status == SEEK_ERROR ||  // stdio flushes at a seek
+                             status == FILE_NOT_CREATED
+                         ? errno
+                         : 0;
   std::string msg = path_ + ": HDU " + current_name() + ": " + what;
   if (status) msg += ": " + status_text(status);
   if (errnum) msg += fmt::format(": {} (errno {})", std::strerror(errnum), errnum);

@@ -5,7 +5,11 @@
 #include <fmt/ranges.h>
 #include <hdf5.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -253,7 +257,11 @@ File File::create(const std::string& path, bool seal_block) {
   // The user block holds the integrity seal (h5_seal.hpp), written by AtomicOutput::commit.
   Handle fcpl(H5Pcreate(H5P_FILE_CREATE));
   if (seal_block) H5Pset_userblock(fcpl.get(), seal::kBlockBytes);
-  f.h_ = own(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), H5P_DEFAULT), path, "",
+  // A strong close: H5Fclose closes every object still open in the file (one whose own close
+  // failed on a full disk), so the file and its descriptor are not kept for the process's life.
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS));
+  H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG);
+  f.h_ = own(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), path, "",
              "cannot create file");
   return f;
 }
@@ -515,10 +523,32 @@ AtomicOutput::~AtomicOutput() {
 
 void AtomicOutput::commit() {
   seal::write(tmp_);
+  sync_file(tmp_);  // the data on disk before the name: a crash never leaves a named, empty file
   std::error_code ec;
   std::filesystem::rename(tmp_, final_, ec);
-  if (ec) fail(final_, "", "cannot rename " + tmp_ + " onto it", ec.message());
+  if (ec) fail(final_, "", "cannot rename " + tmp_ + " onto it", ec.message(), ec.value());
   done_ = true;
+  sync_folder_of(final_);
+}
+
+void sync_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int err = fd < 0 ? errno : 0;
+  if (fd >= 0 && ::fsync(fd) != 0) err = errno;
+  if (fd >= 0) ::close(fd);
+  if (err != 0)
+    throw IoError(fmt::format("{}: cannot sync to disk: {} (errno {})", path, std::strerror(err),
+                              err),
+                  err);
+}
+
+void sync_folder_of(const std::string& path) {
+  auto dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);  // best effort: some filesystems refuse fsync on a folder
+  ::close(fd);
 }
 
 }  // namespace velox::h5

@@ -119,8 +119,13 @@ class File {
   bool sealed_ = false;
 };
 
-// Writes to `final_path`.tmp; commit() seals the temp (h5_seal.hpp) and renames it onto
-// final_path (close the File first).
+// fsync a file (IoError with its errno on failure), and, best effort, the folder of a path (so
+// that a rename is on disk).
+void sync_file(const std::string& path);
+void sync_folder_of(const std::string& path);
+
+// Writes to `final_path`.tmp; commit() seals the temp (h5_seal.hpp), syncs it to disk and
+// renames it onto final_path (close the File first).
 // Destruction without commit() removes the temp file, so a crash or exception never leaves a
 // partial final file.
 class AtomicOutput {

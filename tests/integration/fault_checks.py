@@ -6,6 +6,7 @@
                                   every input once, and no *.tmp is left
   fault_checks.py compare A B     the same per-input catalogs in A and B, each /catalog
                                   bitwise identical (the fit is deterministic: rows, not times)
+  fault_checks.py failed-with DIR ENAME   every input failed for its outputs names ENAME
   fault_checks.py merged H5 N     the merged catalog has N rows with N distinct SOURCE_FILE
 Exits 1 with one line per problem.
 """
@@ -43,10 +44,17 @@ def status(d):
     tmp = glob.glob(d + "/*.tmp")
     if tmp:
         problems.append(f"{len(tmp)} .tmp files left, e.g. {tmp[0]}")
-    for r in rows:
-        if r[1] == "failed" and len(r) > 5 and "outputs not written" in r[5] and "(" not in r[5]:
-            problems.append(f"{r[0]}: an output failure without its errno: {r[5][:120]}")
     return problems
+
+
+def failed_with(d, name):
+    """Every input that failed for its outputs names the errno `name` (e.g. ENOSPC), and there
+    is at least one."""
+    rows = [l.split("\t") for l in open(os.path.join(d, "status.tsv")).read().splitlines()[1:]]
+    out = [r for r in rows if r[1] == "failed" and "outputs not written" in r[5]]
+    if not out:
+        return [f"{d}: no input failed for its outputs"]
+    return [f"{r[0]}: failed without {name}: {r[5][:160]}" for r in out if f"({name})" not in r[5]]
 
 
 def compare(a, b):
@@ -79,6 +87,8 @@ def main():
         problems = status(sys.argv[2])
     elif cmd == "compare":
         problems = compare(sys.argv[2], sys.argv[3])
+    elif cmd == "failed-with":
+        problems = failed_with(sys.argv[2], sys.argv[3])
     elif cmd == "merged":
         problems = merged(sys.argv[2], int(sys.argv[3]))
     else:

@@ -47,7 +47,12 @@ if [ "$(id -u)" = 0 ] && command -v mount >/dev/null; then
     "$@" >"$name.log" 2>&1 || rc=$?
     expect_stop "$name" "$rc" "$name.log"
     [ -z "$(find "$T" -name '*.tmp')" ] || fail "$name: .tmp left on the full disk"
-    if [ -d "$T/od" ]; then $CHECK status "$T/od" || fail "$name: status.tsv != catalogs on disk"; fi
+    if [ -d "$T/od" ]; then
+      $CHECK status "$T/od" || fail "$name: status.tsv != catalogs on disk"
+      # The full disk is named (not 3 unknown errors in a row): each failed input says ENOSPC.
+      $CHECK failed-with "$T/od" ENOSPC || fail "$name: an output failure without ENOSPC"
+    fi
+    grep -q "No space left on device" "$name.log" || fail "$name: the stop does not say why"
     local before
     before=$(ls "$T"/od/*.velox.h5 2>/dev/null | wc -l)
     mount -o remount,size=64m "$T"

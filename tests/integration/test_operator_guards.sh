@@ -38,6 +38,7 @@ refused merge_only_per_input "is the per-input catalog of" fit --output-dir od -
 
 # 4. a merge named like a per-input catalog inside the folder.
 refused merge_named_per_input "are per-input catalogs" fit --output-dir od --merge od/all.velox.h5
+refused merge_named_elsewhere "are per-input catalogs" fit --output-dir od --merge other.velox.h5
 fit --output-dir od --merge od/merged.h5 >m1.log 2>&1 || fail "merge: exit $?"
 [ "$(rows od/merged.h5)" = 3 ] || fail "merge: not 3 rows"
 cp od/merged.h5 od/hand-copied.velox.h5  # put there by hand
@@ -74,9 +75,11 @@ refused rvspecfit_table "not written by velox" fit --output-dir od --output-form
 fit --output-dir od --output-format fits --overwrite "${IN[2]}" >ow.log 2>&1 || fail "--overwrite: exit $?"
 $PY -c "from astropy.io import fits; import sys; assert fits.getheader(sys.argv[1])['DEPNAM00'] == 'velox'" "$rv"
 
-# The seal: change one row's VRAD, drop another catalog's seal.
-stem1=$(basename "${IN[1]}" .fits)
-$PY - "$per_input" "od/$stem1.velox.h5" <<'PYEOF'
+# The seal: change one row's VRAD (A); drop another's seal (B: a catalog of a velox before the
+# seal, kept as it reads); drop a third's seal and its rows (C: what a write lost at close left
+# before the seal existed); and a fourth input's catalog truncated to 200 bytes (D: damaged).
+stem1=$(basename "${IN[1]}" .fits) stem2=$(basename "${IN[2]}" .fits)
+$PY - "$per_input" "od/$stem1.velox.h5" "od/$stem2.velox.h5" <<'PYEOF'
 import sys, h5py
 with h5py.File(sys.argv[1], "r+") as f:
     c = f["catalog"][:]
@@ -84,21 +87,33 @@ with h5py.File(sys.argv[1], "r+") as f:
     f["catalog"][:] = c
 with h5py.File(sys.argv[2], "r+") as f:
     del f.attrs["velox_rows_seal"]
+with h5py.File(sys.argv[3], "r+") as f:
+    del f.attrs["velox_rows_seal"]
+    f["catalog"].resize((0,))
 PYEOF
 rc=0
 fit --output-dir od --merge od/merged.h5 --overwrite >bad_merge.log 2>&1 || rc=$?
 [ "$rc" = 1 ] || { cat bad_merge.log; fail "merge of a changed catalog: exit $rc, expected 1"; }
-grep -q "fail their check" bad_merge.log || fail "merge: no word on the failed check"
-grep -qE "do not match their seal|has no seal" bad_merge.log || fail "merge: no reason given"
+grep -q "2 of the 3 per-input catalogs in od fail their check" bad_merge.log ||
+  { cat bad_merge.log; fail "merge: no word on the failed checks"; }
+grep -q "do not match their seal" bad_merge.log || fail "merge: no reason given"
 fit --output-dir od "${IN[@]}" >resume.log 2>&1 || fail "resume: exit $?"
 grep -q "resume: .*$stem.velox.h5: the rows do not match their seal.*refitting" resume.log ||
   { cat resume.log; fail "resume: the changed catalog was not refitted with a word"; }
-grep -q "resume: .*$stem1.velox.h5: has no seal.*refitting" resume.log ||
-  fail "resume: the unsealed catalog was not refitted with a word"
+grep -q "resume: .*$stem2.velox.h5: has no seal .* and no rows; refitting" resume.log ||
+  fail "resume: the unsealed empty catalog was not refitted with a word"
+grep -q "resume: 1 per-input catalogs were written by a velox before 2026-11" resume.log ||
+  fail "resume: the unsealed catalog with rows was not kept with a word"
 grep -q "fit: 3 inputs (2 to fit, 1 skipped" resume.log || fail "resume: not 2 refits"
 fit --output-dir od --merge od/merged.h5 --overwrite >good_merge.log 2>&1 || fail "merge after resume"
 [ "$(rows od/merged.h5)" = 3 ] || fail "merge after resume: not 3 rows"
-echo "seal: a changed and an unsealed catalog refitted by the resume, refused by the merge"
+grep -q "merge: 1 per-input catalogs were written by a velox before 2026-11" good_merge.log ||
+  fail "merge: the unsealed catalog was not named"
+head -c 200 "od/$stem1.velox.h5" >d.tmp && mv d.tmp "od/$stem1.velox.h5"
+fit --output-dir od "${IN[@]}" >damaged.log 2>&1 || { cat damaged.log; fail "damaged: exit $?"; }
+grep -q "resume: .*$stem1.velox.h5.*refitting" damaged.log || fail "damaged: not refitted"
+echo "seal: changed and empty unsealed catalogs refitted by the resume and refused by the merge;"
+echo "      an older unsealed catalog kept with a word; a damaged one refitted"
 
 # 6. a usage error under mpirun.
 if command -v mpirun >/dev/null; then
