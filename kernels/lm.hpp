@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/fit_eval.hpp"
+#include "kernels/machine.hpp"
 
 namespace velox::kern {
 
@@ -74,127 +75,156 @@ VX_HD VX_INLINE bool joined_basin(const LMState& a, const double* theta, double 
   return d2 < join_dchi2;
 }
 
-// Run LM from st->theta. T[n_pix] and dT[n_pix][np] are scratch. On return st holds the best
-// point, its chi^2, covariance, iteration count and status; w holds that point's continuum.
-template <class Team>
-VX_HD void lm_fit(const Team& team, const EmulatorView& em, const GridView& g, const FitData& d,
-                  int cont_deg, const LMConfig& cfg, LMState* st, EvalWork* w, double* T,
-                  double* dT, const LMState* attractor = nullptr) {
-  const int np = n_fit_params(em.n_label, w->fit_vsini);
-  // Shared scalars live in *st and *w; locals below are identical on every worker.
+// Levenberg-Marquardt from st->theta as a state machine (kernels/machine.hpp): set m.pc = 0,
+// then step until it returns false; each true return asks for one evaluation with the Jacobian
+// at rq->theta (kReqEval), whose result (rq->ok, and w: chi2, grad, hess, continuum) the driver
+// leaves before the next step. On return st holds the best point, its chi^2, covariance,
+// iteration count and status; w holds that point's evaluation. `attractor`: an earlier run's
+// minimum (LMConfig::join_dchi2), or null. Team: only for the linkage of the CPU's per-ISA
+// objects (src/backend/cpu/isa/fit_slot.cpp); the step uses no team.
+struct LMMachine {
+  int pc = 0;
+  int np = 0, it = 0, status = 0, w_at_best = 0;
+  double chi2 = 0.0, lambda = 0.0;
   double grad[kMaxParams], hess[kMaxParams * kMaxParams], trial[kMaxParams];
+};
+
+VX_HD VX_INLINE void request_eval(FitRequest* rq, const double* theta, int jac) {
+  rq->kind = kReqEval;
+  for (int q = 0; q < kMaxParams; ++q) rq->theta[q] = theta[q];
+  rq->jac = jac;
+  rq->vel_only = 0;
+  rq->no_emu = 0;
+  rq->seg = -1;
+}
+
+template <class Team>
+VX_HD VX_NOINLINE bool lm_step(LMMachine& m, const LMConfig& cfg, int n_label, LMState* st,
+                               const LMState* attractor, EvalWork* w, FitRequest* rq) {
+  VX_MACHINE_BEGIN(m)
+  m.np = n_fit_params(n_label, w->fit_vsini);
   st->niter = 0;
   st->hess_ok = 0;
-  st->np = np;
-  if (!evaluate(team, &em, g, d, cont_deg, st->theta, true, w, T, dT)) {
+  st->np = m.np;
+  request_eval(rq, st->theta, 1);
+  VX_YIELD(m, 1);
+  if (!rq->ok) {
     st->status = kLMEvalFailed;
     st->chi2 = NAN;
-    return;
+    VX_MACHINE_EXIT(m);
   }
-  double chi2 = w->chi2;
-  for (int q = 0; q < np; ++q) grad[q] = w->grad[q];
-  for (int q = 0; q < np * np; ++q) hess[q] = w->hess[q];
-  double lambda = cfg.lambda0;
-  int status = kLMMaxIter;
-  int it = 0;
-  bool w_at_best = true;  // w (and T, dT) describe st->theta
-  for (; it < cfg.max_iter; ++it) {
-    // Damped normal equations (H + lambda diag H) delta = grad.
-    double a[kMaxParams * kMaxParams], delta[kMaxParams];
-    // Parameters held this step: those the model does not depend on here (zero Hessian row:
-    // VSINI below half a template pixel), and those at a bound that the step would push further
-    // out (active set: solving for them and then clipping would tilt the other parameters'
-    // step and stall LM at a point that is not the constrained minimum). Bit q of `held`.
-    int held = 0;
-    for (int q = 0; q < np; ++q)
-      if (!(hess[q * np + q] > 0.0)) held |= 1 << q;
-    bool solved = false;
-    for (int pass = 0; pass <= np; ++pass) {
-      for (int q = 0; q < np * np; ++q) a[q] = hess[q];
-      for (int q = 0; q < np; ++q) {
-        a[q * np + q] += lambda * fmax(hess[q * np + q], 1e-12);
-        delta[q] = grad[q];
-      }
+  m.chi2 = w->chi2;
+  for (int q = 0; q < m.np; ++q) m.grad[q] = w->grad[q];
+  for (int q = 0; q < m.np * m.np; ++q) m.hess[q] = w->hess[q];
+  m.lambda = cfg.lambda0;
+  m.status = kLMMaxIter;
+  m.w_at_best = 1;  // w (and T, dT) describe st->theta
+  for (m.it = 0; m.it < cfg.max_iter; ++m.it) {
+    {
+      const int np = m.np;
+      const double* hess = m.hess;
+      // Damped normal equations (H + lambda diag H) delta = grad.
+      double a[kMaxParams * kMaxParams], delta[kMaxParams];
+      // Parameters held this step: those the model does not depend on here (zero Hessian row:
+      // VSINI below half a template pixel), and those at a bound that the step would push
+      // further out (active set: solving for them and then clipping would tilt the other
+      // parameters' step and stall LM at a point that is not the constrained minimum). Bit q of
+      // `held`.
+      int held = 0;
       for (int q = 0; q < np; ++q)
-        if (held & (1 << q)) {
-          for (int s = 0; s < np; ++s) a[q * np + s] = a[s * np + q] = 0.0;
-          a[q * np + q] = 1.0;
-          delta[q] = 0.0;
+        if (!(hess[q * np + q] > 0.0)) held |= 1 << q;
+      bool solved = false;
+      for (int pass = 0; pass <= np; ++pass) {
+        for (int q = 0; q < np * np; ++q) a[q] = hess[q];
+        for (int q = 0; q < np; ++q) {
+          a[q * np + q] += m.lambda * fmax(hess[q * np + q], 1e-12);
+          delta[q] = m.grad[q];
         }
-      if (!cholesky(a, np)) break;
-      cholesky_solve(a, np, delta);
-      solved = true;
-      int more = 0;
-      for (int q = 0; q < np; ++q) {
-        const double t = st->theta[q] + delta[q];
-        if (!(held & (1 << q)) && ((t < cfg.lo[q] && st->theta[q] <= cfg.lo[q]) ||
-                                   (t > cfg.hi[q] && st->theta[q] >= cfg.hi[q])))
-          more |= 1 << q;
+        for (int q = 0; q < np; ++q)
+          if (held & (1 << q)) {
+            for (int s = 0; s < np; ++s) a[q * np + s] = a[s * np + q] = 0.0;
+            a[q * np + q] = 1.0;
+            delta[q] = 0.0;
+          }
+        if (!cholesky(a, np)) break;
+        cholesky_solve(a, np, delta);
+        solved = true;
+        int more = 0;
+        for (int q = 0; q < np; ++q) {
+          const double t = st->theta[q] + delta[q];
+          if (!(held & (1 << q)) && ((t < cfg.lo[q] && st->theta[q] <= cfg.lo[q]) ||
+                                     (t > cfg.hi[q] && st->theta[q] >= cfg.hi[q])))
+            more |= 1 << q;
+        }
+        if (!more) break;
+        held |= more;
+        solved = false;
       }
-      if (!more) break;
-      held |= more;
-      solved = false;
-    }
-    if (!solved) {
-      lambda *= 10.0;
-      if (lambda > 1e12) break;
-      continue;
-    }
-    // Converged without another evaluation when the Gauss-Newton model predicts that the step
-    // would lower chi^2 by less than a tenth of the tolerance: g.d for the (nearly) undamped
-    // step H d = g, so the step is below sqrt(0.2 dchi2_tol) = 0.045 sigma. Only for nearly
-    // undamped steps (a large lambda shrinks the step, not the distance to the minimum).
-    if (lambda <= cfg.lambda0) {
-      double pred = 0.0;
-      for (int q = 0; q < np; ++q) pred += delta[q] * grad[q];
-      if (pred < 0.1 * cfg.dchi2_tol) {
-        status = kLMConverged;
-        break;
+      if (!solved) {
+        m.lambda *= 10.0;
+        if (m.lambda > 1e12) break;
+        continue;
       }
+      // Converged without another evaluation when the Gauss-Newton model predicts that the
+      // step would lower chi^2 by less than a tenth of the tolerance: g.d for the (nearly)
+      // undamped step H d = g, so the step is below sqrt(0.2 dchi2_tol) = 0.045 sigma. Only for
+      // nearly undamped steps (a large lambda shrinks the step, not the distance to the
+      // minimum).
+      if (m.lambda <= cfg.lambda0) {
+        double pred = 0.0;
+        for (int q = 0; q < np; ++q) pred += delta[q] * m.grad[q];
+        if (pred < 0.1 * cfg.dchi2_tol) {
+          m.status = kLMConverged;
+          break;
+        }
+      }
+      // Parameters beyond np (VSINI when it is not fitted) keep their values.
+      for (int q = 0; q < kMaxParams; ++q)
+        m.trial[q] =
+            q < np ? fmin(fmax(st->theta[q] + delta[q], cfg.lo[q]), cfg.hi[q]) : st->theta[q];
     }
-    // Parameters beyond np (VSINI when it is not fitted) keep their values.
-    for (int q = 0; q < kMaxParams; ++q)
-      trial[q] = q < np ? fmin(fmax(st->theta[q] + delta[q], cfg.lo[q]), cfg.hi[q]) : st->theta[q];
-    const int ok = evaluate(team, &em, g, d, cont_deg, trial, true, w, T, dT);
-    w_at_best = false;
-    if (ok && w->chi2 <= chi2) {
-      w_at_best = true;
-      const double dchi2 = chi2 - w->chi2;
-      team.single([&] {
-        for (int q = 0; q < np; ++q) st->theta[q] = trial[q];
-      });
-      team.sync();
-      chi2 = w->chi2;
-      for (int q = 0; q < np; ++q) grad[q] = w->grad[q];
-      for (int q = 0; q < np * np; ++q) hess[q] = w->hess[q];
-      lambda = fmax(lambda * 0.1, 1e-9);
+    request_eval(rq, m.trial, 1);
+    VX_YIELD(m, 2);
+    m.w_at_best = 0;
+    if (rq->ok && w->chi2 <= m.chi2) {
+      m.w_at_best = 1;
+      const double dchi2 = m.chi2 - w->chi2;
+      for (int q = 0; q < m.np; ++q) st->theta[q] = m.trial[q];
+      m.chi2 = w->chi2;
+      for (int q = 0; q < m.np; ++q) m.grad[q] = w->grad[q];
+      for (int q = 0; q < m.np * m.np; ++q) m.hess[q] = w->hess[q];
+      m.lambda = fmax(m.lambda * 0.1, 1e-9);
       if (dchi2 < cfg.dchi2_tol) {
-        status = kLMConverged;
-        ++it;
+        m.status = kLMConverged;
+        ++m.it;
         break;
       }
-      if (attractor && joined_basin(*attractor, st->theta, chi2, np, cfg.join_dchi2)) {
-        status = kLMJoined;
-        ++it;
+      if (attractor && joined_basin(*attractor, st->theta, m.chi2, m.np, cfg.join_dchi2)) {
+        m.status = kLMJoined;
+        ++m.it;
         break;
       }
     } else {
-      lambda *= 10.0;
-      if (lambda > 1e10) {
+      m.lambda *= 10.0;
+      if (m.lambda > 1e10) {
         // No downhill step even with tiny steps: at a (possibly constrained) minimum.
-        status = kLMConverged;
-        ++it;
+        m.status = kLMConverged;
+        ++m.it;
         break;
       }
     }
   }
   // Leave w describing the final point (continuum) and compute the covariance there.
-  if (!w_at_best) evaluate(team, &em, g, d, cont_deg, st->theta, true, w, T, dT);
-  team.single([&] {
+  if (!m.w_at_best) {
+    request_eval(rq, st->theta, 1);
+    VX_YIELD(m, 3);
+  }
+  {
+    const int np = m.np;
     st->chi2 = w->chi2;
-    st->niter = it;
+    st->niter = m.it;
     st->np = np;
-    st->status = status;
+    st->status = m.status;
     // A parameter the data do not constrain at all (a zero Hessian row: VSINI below half a
     // template pixel, where the kernel is the identity) is left out of the inversion and gets
     // a NaN variance; the others are marginalised over the rest as usual.
@@ -204,12 +234,12 @@ VX_HD void lm_fit(const Team& team, const EmulatorView& em, const GridView& g, c
     int use[kMaxParams], pos[kMaxParams], nu = 0;
     for (int q = 0; q < np; ++q) {
       pos[q] = -1;
-      if (q != vsini_index(em.n_label) || w->hess[q * np + q] > 0.0) {
+      if (q != vsini_index(n_label) || w->hess[q * np + q] > 0.0) {
         pos[q] = nu;
         use[nu++] = q;
       }
     }
-    double* l = hess;  // the loop's copy of the Hessian is done with: reuse it (GPU stack)
+    double* l = m.hess;  // the loop's copy of the Hessian is done with: reuse it
     for (int a = 0; a < nu; ++a)
       for (int b = 0; b < nu; ++b) l[a * nu + b] = w->hess[use[a] * np + use[b]];
     st->hess_ok = cholesky(l, nu) ? 1 : 0;
@@ -221,8 +251,8 @@ VX_HD void lm_fit(const Team& team, const EmulatorView& em, const GridView& g, c
     } else {
       for (int q = 0; q < np * np; ++q) st->cov[q] = NAN;
     }
-  });
-  team.sync();
+  }
+  VX_MACHINE_END(m)
 }
 
 }  // namespace velox::kern

@@ -23,7 +23,7 @@ grep -q "kern::fit_one(team" $kfiles && grep -q "kern::WarpTeam team" $kfiles ||
 grep -q 'kern::batch_views(' $kfiles || fail "CUDA kernel does not use kern::batch_views"
 # Physics entry points are defined only under kernels/.
 for fn in cubic_weights legendre ln_doppler emulator_coeffs cholesky template_at_pixels \
-          profile_continuum lm_fit cross_correlate pseudo_normalise gaussian_convolve_column; do
+          profile_continuum lm_step fit_step cross_correlate pseudo_normalise gaussian_convolve_column; do
   defs=$(grep -rlE "(VX_INLINE|void|double|bool|int) +$fn *\(" src kernels mpi --include='*.[ch]pp' \
          --include='*.cu' --include='*.cuh' | grep -v '^kernels/' || true)
   [ -z "$defs" ] || fail "$fn defined outside kernels/: $defs"
