@@ -291,6 +291,11 @@ VX_HD VX_NOINLINE bool fit_step(FitMachine& m, int L, const GridView& g, const F
   w->limb_eps = cfg.limb_eps;
   out->vsini_upper = NAN;
   out->dchi2_vsini0 = NAN;
+  // The VSINI upper limit below reads out->npix before the end sets it. The CPU's results were
+  // always value-initialised (0: the limit's chi^2/dof scale is 1), the GPU's device array held
+  // whatever an earlier batch left there: 0 here gives both the CPU's limits. (The scale meant
+  // max(1, chi^2/dof) of the fit; using it changes the limits: issue 52, VSINI calibration.)
+  out->npix = 0;
   w->n_eval[0] = w->n_eval[1] = w->n_eval[2] = 0;
   out->n_eval[0] = out->n_eval[1] = out->n_eval[2] = out->n_lm_iter = 0;
   // ---- CCF -------------------------------------------------------------------------------
@@ -428,8 +433,7 @@ VX_HD VX_NOINLINE bool fit_step(FitMachine& m, int L, const GridView& g, const F
     // interpolation, both linear in vsini^2 (the broadening adds in quadrature to the line
     // widths, so chi^2 is closer to linear in vsini^2 than in vsini): a few percent of the
     // bracket (docs/vsini.md). Both thresholds scale with max(1, chi^2/dof) so that model
-    // mismatch does not shrink the limit. (out->npix is set at the end of the fit: here it is
-    // the value the result held before, as it always was.)
+    // mismatch does not shrink the limit. (out->npix is 0 here, set at the start: see there.)
     {
       const int dof = out->npix - n_fit_params(L, 1) - d.n_arms * (cfg.cont_deg + 1);
       m.scale = dof > 0 ? fmax(1.0, sh->best.chi2 / dof) : 1.0;
