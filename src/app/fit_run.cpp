@@ -1,5 +1,6 @@
 #include "app/fit_run.hpp"
 
+#include <cerrno>
 #include <fmt/format.h>
 #include <fnmatch.h>
 #include <spdlog/spdlog.h>
@@ -38,6 +39,8 @@ std::vector<std::string> collect_inputs(const InputOptions& opt) {
       const auto e = line.find_last_not_of(" \t\r");
       files.push_back(line.substr(b, e - b + 1));
     }
+    // getline stops at a read error as at the end: a list cut short must not pass for whole.
+    if (in.bad()) throw IoError(opt.input_list + ": read error in the input list", errno);
   }
   if (!opt.input_dir.empty()) {
     std::error_code ec;

@@ -1,5 +1,6 @@
 #include "fit/select.hpp"
 
+#include <cerrno>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -71,6 +72,7 @@ void read_targetid_file(const std::string& path, std::set<int64_t>& ids) {
       throw ConfigError(path + ":" + std::to_string(n) + ": not a TARGETID: " + line);
     ids.insert(v);
   }
+  if (in.bad()) throw IoError(path + ": read error in the TARGETID file", errno);
 }
 
 double selection_sn(const Spectrum& spec) {

@@ -300,16 +300,19 @@ void File::close() {
 
 bool File::exists(const std::string& name) const {
   if (name.empty() || name == "/") return true;
-  // H5Lexists fails (rather than returning 0) when an intermediate group is missing.
+  // H5Lexists fails (rather than returning 0) when an intermediate group is missing, so each
+  // prefix is asked in turn: a missing one answers 0 before its children are asked, and a
+  // failure is then a real one (a read error, a damaged file), never "absent": an object that
+  // cannot be read must not pass for one that is not there (a library's classes, a catalog's
+  // epochs).
   size_t pos = 0;
   while (pos != std::string::npos) {
     pos = name.find('/', pos + 1);
     std::string prefix = name.substr(0, pos);
     if (prefix.empty() || prefix == "/") continue;
-    if (H5Lexists(id(), prefix.c_str(), H5P_DEFAULT) <= 0) {
-      H5Eclear2(H5E_DEFAULT);
-      return false;
-    }
+    const htri_t r = H5Lexists(id(), prefix.c_str(), H5P_DEFAULT);
+    if (r == 0) return false;
+    check(r, path_, prefix, "cannot look up");
   }
   return true;
 }
@@ -455,8 +458,8 @@ void File::set_attr(const std::string& obj, const std::string& attr, int64_t val
 
 bool File::has_attr(const std::string& obj, const std::string& attr) const {
   if (!exists(obj)) return false;
-  htri_t r = H5Aexists_by_name(id(), obj.c_str(), attr.c_str(), H5P_DEFAULT);
-  if (r < 0) H5Eclear2(H5E_DEFAULT);
+  const htri_t r = H5Aexists_by_name(id(), obj.c_str(), attr.c_str(), H5P_DEFAULT);
+  check(r, path_, attr_label(obj, attr), "cannot look up");  // a read error is not "absent"
   return r > 0;
 }
 

@@ -1,6 +1,7 @@
 // Template libraries: MILES (Sanchez-Blazquez et al. 2006; Falcon-Barroso et al. 2011),
 // PHOENIX-format grids (Husser et al. 2013), STELIB (Le Borgne et al. 2003) and the Kesseli et
 // al. (2017) M-dwarf templates. See io/readers.hpp for the directory layouts.
+#include <cerrno>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -89,6 +90,7 @@ std::map<int64_t, Labels> read_miles_params(const fs::path& path) {
     }
     table[id] = l;
   }
+  if (in.bad()) throw IoError(path.string() + ": read error", errno);
   return table;
 }
 
@@ -328,6 +330,7 @@ std::map<std::string, DwarfRow> read_dwarf_table(const fs::path& path) {
     r.logg = m > 0 && rad > 0 ? 4.438 + std::log10(m) - 2.0 * std::log10(rad) : NAN;
     rows[words[0]] = r;
   }
+  if (in.bad()) throw IoError(path.string() + ": read error", errno);
   if (rows.empty()) throw IoError(path.string() + ": no '#SpT' table found");
   return rows;
 }
