@@ -9,7 +9,6 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <vector>
 
@@ -19,6 +18,7 @@
 #include "io/readers.hpp"
 #include "kernels/batch_exec.hpp"
 #include "kernels/team.hpp"
+#include "unit/kernels/real_spectra.hpp"
 #include "test_util.hpp"
 
 using namespace velox;
@@ -118,31 +118,14 @@ TEST_CASE("the batched executor fits real spectra bit for bit as fit_one does",
   const auto grid = lib.grid();
   using CpuTeam = kern::cpu::SimdTeam<>;
   // LAMOST DR10 (one arm, two velocity segments) and the DESI-layout coadd (three arms with
-  // resolution matrices): at most 6 ready spectra per file.
+  // resolution matrices): at most 6 files and 6 ready spectra per file.
   std::vector<PreparedSpectrum> prepared;
-  for (const auto& [rel, format] : std::vector<std::pair<std::string, std::string>>{
-           {"spectra/lamost_dr10_pylasp/fits", "lamost-dr10"},
-           {"spectra/desi_lamost/coadd-lamost-dr10.fits", "desi"}}) {
-    std::vector<std::string> paths;
-    if (std::filesystem::is_directory(test::data(rel))) {
-      for (const auto& e : std::filesystem::directory_iterator(test::data(rel)))
-        paths.push_back(e.path().string());
-      std::sort(paths.begin(), paths.end());
-      paths.resize(std::min<size_t>(paths.size(), 6));
-    } else {
-      paths.push_back(test::data(rel));
-    }
-    const FitContext ctx{lib, cache, cfg, format};
-    for (const auto& path : paths) {
-      int in_file = 0;
-      for (const auto& spec : read_spectra(path).spectra) {
-        auto p = prepare_spectrum(spec, ctx);
-        if (!p.ready || in_file >= 6) continue;
-        ++in_file;
-        prepared.push_back(std::move(p));
-      }
-    }
-  }
+  test::each_real_spectrum(
+      lib, cache, cfg,
+      [&](const PreparedSpectrum& p, const FitContext&, const std::string&, int64_t) {
+        prepared.push_back(p);
+      },
+      6);
   REQUIRE(prepared.size() >= 10);
   // Alone: fit_one per spectrum; then the held-label fit of each at its solution, v moved 5 km/s.
   std::vector<std::unique_ptr<Rig>> alone, batch;

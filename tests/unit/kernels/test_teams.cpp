@@ -18,6 +18,7 @@
 #include "io/readers.hpp"
 #include "kernels/fit_pipeline.hpp"
 #include "kernels/team.hpp"
+#include "unit/kernels/real_spectra.hpp"
 #include "test_util.hpp"
 
 using namespace velox;
@@ -146,39 +147,6 @@ double evaluate_with(const Team& team, const PreparedSpectrum& p, const FitConte
   return EvalRig(p, ctx.lib, cpu_rows).eval(team, ctx.lib, ctx.cfg.cont_deg, theta, T, dT);
 }
 
-// f(p, format, path, row) for the real-data sample of the team tests: the first 8 LAMOST DR10
-// files and the DESI-layout coadd of LAMOST DR10 stars (resolution matrices), at most 8 ready
-// spectra per file (CI time).
-template <class F>
-void each_real_spectrum(const TemplateLibrary& lib, ArmModelCache& cache, const FitConfig& cfg,
-                        F&& f) {
-  const std::vector<std::pair<std::string, std::string>> inputs = {
-      {"spectra/lamost_dr10_pylasp/fits", "lamost-dr10"},
-      {"spectra/desi_lamost/coadd-lamost-dr10.fits", "desi"}};
-  for (const auto& [rel, format] : inputs) {
-    std::vector<std::string> paths;
-    if (std::filesystem::is_directory(test::data(rel))) {
-      for (const auto& e : std::filesystem::directory_iterator(test::data(rel)))
-        paths.push_back(e.path().string());
-      std::sort(paths.begin(), paths.end());
-      paths.resize(std::min<size_t>(paths.size(), 8));
-    } else {
-      paths.push_back(test::data(rel));
-    }
-    const FitContext ctx{lib, cache, cfg, format};
-    for (const auto& path : paths) {
-      const auto file = read_spectra(path);
-      int in_file = 0;
-      for (const auto& spec : file.spectra) {
-        const auto p = prepare_spectrum(spec, ctx);
-        if (!p.ready || in_file >= 8) continue;
-        ++in_file;
-        f(p, ctx, path, spec.row_in_file);
-      }
-    }
-  }
-}
-
 }  // namespace
 
 TEST_CASE("lane team: reduce_gram and reduce_grid sum in the serial order, bit for bit",
@@ -246,7 +214,7 @@ TEST_CASE("lane team fits real LAMOST and DESI-layout spectra like the serial te
   FitConfig cfg;  // resolution matrices on (the DESI default)
   ArmModelCache cache(lib);
   int n_fit = 0, n_matrix = 0, n_seg_checked = 0;
-  each_real_spectrum(
+  test::each_real_spectrum(
       lib, cache, cfg,
       [&](const PreparedSpectrum& p, const FitContext& ctx, const std::string& path, int64_t row) {
         ++n_fit;
@@ -363,7 +331,7 @@ TEST_CASE("FP32 template sums give the FP64 model to float precision, and the sa
   ArmModelCache cache(lib);
   int n_fit = 0;
   double worst_t = 0.0, worst_dt = 0.0, worst_theta = 0.0, worst_rot = 0.0;
-  each_real_spectrum(
+  test::each_real_spectrum(
       lib, cache, cfg,
       [&](const PreparedSpectrum& p, const FitContext& ctx, const std::string& path, int64_t row) {
         INFO(path << " row " << row);
@@ -438,7 +406,7 @@ TEST_CASE("the CPU's rotated model from convolved grid rows equals the per-pixel
   ArmModelCache cache(lib);
   int n = 0;
   double worst_t = 0.0, worst_dt = 0.0;
-  each_real_spectrum(
+  test::each_real_spectrum(
       lib, cache, cfg,
       [&](const PreparedSpectrum& p, const FitContext& ctx, const std::string& path, int64_t row) {
         INFO(path << " row " << row);
@@ -475,7 +443,7 @@ TEST_CASE("velocity-only evaluations reuse the CPU's rows while the labels stay,
   ArmModelCache cache(lib);
   int n = 0, n_kept = 0;
   double worst_t = 0.0, worst_dt = 0.0;
-  each_real_spectrum(
+  test::each_real_spectrum(
       lib, cache, cfg,
       [&](const PreparedSpectrum& p, const FitContext& ctx, const std::string& path, int64_t row) {
         INFO(path << " row " << row);
@@ -539,7 +507,7 @@ TEST_CASE("the CPU's CCF from de-interleaved templates and its Chebyshev pseudo-
   const auto grid = lib.grid();
   int n = 0;
   double worst_ccf = 0.0;
-  each_real_spectrum(
+  test::each_real_spectrum(
       lib, cache, cfg,
       [&](const PreparedSpectrum& p, const FitContext& ctx, const std::string& path, int64_t row) {
         INFO(path << " row " << row);
@@ -642,7 +610,7 @@ TEST_CASE(
   FitConfig cfg;  // resolution matrices on (the DESI default)
   ArmModelCache cache(lib);
   int n = 0, n_matrix = 0;
-  each_real_spectrum(
+  test::each_real_spectrum(
       lib, cache, cfg,
       [&](const PreparedSpectrum& p, const FitContext& ctx, const std::string& path, int64_t row) {
         INFO(path << " row " << row);
