@@ -640,76 +640,115 @@ VX_HD VX_INLINE int clip_outliers(const Team& team, const EmulatorView& em, cons
   return (int)w->red[0];
 }
 
-// Serve one request of a spectrum's machine with the team (every worker calls it; rq->ok is
-// written once). The same functions the fit always ran, with the same arguments.
+// One stage of an evaluation request (kReqEval): stage 0 the template at the pixels
+// (evaluate_template), stage 1 the continuum and chi^2 (evaluate_continuum; writes rq->ok). Served
+// in turn they are evaluate, the same calls in the same order; the batched engine serves every
+// spectrum's stage 0 before any stage 1 (kernels/engine.hpp). A segment request evaluates
+// segment_view(d, rq->seg) into its slice of T and dT.
+template <class Team>
+VX_HD VX_NOINLINE void serve_eval_stage(const Team& team, int stage, FitRequest* rq,
+                                        const EmulatorView& em, const GridView& g,
+                                        const FitData& d, const PipelineConfig& cfg,
+                                        const PipelineScratch& sc, PipelineShared* sh) {
+  EvalWork* w = &sh->w;
+  const bool seg = rq->seg >= 0;
+  FitData sd;
+  if (seg) sd = segment_view(d, rq->seg);
+  const int off = seg ? d.seg_start[rq->seg] : 0;
+  double* T = sc.T + off;
+  double* dT = sc.dT + off;
+  const bool jac = rq->jac != 0;
+  if (seg || rq->vel_only) {
+    if (stage == 0) {
+      evaluate_template<true>(team, &em, g, seg ? sd : d, rq->theta, jac, w, T, dT);
+    } else {
+      const int ok = evaluate_continuum<true>(team, &em, seg ? sd : d, cfg.cont_deg, jac, w, T, dT);
+      team.single([&] { rq->ok = ok; });
+    }
+  } else {
+    const EmulatorView* e = rq->no_emu ? nullptr : &em;
+    if (stage == 0) {
+      evaluate_template<false>(team, e, g, d, rq->theta, jac, w, T, dT);
+    } else {
+      const int ok = evaluate_continuum<false>(team, e, d, cfg.cont_deg, jac, w, T, dT);
+      team.single([&] { rq->ok = ok; });
+    }
+  }
+  team.sync();
+}
+
+// Serve one request of kind Kind (rq->kind == Kind) with the team (every worker calls it; rq->ok
+// is written once): the same functions the fit always ran, with the same arguments. One
+// instance per kind, so that the batched engine's kernel for a kind holds that kind's code only.
+template <int Kind, class Team>
+VX_HD VX_INLINE void serve_kind(const Team& team, FitRequest* rq, const EmulatorView& em,
+                                const GridView& g, const FitData& d,
+                                const float* const* ccf_tmpl, const PipelineConfig& cfg,
+                                const PipelineScratch& sc, PipelineShared* sh,
+                                PipelineResult* out) {
+  EvalWork* w = &sh->w;
+  if constexpr (Kind == kReqFold) {
+    fold_rows(team, d);
+  } else if constexpr (Kind == kReqCcfPrep) {
+    pseudo_normalise(team, d, cfg.ccf_cont_deg, 4, w, sc.fn, sc.wts);
+    pixel_positions(team, g, d, sc.t0, sc.frac);
+  } else if constexpr (Kind == kReqCcf) {
+    cross_correlate(team, g, d, ccf_tmpl, rq->j, rq->lag0, rq->n_lags, rq->lag_step, sc.t0,
+                    sc.frac, sc.fn, sc.wts, w, sc.acc, sc.ccf);
+  } else if constexpr (Kind == kReqGridPrep) {
+    // The CPU computes the stencils once for all templates (sc.t0 and sc.frac are free after
+    // the CCF; an arm with a resolution matrix keeps its full grid's in d.dTf, free until the
+    // LM).
+    if (Team::kVec > 1) grid_stencils_at(team, g, d, rq->v, sc.t0, sc.frac);
+  } else if constexpr (Kind == kReqGrid) {
+    if (Team::kVec > 1)
+      fixed_template_stencils(team, g, d, ccf_tmpl, rq->j, sc.t0, sc.frac, sc.T);
+    else
+      fixed_template_at_pixels(team, g, d, ccf_tmpl, rq->j, rq->v, sc.T);
+    profile_continuum(team, d, cfg.cont_deg, 1, false, sc.T, sc.dT, w);
+  } else if constexpr (Kind == kReqEmu) {
+    emulator_coeffs_into(team, em, rq->theta + 1, w);
+  } else if constexpr (Kind == kReqEval) {
+    serve_eval_stage(team, 0, rq, em, g, d, cfg, sc, sh);
+    serve_eval_stage(team, 1, rq, em, g, d, cfg, sc, sh);
+  } else if constexpr (Kind == kReqClip) {
+    clip_outliers(team, em, g, d, cfg, rq->theta, sc, w, out);
+  } else if constexpr (Kind == kReqArmPixels) {
+    for (int a = 0; a < d.n_arms; ++a) {
+      team.reduce_sum(d.arm_start[a + 1] - d.arm_start[a], 1, w->red, [&](int ii, auto acc) {
+        if (sc.ivar[d.arm_start[a] + ii] > 0) acc[0] += 1.0;
+      });
+      team.single([&] { out->npix_arm[a] = (int)w->red[0]; });
+      team.sync();
+    }
+  }
+}
+
+// Serve one request of a spectrum's machine, whatever its kind (serve_kind<rq->kind>).
 template <class Team>
 VX_HD VX_NOINLINE void serve_request(const Team& team, FitRequest* rq, const EmulatorView& em,
                                      const GridView& g, const FitData& d,
                                      const float* const* ccf_tmpl, const PipelineConfig& cfg,
                                      const PipelineScratch& sc, PipelineShared* sh,
                                      PipelineResult* out) {
-  EvalWork* w = &sh->w;
+#define VX_SERVE_CASE(K) \
+  case K:                \
+    serve_kind<K>(team, rq, em, g, d, ccf_tmpl, cfg, sc, sh, out); \
+    break;
   switch (rq->kind) {
-    case kReqFold:
-      fold_rows(team, d);
-      break;
-    case kReqCcfPrep:
-      pseudo_normalise(team, d, cfg.ccf_cont_deg, 4, w, sc.fn, sc.wts);
-      pixel_positions(team, g, d, sc.t0, sc.frac);
-      break;
-    case kReqCcf:
-      cross_correlate(team, g, d, ccf_tmpl, rq->j, rq->lag0, rq->n_lags, rq->lag_step, sc.t0,
-                      sc.frac, sc.fn, sc.wts, w, sc.acc, sc.ccf);
-      break;
-    case kReqGridPrep:
-      // The CPU computes the stencils once for all templates (sc.t0 and sc.frac are free after
-      // the CCF; an arm with a resolution matrix keeps its full grid's in d.dTf, free until the
-      // LM).
-      if (Team::kVec > 1) grid_stencils_at(team, g, d, rq->v, sc.t0, sc.frac);
-      break;
-    case kReqGrid:
-      if (Team::kVec > 1)
-        fixed_template_stencils(team, g, d, ccf_tmpl, rq->j, sc.t0, sc.frac, sc.T);
-      else
-        fixed_template_at_pixels(team, g, d, ccf_tmpl, rq->j, rq->v, sc.T);
-      profile_continuum(team, d, cfg.cont_deg, 1, false, sc.T, sc.dT, w);
-      break;
-    case kReqEmu:
-      emulator_coeffs_into(team, em, rq->theta + 1, w);
-      break;
-    case kReqEval: {
-      int ok = 0;
-      if (rq->seg >= 0) {
-        const FitData sd = segment_view(d, rq->seg);
-        const int off = d.seg_start[rq->seg];
-        ok = evaluate<true>(team, &em, g, sd, cfg.cont_deg, rq->theta, rq->jac != 0, w,
-                            sc.T + off, sc.dT + off);
-      } else if (rq->vel_only) {
-        ok = evaluate<true>(team, &em, g, d, cfg.cont_deg, rq->theta, rq->jac != 0, w, sc.T,
-                            sc.dT);
-      } else {
-        ok = evaluate(team, rq->no_emu ? nullptr : &em, g, d, cfg.cont_deg, rq->theta,
-                      rq->jac != 0, w, sc.T, sc.dT);
-      }
-      team.single([&] { rq->ok = ok; });
-      team.sync();
-      break;
-    }
-    case kReqClip:
-      clip_outliers(team, em, g, d, cfg, rq->theta, sc, w, out);
-      break;
-    case kReqArmPixels:
-      for (int a = 0; a < d.n_arms; ++a) {
-        team.reduce_sum(d.arm_start[a + 1] - d.arm_start[a], 1, w->red, [&](int ii, auto acc) {
-          if (sc.ivar[d.arm_start[a] + ii] > 0) acc[0] += 1.0;
-        });
-        team.single([&] { out->npix_arm[a] = (int)w->red[0]; });
-        team.sync();
-      }
-      break;
+    VX_SERVE_CASE(kReqFold)
+    VX_SERVE_CASE(kReqCcfPrep)
+    VX_SERVE_CASE(kReqCcf)
+    VX_SERVE_CASE(kReqGridPrep)
+    VX_SERVE_CASE(kReqGrid)
+    VX_SERVE_CASE(kReqEmu)
+    VX_SERVE_CASE(kReqEval)
+    VX_SERVE_CASE(kReqClip)
+    VX_SERVE_CASE(kReqArmPixels)
     default:
       break;
   }
+#undef VX_SERVE_CASE
 }
 
 // Fit one spectrum: fit_step's machine driven to the end, each request served by the team.

@@ -49,12 +49,35 @@ struct LMState {
 template <bool VOnly = false, class Team>
 VX_HD VX_NOINLINE int evaluate(const Team& team, const EmulatorView* em, const GridView& g,
                                const FitData& d, int cont_deg, const double* theta, bool need_jac,
-                               EvalWork* w, double* T, double* dT) {
-  const int np = em && !VOnly ? n_fit_params(em->n_label, w->fit_vsini) : 1;
+                               EvalWork* w, double* T, double* dT);
+
+// evaluate's two stages, which the batched engine runs as two passes (kernels/engine.hpp): the
+// template and its Jacobian at the pixels into T, dT; then the continuum profiled and chi^2 (and
+// its gradient and Hessian) into w from T, dT. Every state that passes from one to the other is
+// in T, dT and w. Returns w->ok. VX_NOINLINE as evaluate: one GPU copy of each stage serves
+// evaluate and the engine's stage passes (scripts/check-ptxas.sh).
+template <bool VOnly, class Team>
+VX_HD VX_NOINLINE void evaluate_template(const Team& team, const EmulatorView* em, const GridView& g,
+                                       const FitData& d, const double* theta, bool need_jac,
+                                       EvalWork* w, double* T, double* dT) {
   if (em) team.single([&] { ++w->n_eval[VOnly ? 2 : (need_jac ? 1 : 0)]; });
   template_at_pixels<VOnly>(team, em, g, d, theta, need_jac, w, T, dT);
+}
+template <bool VOnly, class Team>
+VX_HD VX_NOINLINE int evaluate_continuum(const Team& team, const EmulatorView* em, const FitData& d,
+                                       int cont_deg, bool need_jac, EvalWork* w, const double* T,
+                                       const double* dT) {
+  const int np = em && !VOnly ? n_fit_params(em->n_label, w->fit_vsini) : 1;
   profile_continuum(team, d, cont_deg, np, need_jac, T, dT, w);
   return w->ok;
+}
+
+template <bool VOnly, class Team>
+VX_HD VX_NOINLINE int evaluate(const Team& team, const EmulatorView* em, const GridView& g,
+                               const FitData& d, int cont_deg, const double* theta, bool need_jac,
+                               EvalWork* w, double* T, double* dT) {
+  evaluate_template<VOnly>(team, em, g, d, theta, need_jac, w, T, dT);
+  return evaluate_continuum<VOnly>(team, em, d, cont_deg, need_jac, w, T, dT);
 }
 
 // True when theta (at chi2) lies in the attractor's basin (LMConfig::join_dchi2): chi2 >= the

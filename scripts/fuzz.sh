@@ -8,13 +8,15 @@
 # Builds DIR (default build-sanitize: clang, -DVELOX_SANITIZE=address,undefined -DVELOX_FUZZ=ON,
 # CUDA off), makes the seed corpora from the shared data (scripts/fuzz-seeds.py, plus a small
 # template library built from MILES), then runs each TARGET (default: all) for SECONDS of wall
-# time (default 60), one after the other. The corpora grow across runs in DIR/fuzz-corpus/<target>;
-# a crash, leak, timeout or sanitizer report is saved to DIR/fuzz-crashes/<target>/. A fixed
-# finding becomes a test in tests/unit/io/test_fuzz_regressions.cpp, rebuilt from synthetic data
-# (crash inputs are mutated survey files, which stay out of git); an input holding no survey data
-# may go to tests/fuzz/regressions/<target>/ as it is (replayed by the same tests).
+# time (default 60), FUZZ_JOBS at a time (default: the number of cores). The corpora grow across
+# runs in DIR/fuzz-corpus/<target>; a crash, leak, timeout or sanitizer report is saved to
+# DIR/fuzz-crashes/<target>/. A fixed finding becomes a test in
+# tests/unit/io/test_fuzz_regressions.cpp, rebuilt from synthetic data (crash inputs are mutated
+# survey files, which stay out of git); an input holding no survey data may go to
+# tests/fuzz/regressions/<target>/ as it is (replayed by the same tests).
 # Prints one line per target (executions, corpus, crashes); exits 1 if any target found a crash.
-# Env: VELOX_DATA_DIR, FUZZ_RSS_MB (memory limit per input, default 2048).
+# Env: VELOX_DATA_DIR, FUZZ_RSS_MB (memory limit per input, default 2048), FUZZ_JOBS (targets at a
+# time, default nproc).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$VELOX_REPO"
@@ -58,16 +60,20 @@ export VELOX_FUZZ_LIBRARY=$SEEDS/library/seed-0.h5  # survey targets also prepar
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 # Leaks inside dependencies on their error paths (tests/fuzz/lsan.supp says which and why).
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$VELOX_REPO/tests/fuzz/lsan.supp:print_suppressions=0}
-status=0
 for t in "${TARGETS[@]}"; do
-  bin=$BUILD/fuzz/velox_fuzz_${t//-/_}
-  [[ -x "$bin" ]] || { echo "fuzz.sh: unknown target $t (no $bin)" >&2; exit 2; }
-  corpus=$BUILD/fuzz-corpus/$t crashes=$BUILD/fuzz-crashes/$t log=$BUILD/fuzz-logs/$t.log
+  [[ -x "$BUILD/fuzz/velox_fuzz_${t//-/_}" ]] ||
+    { echo "fuzz.sh: unknown target $t (no $BUILD/fuzz/velox_fuzz_${t//-/_})" >&2; exit 2; }
+done
+
+# fuzz_one TARGET: fuzz it for BUDGET s; prints its line (and the finding), exits 1 on a finding.
+fuzz_one() {
+  local t=$1 bin=$BUILD/fuzz/velox_fuzz_${1//-/_}
+  local corpus=$BUILD/fuzz-corpus/$t crashes=$BUILD/fuzz-crashes/$t log=$BUILD/fuzz-logs/$t.log
   mkdir -p "$corpus" "$crashes" "$(dirname "$log")"
-  dict=()
+  local dict=()
   [[ $t == library ]] || dict=(-dict=tests/fuzz/fits.dict)
+  local before after execs rc=0
   before=$(find "$crashes" -type f | wc -l)
-  rc=0
   # -malloc_limit_mb 4096: CFITSIO sizes its buffer for a .gz file by the gzip trailer (at most
   # 4 GiB by the format) before inflating; a corrupt trailer makes that one large, untouched
   # allocation, which is not a velox bug.
@@ -79,8 +85,29 @@ for t in "${TARGETS[@]}"; do
   echo "fuzz $t: ${BUDGET} s, ${execs:-?} executions, corpus $(find "$corpus" -type f | wc -l) files," \
     "$((after - before)) new crashes (exit $rc; log $log)"
   if ((rc != 0 || after > before)); then
+    grep -m5 -E "ERROR|runtime error|unexpected|Test unit written" "$log" || tail -20 "$log"
+    return 1
+  fi
+}
+
+# FUZZ_JOBS targets at a time (default: one per core; each libFuzzer process uses one core), each
+# for its full budget; the lines come out in the targets' order.
+JOBS=${FUZZ_JOBS:-$(nproc)}
+OUT=$BUILD/fuzz-logs/run.$$
+rm -rf "$OUT"
+mkdir -p "$OUT"
+for t in "${TARGETS[@]}"; do
+  while (($(jobs -rp | wc -l) >= JOBS)); do wait -n || true; done
+  (rc=0; fuzz_one "$t" >"$OUT/$t.txt" 2>&1 || rc=$?; echo "$rc" >"$OUT/$t.rc") &
+done
+wait
+status=0
+for t in "${TARGETS[@]}"; do
+  head -n 1 "$OUT/$t.txt"
+  if [[ "$(cat "$OUT/$t.rc" 2>/dev/null)" != 0 ]]; then
     status=1
-    grep -m5 -E "ERROR|runtime error|unexpected|Test unit written" "$log" >&2 || tail -20 "$log" >&2
+    tail -n +2 "$OUT/$t.txt" >&2
   fi
 done
+rm -rf "$OUT"
 exit $status

@@ -21,6 +21,11 @@
 #   prod      velox fit --device auto vs --device cpu over REPS x 134 LAMOST files (links)
 #   sanitize  compute-sanitizer memcheck and racecheck on one LAMOST spectrum and memcheck on
 #             the 29-fibre DESI-layout coadd (desi.h5)
+#   engine    the batched engine (VELOX_GPU_ENGINE=kinds) against the warp kernel: velox bench
+#             --device gpu with each (DESI-layout with desi.h5, LAMOST with MILES), the
+#             DESI-layout catalogs of each to $OUT/engine-{warp,kinds}.h5 (compare them here with
+#             scripts/compare_devices.py), gpu.parity, and memcheck and racecheck of the engine on
+#             one LAMOST spectrum and memcheck on the DESI-layout coadd
 # Env: VXB (default /tmp/vxb), OUT (logs; default /tmp/vx-out), THREADS (16), REPLICATE (25000),
 #      REPS (75: 10 050 files).
 set -euo pipefail
@@ -126,6 +131,32 @@ for stage in "$@"; do
         "$data/desi_lamost/coadd-lamost-dr10.fits" >"$OUT/sanitize-desi.log" 2>&1 ||
         echo "sanitize desi: exit $?"
       tail -3 "$OUT/sanitize-desi.log" ;;
+    engine)
+      for eng in warp kinds; do
+        VELOX_GPU_ENGINE=$eng "$vx" bench --templates "$desi_lib" --device gpu --threads "$THREADS" \
+          --replicate "${REPLICATE_DESI:-4000}" --repeat 3 "$data"/desi_lamost/*.fits \
+          2>>"$OUT/engine.err" | sed "s/^/$eng desi: /"
+        VELOX_GPU_ENGINE=$eng "$vx" bench --templates "$lib" --device gpu --threads "$THREADS" \
+          --replicate "${REPLICATE:-25000}" --repeat 3 "${lamost[@]}" 2>>"$OUT/engine.err" |
+          sed "s/^/$eng lamost: /"
+        VELOX_GPU_ENGINE=$eng "$vx" fit --templates "$desi_lib" --device gpu --threads "$THREADS" \
+          --output "$OUT/engine-$eng.h5" --overwrite "$data"/desi_lamost/*.fits \
+          2>>"$OUT/engine.err" || echo "engine $eng: fit exit $?"
+      done | tee "$OUT/engine.log"
+      VELOX_GPU_ENGINE=kinds "$VXB/bin/velox_gpu_parity" 2>&1 | tee "$OUT/engine-parity.log" |
+        tail -5
+      for tool in memcheck racecheck; do
+        VELOX_GPU_ENGINE=kinds timeout 150 compute-sanitizer --tool "$tool" "$vx" fit \
+          --templates "$lib" --device gpu --threads 1 --output "/tmp/vx-eng-$tool.h5" \
+          --overwrite "${lamost[0]}" >"$OUT/engine-sanitize-$tool.log" 2>&1 ||
+          echo "engine sanitize $tool: exit $?"
+        tail -3 "$OUT/engine-sanitize-$tool.log"
+      done
+      VELOX_GPU_ENGINE=kinds timeout 150 compute-sanitizer --tool memcheck "$vx" fit \
+        --templates "$desi_lib" --device gpu --threads 1 --output /tmp/vx-eng-desi.h5 \
+        --overwrite "$data/desi_lamost/coadd-lamost-dr10.fits" >"$OUT/engine-sanitize-desi.log" \
+        2>&1 || echo "engine sanitize desi: exit $?"
+      tail -3 "$OUT/engine-sanitize-desi.log" ;;
     *) echo "gpu-acceptance.sh: unknown stage '$stage'" >&2; exit 2 ;;
   esac
 done

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "backend/cpu/flop_count.hpp"
+#include "backend/engine_model.hpp"
 #include "common/error.hpp"
 #include "common/median.hpp"
 #include "io/readers.hpp"
@@ -53,6 +54,10 @@ struct BenchResult {
   double n_eval[3] = {0, 0, 0}, n_lm_iter = 0, flops = 0;
   double n_pix = 0, flops_fixed = 0, flops_eval[3] = {0, 0, 0};  // sums of the FLOP model's terms
   size_t n_ok = 0;
+  // The batched engine's stage model on an H200 (engine_model.hpp), summed over the spectra:
+  // device seconds per fit, and per Jacobian evaluation and for the fixed passes by stage.
+  double engine_fit_s = 0;
+  std::map<std::string, double> engine_jac_s, engine_fixed_s;
   std::string backend_name;  // "cpu": rates per instruction set and the peak share
   // One host thread's prepare time per input format (after the runs, for the first device only;
   // the median of `repeat` passes).
@@ -113,6 +118,19 @@ BenchResult bench_device(const FitOptions& base, const std::string& device, int 
         b.flops_fixed += fixed_flops(shape);
         const EvalKind kinds[3] = {EvalKind::kChi2, EvalKind::kJacobian, EvalKind::kVelocityOnly};
         for (int e = 0; e < 3; ++e) b.flops_eval[e] += eval_flops(shape, kinds[e]);
+        // The engine model: the moments grid's evaluations cover the whole spectrum, the
+        // other velocity-only ones a segment.
+        const DeviceModel h200 = h200_model();
+        EvalCounts nc;
+        nc.chi2 = res.n_eval[0];
+        nc.jac = res.n_eval[1];
+        nc.vfull = std::min(res.n_eval[2], pc.vpost_half > 0 ? 2 * pc.vpost_half + 1 : 0);
+        nc.vseg = res.n_eval[2] - nc.vfull;
+        b.engine_fit_s += engine_fit_seconds(shape, ctx.lib.n_tpix, nc, h200);
+        for (const auto& c : engine_eval_stages(shape, EvalKind::kJacobian, ctx.lib.n_tpix))
+          b.engine_jac_s[c.stage] += stage_seconds(c, h200);
+        for (const auto& c : engine_fixed_stages(shape, ctx.lib.n_tpix))
+          b.engine_fixed_s[c.stage] += stage_seconds(c, h200);
       }
     }
     set_active_isa(isas.front());
@@ -262,6 +280,24 @@ int cmd_bench(const FitOptions& base, int repeat, size_t replicate, const std::v
           "velocity-only; CCF, chi2 grid and the other fixed stages {:.1f} MFLOP\n",
           dev, b.n_pix / b.n_ok, b.flops_eval[0] / b.n_ok / 1e6, b.flops_eval[1] / b.n_ok / 1e6,
           b.flops_eval[2] / b.n_ok / 1e6, b.flops_fixed / b.n_ok / 1e6);
+    if (b.n_ok > 0) {
+      const DeviceModel d = h200_model();
+      auto us = [&](const std::map<std::string, double>& m) {
+        std::string t;
+        double sum = 0;
+        for (const auto& [k, v] : m) {
+          t += fmt::format("{}{} {:.3f}", t.empty() ? "" : ", ", k, v / b.n_ok * 1e6);
+          sum += v;
+        }
+        return fmt::format("{:.2f} us ({})", sum / b.n_ok * 1e6, t);
+      };
+      fmt::print(
+          "velox bench [{}]: engine stage model ({}, {:.0f}% of the SIMT and FP64-tensor "
+          "peaks, {:.0f}% of HBM; docs/gpu.md \"Stage model\"): a Jacobian evaluation {}; "
+          "fixed passes {}; per fit {:.1f} us = {:.0f} spectra/s predicted\n",
+          dev, d.name, 100 * d.simt_share, 100 * d.hbm_share, us(b.engine_jac_s),
+          us(b.engine_fixed_s), b.engine_fit_s / b.n_ok * 1e6, b.n_ok / b.engine_fit_s);
+    }
     for (CpuIsa isa : ran) {
       if (ran.size() > 1) fmt::print("velox bench [{}]: isa {}: ", dev, isa_name(isa));
       print_work(dev, b, isa, median_upper(b.backend_rates[isa]), n_threads, ran.size() == 1);

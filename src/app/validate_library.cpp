@@ -155,6 +155,8 @@ ValidationResult cross_validate(const TemplateSet& set, const BuildConfig& bc, c
   std::map<std::string, double> full_loo;
   auto run_job = [&](int job) {
     BuildConfig fold_bc = bc;
+    // The folds already run side by side: each build gets its share of the threads.
+    fold_bc.threads = std::max(1, threads / std::clamp(threads, 1, n_folds + 1));
     if (job < n_folds)
       for (const auto& s : res.stars)
         if (s.fold == job) fold_bc.exclude.push_back(s.index);

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <thread>
 
 #include "common/error.hpp"
 #include "common/median.hpp"
+#include "common/thread_pool.hpp"
 #include "kernels/linalg.hpp"
 #include "kernels/physics.hpp"
 
@@ -218,6 +220,9 @@ TemplateLibrary build_library(const TemplateSet& set, const BuildConfig& cfg) {
     kept.push_back(i);
   }
   // 4. Labels, scaled.
+  const int n_threads =
+      cfg.threads > 0 ? cfg.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  ThreadPool pool(std::min(n_threads, 9));  // at most one grid's trials at a time
   auto build_once = [&](const std::vector<size_t>& rows) {
     const long N = rows.size(), T = lib.n_tpix;
     MatrixXd lab(N, L);
@@ -267,26 +272,29 @@ TemplateLibrary build_library(const TemplateSet& set, const BuildConfig& cfg) {
     for (long r = 0; r < N; ++r) in_obj[r] = !set.spectra[kept[rows[r]]].curated;
     if (std::find(in_obj.begin(), in_obj.end(), 1) == in_obj.end()) in_obj.assign(N, 1);
     GpFit best = gp_fit(X, R, len, nugget, in_obj);
-    const double grid_len[] = {0.08, 0.12, 0.18, 0.25, 0.35, 0.5, 0.7, 1.0, 1.5};
-    const double grid_nug[] = {1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1};
+    const std::vector<double> grid_len = {0.08, 0.12, 0.18, 0.25, 0.35, 0.5, 0.7, 1.0, 1.5};
+    const std::vector<double> grid_nug = {1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1};
+    // Coordinate search: one label's length scale (or the nugget) at a time over its grid. A
+    // coordinate's trials do not depend on one another, so they run side by side and are then
+    // taken in grid order, the first strictly better one winning at each step: the same choice,
+    // bit for bit, as trying them one after the other.
+    auto try_grid = [&](const std::vector<double>& grid, int l) {
+      std::vector<GpFit> g(grid.size());
+      pool.for_each(grid.size(), [&](size_t i, int) {
+        auto trial = len;
+        double nug = nugget;
+        (l < 0 ? nug : trial[l]) = grid[i];
+        g[i] = gp_fit(X, R, trial, nug, in_obj);
+      });
+      for (size_t i = 0; i < grid.size(); ++i)
+        if (g[i].loo < best.loo) {
+          best = std::move(g[i]);
+          (l < 0 ? nugget : len[l]) = grid[i];
+        }
+    };
     for (int round = 0; round < 2; ++round) {
-      for (int l = 0; l < L; ++l)
-        for (double v : grid_len) {
-          auto trial = len;
-          trial[l] = v;
-          GpFit g = gp_fit(X, R, trial, nugget, in_obj);
-          if (g.loo < best.loo) {
-            best = std::move(g);
-            len = trial;
-          }
-        }
-      for (double v : grid_nug) {
-        GpFit g = gp_fit(X, R, len, v, in_obj);
-        if (g.loo < best.loo) {
-          best = std::move(g);
-          nugget = v;
-        }
-      }
+      for (int l = 0; l < L; ++l) try_grid(grid_len, l);
+      try_grid(grid_nug, -1);
     }
     // Per-star LOO rms of normalised flux (truncation + coefficient error; basis orthonormal).
     std::vector<double> loo(N);

@@ -30,6 +30,9 @@ struct BuildConfig {
   double join_wave_min_A = 0.0, join_wave_max_A = 0.0;
   std::vector<std::string> join_sources;  // the preset's sources to use by name (empty: all)
   std::vector<std::string> exclude_names;  // templates to leave out by name (e.g. a held-out star)
+  // Threads for the GP hyper-parameter search (its trials run side by side; the library is the
+  // same bits for any count). 0: the machine's hardware threads.
+  int threads = 0;
 };
 
 // A template enters the training set when its labels are finite and its Teff is inside

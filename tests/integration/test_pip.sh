@@ -32,8 +32,17 @@ if git -C "$VELOX_SOURCE_DIR" rev-parse --git-dir >/dev/null 2>&1; then
 else
   tar cf - -C "$VELOX_SOURCE_DIR" --exclude='./build*' --exclude='./.git' . | tar xf - -C src
 fi
+# build-dir=build: the copy's build folder sits where build/ sits in the checkout, and the
+# compilers are the build's (ccache hashes their names), so that ccache (CCACHE_BASEDIR,
+# CMakeLists.txt) serves the objects the checkout's build already compiled.
+compiler() { sed -n "s/^$1:[A-Z]*=//p" "$VELOX_BUILD_DIR/CMakeCache.txt"; }
+same_compilers=()
+for lang in C CXX; do
+  c=$(compiler "CMAKE_${lang}_COMPILER")
+  [[ -n "$c" ]] && same_compilers+=(--config-settings=cmake.define.CMAKE_${lang}_COMPILER="$c")
+done
 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) venv/bin/pip install --config-settings=cmake.define.VELOX_CUDA=OFF \
-  ./src >pip.log 2>&1 || {
+  --config-settings=build-dir=build "${same_compilers[@]}" ./src >pip.log 2>&1 || {
   tail -40 pip.log
   fail "pip install . failed"
 }

@@ -1,10 +1,15 @@
-// The CUDA fit kernel: kern::fit_one (kernels/fit_pipeline.hpp, the source the CPU backend runs)
-// with one warp per spectrum. Persistent warps take spectra from a device counter. No physics
-// here: this file only maps warps to spectra and launches.
+// The CUDA fit kernels (fit_kernel.hpp): the warp kernel, kern::fit_one (kernels/fit_pipeline.hpp,
+// the source the CPU backend runs) with one warp per spectrum, persistent warps taking spectra
+// from a device counter; and the batched engine's kernels (kernels/engine.hpp) with the graph
+// that repeats its rounds. One translation unit, so that both share one compiled copy of the
+// out-of-line device functions (evaluate and its stages, profile_continuum, the steps). No
+// physics here: this file only maps threads and warps to slots and spectra, and launches.
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "backend/cuda/fit_kernel.hpp"
+#include "kernels/engine.hpp"
 #include "kernels/team_cuda.hpp"
 
 namespace velox {
@@ -56,7 +61,166 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kMinBlocksPerSM)
   }
 }
 
+// ---- The batched engine (kernels/engine.hpp) ----------------------------------------------
+
+constexpr int kEngineStepThreads = 128;  // control: one thread per slot
+constexpr int kServeWarps = 4;           // serve kernels: warps per block, one request per warp
+constexpr int kServeThreads = kServeWarps * kern::kWarpLanes;
+// The rounds' cap: a fit needs ~100-300 rounds and a batch at most ~16 fits per slot in turn, so
+// a run past 2^22 rounds is a machine that never ends; the host then reports it.
+constexpr int kEngineMaxRounds = 1 << 22;
+
+__global__ void engine_init_kernel(kern::EngineCtl* ctl) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i == 0) {
+    ctl->next_spectrum = 0;
+    ctl->rounds = 0;
+    ctl->n_active = 0;
+  }
+  if (i < ctl->b.n_slots) kern::engine_begin_slot(ctl, i);
+}
+
+__global__ void engine_reset_kernel(kern::EngineCtl* ctl) {
+  const int k = threadIdx.x;
+  if (k < kern::kNumReqKinds) ctl->count[k] = 0;
+  if (k == 0) {
+    ctl->n_active = 0;
+    ++ctl->rounds;
+  }
+}
+
+__global__ void __launch_bounds__(kEngineStepThreads) engine_step_kernel(kern::EngineCtl* ctl) {
+  const int slot = blockIdx.x * blockDim.x + threadIdx.x;
+  if (slot < ctl->b.n_slots) kern::engine_step<kern::WarpTeam>(ctl, slot);
+}
+
+__global__ void engine_cond_kernel(const kern::EngineCtl* ctl, cudaGraphConditionalHandle h) {
+  cudaGraphSetConditional(h, ctl->n_active > 0 && ctl->rounds < kEngineMaxRounds ? 1u : 0u);
+}
+
+// Every request of kind Kind this round, pass Stage: one warp per request (grid-stride).
+template <int Kind, int Stage>
+__global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
+    engine_serve_kernel(const kern::EngineCtl* ctl) {
+  __shared__ alignas(kern::FitData) unsigned char d_raw[kServeWarps][sizeof(kern::FitData)];
+  __shared__ alignas(kern::PipelineScratch) unsigned char
+      sc_raw[kServeWarps][sizeof(kern::PipelineScratch)];
+  __shared__ const float* tmpl[kServeWarps][kern::kMaxArms];
+  __shared__ double tile[kServeWarps][kern::kWarpLanes * kern::kGramStride];
+  const int warp = threadIdx.x / kern::kWarpLanes;
+  const kern::WarpTeam team{static_cast<int>(threadIdx.x % kern::kWarpLanes), tile[warp]};
+  auto* d = reinterpret_cast<kern::FitData*>(d_raw[warp]);
+  auto* sc = reinterpret_cast<kern::PipelineScratch*>(sc_raw[warp]);
+  const int n = ctl->count[Kind];
+  for (int idx = blockIdx.x * kServeWarps + warp; idx < n; idx += gridDim.x * kServeWarps)
+    kern::engine_serve<Kind>(team, ctl, Stage, idx, d, sc, tmpl[warp]);
+}
+
 }  // namespace
+
+EngineLauncher::EngineLauncher(int n_slots, cudaStream_t stream)
+    : n_slots_(n_slots), stream_(stream) {
+  cudaGraph_t graph = nullptr;
+  cudaStream_t cs = nullptr;
+  try {
+    check(cudaMalloc(&ctl_, sizeof(kern::EngineCtl)), "cudaMalloc (engine control)");
+    check(cudaMalloc(&list_, sizeof(int) * kern::kNumReqKinds * static_cast<size_t>(n_slots)),
+          "cudaMalloc (engine lists)");
+    check(cudaMalloc(&slot_spec_, sizeof(int) * static_cast<size_t>(n_slots)),
+          "cudaMalloc (engine slots)");
+    check(cudaMallocHost(&staging_, sizeof(kern::EngineCtl)), "cudaMallocHost (engine)");
+    // The rounds: a while node whose body is one round (kernels/engine.hpp), captured once.
+    check(cudaGraphCreate(&graph, 0), "cudaGraphCreate");
+    cudaGraphConditionalHandle handle;
+    check(cudaGraphConditionalHandleCreate(&handle, graph, 1, cudaGraphCondAssignDefault),
+          "cudaGraphConditionalHandleCreate (needs CUDA 12.4 or later)");
+    cudaGraphNodeParams cp = {};
+    cp.type = cudaGraphNodeTypeConditional;
+    cp.conditional.handle = handle;
+    cp.conditional.type = cudaGraphCondTypeWhile;
+    cp.conditional.size = 1;
+    cudaGraphNode_t node;
+    check(cudaGraphAddNode(&node, graph, nullptr, nullptr, 0, &cp), "cudaGraphAddNode (while)");
+    cudaGraph_t body = cp.conditional.phGraph_out[0];
+    check(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking), "cudaStreamCreate (capture)");
+    check(cudaStreamBeginCaptureToGraph(cs, body, nullptr, nullptr, 0,
+                                        cudaStreamCaptureModeThreadLocal),
+          "cudaStreamBeginCaptureToGraph");
+    auto* ctl = static_cast<kern::EngineCtl*>(ctl_);
+    const unsigned step_blocks = (n_slots + kEngineStepThreads - 1) / kEngineStepThreads;
+    const unsigned serve_blocks = (n_slots + kServeWarps - 1) / kServeWarps;
+    engine_reset_kernel<<<1, 32, 0, cs>>>(ctl);
+    engine_step_kernel<<<step_blocks, kEngineStepThreads, 0, cs>>>(ctl);
+    engine_cond_kernel<<<1, 1, 0, cs>>>(ctl, handle);
+    // Every kind in kern::engine_run's order; kReqGridPrep is a no-op for a warp (kVec 1).
+    engine_serve_kernel<kern::kReqFold, 0><<<serve_blocks, kServeThreads, 0, cs>>>(ctl);
+    engine_serve_kernel<kern::kReqCcfPrep, 0><<<serve_blocks, kServeThreads, 0, cs>>>(ctl);
+    engine_serve_kernel<kern::kReqCcf, 0><<<serve_blocks, kServeThreads, 0, cs>>>(ctl);
+    engine_serve_kernel<kern::kReqGrid, 0><<<serve_blocks, kServeThreads, 0, cs>>>(ctl);
+    engine_serve_kernel<kern::kReqEmu, 0><<<serve_blocks, kServeThreads, 0, cs>>>(ctl);
+    engine_serve_kernel<kern::kReqEval, 0><<<serve_blocks, kServeThreads, 0, cs>>>(ctl);
+    engine_serve_kernel<kern::kReqEval, 1><<<serve_blocks, kServeThreads, 0, cs>>>(ctl);
+    engine_serve_kernel<kern::kReqClip, 0><<<serve_blocks, kServeThreads, 0, cs>>>(ctl);
+    engine_serve_kernel<kern::kReqArmPixels, 0><<<serve_blocks, kServeThreads, 0, cs>>>(ctl);
+    check(cudaGetLastError(), "engine kernel launch (capture)");
+    check(cudaStreamEndCapture(cs, nullptr), "cudaStreamEndCapture");
+    check(cudaStreamDestroy(cs), "cudaStreamDestroy (capture)");
+    cs = nullptr;
+    cudaGraphExec_t exec;
+    check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate (engine)");
+    graph_ = graph;
+    exec_ = exec;
+  } catch (...) {
+    if (cs) cudaStreamDestroy(cs);
+    if (graph) cudaGraphDestroy(graph);
+    graph_ = nullptr;
+    release();
+    throw;
+  }
+}
+
+EngineLauncher::~EngineLauncher() { release(); }
+
+void EngineLauncher::release() {
+  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+  if (staging_) cudaFreeHost(staging_);
+  if (slot_spec_) cudaFree(slot_spec_);
+  if (list_) cudaFree(list_);
+  if (ctl_) cudaFree(ctl_);
+  exec_ = graph_ = staging_ = ctl_ = nullptr;
+  slot_spec_ = list_ = nullptr;
+}
+
+void EngineLauncher::launch(const kern::BatchView& b) {
+  if (b.n_spec <= 0) return;
+  if (b.n_slots != n_slots_) throw std::logic_error("EngineLauncher: batch with another slot count");
+  kern::EngineCtl h;
+  h.b = b;
+  h.list = list_;
+  h.slot_spec = slot_spec_;
+  std::memcpy(staging_, &h, sizeof h);
+  check(cudaMemcpyAsync(ctl_, staging_, sizeof h, cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync (engine control)");
+  const unsigned blocks = (n_slots_ + kEngineStepThreads - 1) / kEngineStepThreads;
+  engine_init_kernel<<<blocks, kEngineStepThreads, 0, stream_>>>(
+      static_cast<kern::EngineCtl*>(ctl_));
+  check(cudaGetLastError(), "engine_init_kernel launch");
+  check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), stream_), "cudaGraphLaunch (engine)");
+  // The end state (rounds, slots still active) for check_finished; stream-ordered after the
+  // upload above, which read the staging first.
+  check(cudaMemcpyAsync(staging_, ctl_, sizeof h, cudaMemcpyDeviceToHost, stream_),
+        "cudaMemcpyAsync (engine state)");
+}
+
+void EngineLauncher::check_finished() const {
+  kern::EngineCtl h;
+  std::memcpy(&h, staging_, sizeof h);
+  if (h.n_active > 0)
+    throw std::runtime_error("the batched GPU engine stopped after " + std::to_string(h.rounds) +
+                             " rounds with " + std::to_string(h.n_active) +
+                             " fits unfinished (a fit that never ends: please report)");
+}
 
 int fit_kernel_slots(int device) {
   cudaDeviceProp prop;

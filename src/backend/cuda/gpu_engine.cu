@@ -5,9 +5,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -91,6 +93,7 @@ struct BufferSet {
   DevArray<double> T, dT, fn, wts, frac, Tf, dTf, Tg, ccf, acc, emu;
   DevArray<int> t0, counter;
   DevArray<kern::PipelineShared> shared;
+  std::unique_ptr<EngineLauncher> engine;  // VELOX_GPU_ENGINE=kinds: the batched engine
   SlotSizes slots;   // what the slot scratch is sized for
   PinnedBytes up;    // inputs, staged for cudaMemcpyAsync
   PinnedBytes down;  // results then ivar
@@ -111,6 +114,17 @@ class CudaBackend final : public Backend {
     check(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
     name_ = std::string("cuda:") + std::to_string(device_) + " (" + prop.name + ")";
     n_slots_ = fit_kernel_slots(device_);
+    // The engine (fit_kernel.hpp): the warp kernel unless VELOX_GPU_ENGINE says kinds. The warp
+    // kernel stays the default until a device has measured the batched engine faster
+    // (docs/gpu.md "The batched engine").
+    if (const char* e = std::getenv("VELOX_GPU_ENGINE")) {
+      const std::string v = e;
+      if (v == "kinds")
+        kinds_engine_ = true;
+      else if (!v.empty() && v != "warp")
+        throw std::runtime_error("VELOX_GPU_ENGINE=" + v + ": expected warp or kinds");
+    }
+    if (kinds_engine_) name_ += ", batched engine";
     em_ = lib.view();
     train_x_.upload(lib.train_x.data(), lib.train_x.size());
     alpha_.upload(lib.alpha.data(), lib.alpha.size());
@@ -342,7 +356,12 @@ class CudaBackend final : public Backend {
     v.acc = set.acc.p;
     v.emu = set.emu.p;
     v.shared = set.shared.p;
-    launch_fit_batch(v, set.counter.p, set.stream);
+    if (kinds_engine_) {
+      if (!set.engine) set.engine = std::make_unique<EngineLauncher>(n_slots_, set.stream);
+      set.engine->launch(v);
+    } else {
+      launch_fit_batch(v, set.counter.p, set.stream);
+    }
     const size_t res_bytes = ns * sizeof(kern::PipelineResult);
     set.ivar_bytes_off = align256(res_bytes);
     set.down.ensure(set.ivar_bytes_off + np_ * sizeof(float));
@@ -362,6 +381,7 @@ class CudaBackend final : public Backend {
   void finish(BufferSet& set) {
     check(cudaEventSynchronize(set.done), "fit kernel batch");
     set.busy = false;
+    if (kinds_engine_) set.engine->check_finished();
     auto it = std::find_if(pending_.begin(), pending_.end(),
                            [&](const Pending& p) { return p.ticket == set.ticket; });
     if (it == pending_.end()) throw std::logic_error("CudaBackend: batch without a submit");
@@ -383,6 +403,7 @@ class CudaBackend final : public Backend {
   size_t min_batch_;
   std::string name_;
   int n_slots_ = 1;
+  bool kinds_engine_ = false;
   kern::EmulatorView em_;
   DevArray<double> train_x_, alpha_, poly_, ccf_labels_;
   std::map<const ArmModel*, std::pair<DevArray<float>, DevArray<float>>> models_;

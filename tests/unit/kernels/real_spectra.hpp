@@ -1,8 +1,11 @@
-// The real-data sample of the kernel tests (test_teams.cpp, test_batch_exec.cpp): the first
-// `cap` LAMOST DR10 files and the DESI-layout coadd of LAMOST DR10 stars (resolution matrices),
-// at most `cap` ready spectra per file (CI time), prepared with `cfg`.
+// The real-data sample of the kernel tests (test_teams.cpp, test_batch_exec.cpp,
+// test_engine.cpp): the first `cap` LAMOST DR10 files and the DESI-layout coadd of LAMOST DR10
+// stars (resolution matrices), at most `cap` ready spectra per file (CI time), prepared with
+// `cfg`; and the bitwise comparison of two fits' results.
 #pragma once
 #include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -43,6 +46,39 @@ void each_real_spectrum(const TemplateLibrary& lib, ArmModelCache& cache, const 
       }
     }
   }
+}
+
+// Every field of two results, bit for bit (NaN equals NaN; the LM covariance over np^2).
+inline void require_same_fit(const kern::PipelineResult& a, const kern::PipelineResult& b) {
+  auto bits = [](double x, double y) { return std::memcmp(&x, &y, sizeof x) == 0; };
+  REQUIRE(a.status == b.status);
+  CHECK(bits(a.v_ccf, b.v_ccf));
+  if (a.status != kern::kPipeOk) return;
+  REQUIRE(a.best.np == b.best.np);
+  for (int q = 0; q < kern::kMaxParams; ++q) CHECK(bits(a.best.theta[q], b.best.theta[q]));
+  for (int q = 0; q < a.best.np * a.best.np; ++q) CHECK(bits(a.best.cov[q], b.best.cov[q]));
+  CHECK(bits(a.best.chi2, b.best.chi2));
+  CHECK(a.best.niter == b.best.niter);
+  CHECK(a.best.status == b.best.status);
+  CHECK(a.best.hess_ok == b.best.hess_ok);
+  CHECK(bits(a.chi2_c, b.chi2_c));
+  for (int k = 0; k < kern::kMaxArms; ++k) {
+    CHECK(bits(a.chi2_c_arm[k], b.chi2_c_arm[k]));
+    CHECK(bits(a.chi2_arm[k], b.chi2_arm[k]));
+    CHECK(a.npix_arm[k] == b.npix_arm[k]);
+  }
+  for (int k = 0; k < kern::kMaxSeg; ++k) {
+    CHECK(bits(a.v_seg[k], b.v_seg[k]));
+    CHECK(bits(a.v_seg_err[k], b.v_seg_err[k]));
+  }
+  CHECK(a.npix == b.npix);
+  CHECK(a.n_clipped == b.n_clipped);
+  CHECK(bits(a.vsini_upper, b.vsini_upper));
+  CHECK(bits(a.dchi2_vsini0, b.dchi2_vsini0));
+  CHECK(bits(a.v_skew, b.v_skew));
+  CHECK(bits(a.v_kurt, b.v_kurt));
+  for (int k = 0; k < 3; ++k) CHECK(a.n_eval[k] == b.n_eval[k]);
+  CHECK(a.n_lm_iter == b.n_lm_iter);
 }
 
 }  // namespace velox::test

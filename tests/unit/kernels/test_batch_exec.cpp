@@ -20,6 +20,7 @@
 #include "kernels/team.hpp"
 #include "unit/kernels/real_spectra.hpp"
 #include "test_util.hpp"
+#include "thin_library.hpp"
 
 using namespace velox;
 
@@ -70,46 +71,11 @@ struct Rig {
   }
 };
 
-// Every field of two results, bit for bit (NaN equals NaN; the LM covariance over np^2).
-void require_same(const kern::PipelineResult& a, const kern::PipelineResult& b) {
-  auto bits = [](double x, double y) { return std::memcmp(&x, &y, sizeof x) == 0; };
-  REQUIRE(a.status == b.status);
-  CHECK(bits(a.v_ccf, b.v_ccf));
-  if (a.status != kern::kPipeOk) return;
-  REQUIRE(a.best.np == b.best.np);
-  for (int q = 0; q < kern::kMaxParams; ++q) CHECK(bits(a.best.theta[q], b.best.theta[q]));
-  for (int q = 0; q < a.best.np * a.best.np; ++q) CHECK(bits(a.best.cov[q], b.best.cov[q]));
-  CHECK(bits(a.best.chi2, b.best.chi2));
-  CHECK(a.best.niter == b.best.niter);
-  CHECK(a.best.status == b.best.status);
-  CHECK(a.best.hess_ok == b.best.hess_ok);
-  CHECK(bits(a.chi2_c, b.chi2_c));
-  for (int k = 0; k < kern::kMaxArms; ++k) {
-    CHECK(bits(a.chi2_c_arm[k], b.chi2_c_arm[k]));
-    CHECK(bits(a.chi2_arm[k], b.chi2_arm[k]));
-    CHECK(a.npix_arm[k] == b.npix_arm[k]);
-  }
-  for (int k = 0; k < kern::kMaxSeg; ++k) {
-    CHECK(bits(a.v_seg[k], b.v_seg[k]));
-    CHECK(bits(a.v_seg_err[k], b.v_seg_err[k]));
-  }
-  CHECK(a.npix == b.npix);
-  CHECK(a.n_clipped == b.n_clipped);
-  CHECK(bits(a.vsini_upper, b.vsini_upper));
-  CHECK(bits(a.dchi2_vsini0, b.dchi2_vsini0));
-  CHECK(bits(a.v_skew, b.v_skew));
-  CHECK(bits(a.v_kurt, b.v_kurt));
-  for (int k = 0; k < 3; ++k) CHECK(a.n_eval[k] == b.n_eval[k]);
-  CHECK(a.n_lm_iter == b.n_lm_iter);
-}
-
 }  // namespace
 
 TEST_CASE("the batched executor fits real spectra bit for bit as fit_one does",
           "[kernels][batch][real]") {
-  BuildConfig bc;
-  bc.n_components = 30;
-  const auto lib = build_library(read_templates(test::data("templates/miles/miles_thin")), bc);
+  const auto& lib = test::thin_library();
   FitConfig cfg;         // resolution matrices on (the DESI default)
   cfg.fit_vsini = true;  // the VSINI branch and its upper limit run too
   ArmModelCache cache(lib);
@@ -161,8 +127,8 @@ TEST_CASE("the batched executor fits real spectra bit for bit as fit_one does",
   int n_ok = 0, n_vsini = 0, n_matrix = 0;
   for (size_t i = 0; i < prepared.size(); ++i) {
     INFO("spectrum " << i);
-    require_same(batch[2 * i]->out, ref_fit[i]);
-    require_same(batch[2 * i + 1]->out, ref_held[i]);
+    test::require_same_fit(batch[2 * i]->out, ref_fit[i]);
+    test::require_same_fit(batch[2 * i + 1]->out, ref_held[i]);
     CHECK(batch[2 * i]->ivar == alone[i]->ivar);  // the same pixels clipped
     n_ok += ref_fit[i].status == kern::kPipeOk;
     n_vsini += ref_fit[i].status == kern::kPipeOk && !std::isnan(ref_fit[i].dchi2_vsini0);

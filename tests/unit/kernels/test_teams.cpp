@@ -20,6 +20,7 @@
 #include "kernels/team.hpp"
 #include "unit/kernels/real_spectra.hpp"
 #include "test_util.hpp"
+#include "thin_library.hpp"
 
 using namespace velox;
 
@@ -37,16 +38,6 @@ std::vector<double> random_values(int n, unsigned seed) {
   return v;
 }
 
-// The thin MILES library with 30 components, built once per process for the tests below that
-// share it.
-const TemplateLibrary& thin30() {
-  static const TemplateLibrary lib = [] {
-    BuildConfig bc;
-    bc.n_components = 30;
-    return build_library(read_templates(test::data("templates/miles/miles_thin")), bc);
-  }();
-  return lib;
-}
 
 // kern::fit_one with any team on one prepared spectrum (the scratch a backend would give it).
 template <class Team>
@@ -208,9 +199,7 @@ TEST_CASE("lane team: reduce_sum combines per-lane sums like a shuffle butterfly
 
 TEST_CASE("lane team fits real LAMOST and DESI-layout spectra like the serial team",
           "[kernels][team][real]") {
-  BuildConfig bc;
-  bc.n_components = 30;
-  const auto lib = build_library(read_templates(test::data("templates/miles/miles_thin")), bc);
+  const auto& lib = test::thin_library();
   FitConfig cfg;  // resolution matrices on (the DESI default)
   ArmModelCache cache(lib);
   int n_fit = 0, n_matrix = 0, n_seg_checked = 0;
@@ -401,7 +390,7 @@ TEST_CASE("the CPU's rotated model from convolved grid rows equals the per-pixel
   // interpolates 4 rows per pixel; without them each pixel combines its 2M + 4 rows. The same
   // linear operations in another order, FP32 rows both ways: T and dT/dtheta agree to float
   // rounding (1e-6 and 5e-5 of their scales, as in the FP32 test above), at several VSINI.
-  const auto& lib = thin30();
+  const auto& lib = test::thin_library();
   FitConfig cfg;
   ArmModelCache cache(lib);
   int n = 0;
@@ -438,7 +427,7 @@ TEST_CASE("velocity-only evaluations reuse the CPU's rows while the labels stay,
   // once per set of labels (kept range unchanged between velocities), and new labels, a new VSINI
   // of the same kernel width, or a full evaluation in between (which overwrites the scratch) are
   // never served old rows (their models agree with the reference too).
-  const auto& lib = thin30();
+  const auto& lib = test::thin_library();
   FitConfig cfg;
   ArmModelCache cache(lib);
   int n = 0, n_kept = 0;
@@ -501,7 +490,7 @@ TEST_CASE("the CPU's CCF from de-interleaved templates and its Chebyshev pseudo-
   // LaneTeam form (Legendre, direct Gram): the same clipped polynomial fits, so the normalised
   // flux agrees to rounding except where a pixel sits on a clipping threshold (none allowed
   // beyond 0.1% of the pixels).
-  const auto& lib = thin30();
+  const auto& lib = test::thin_library();
   FitConfig cfg;
   ArmModelCache cache(lib);
   const auto grid = lib.grid();
@@ -606,7 +595,7 @@ TEST_CASE(
   // used pixels' of arms without a matrix, the full grid's of a matrix arm, kept in dTf) and
   // fixed_template_stencils then interpolates each template: the values of
   // fixed_template_at_pixels, which finds the stencil per template. Both teams' forms.
-  const auto& lib = thin30();
+  const auto& lib = test::thin_library();
   FitConfig cfg;  // resolution matrices on (the DESI default)
   ArmModelCache cache(lib);
   int n = 0, n_matrix = 0;

@@ -1,0 +1,159 @@
+// The batched engine's control over a batch (issue 51; docs/gpu.md "The batched engine"): the
+// fits of a batch's spectra advance together in rounds, over a fixed set of slots. Each round:
+//  1. step (engine_step, one thread per slot on the device): the slot's machine (fit_step or
+//     held_step, kernels/fit_pipeline.hpp) runs to its next request; a finished fit's slot takes
+//     the batch's next spectrum at once (refill) and steps it. The slot's id is appended to its
+//     request kind's list (compaction by kind).
+//  2. serve (engine_serve, one team per request): every list in kind order, an evaluation in
+//     two passes (its template stage for every slot in the list, then its continuum stage).
+// The rounds end when no slot has a request left. Every spectrum's fit is the fit fit_one gives
+// it, bit for bit with the same team: the same steps and the same served functions on its own
+// slot's scratch, only interleaved with other spectra's (tests/unit/kernels/test_engine.cpp).
+// The device runs the same functions as kernels (src/backend/cuda/engine_kernel.cu); the host
+// executor here (engine_run) runs them in order, as the CI's check of the schedule.
+#pragma once
+#include "kernels/batch.hpp"
+
+namespace velox::kern {
+
+// Slot states besides a spectrum index.
+constexpr int kSlotFree = -1;     // takes the batch's next spectrum at its next step
+constexpr int kSlotDrained = -2;  // the batch has no spectrum left for it
+
+// The control block of one batch's run (device memory on the GPU).
+struct EngineCtl {
+  BatchView b;                    // the batch; b.n_slots slots
+  int next_spectrum = 0;          // the next spectrum a free slot takes
+  int rounds = 0;                 // rounds run (the device's count; the host's is EngineStats)
+  int n_active = 0;               // slots with a request this round
+  int count[kNumReqKinds] = {};   // requests of each kind this round
+  int* list = nullptr;            // [kNumReqKinds][b.n_slots] the slots of each kind's requests
+  int* slot_spec = nullptr;       // [b.n_slots] a spectrum index, kSlotFree or kSlotDrained
+};
+
+// Passes a request kind is served in: an evaluation's template and continuum stages, one pass
+// for every other kind.
+VX_HD VX_INLINE int engine_stages(int kind) { return kind == kReqEval ? 2 : 1; }
+
+VX_HD VX_INLINE int engine_fetch_add(int* p, int v) {
+#ifdef __CUDA_ARCH__
+  return atomicAdd(p, v);
+#else
+  const int old = *p;  // the host executor steps its slots one at a time
+  *p += v;
+  return old;
+#endif
+}
+
+// Step slot `slot` to its next request and enqueue it (round part 1); a slot whose fit ends
+// takes the next spectrum. The result of a finished fit is in b.results[its spectrum].
+template <class Team>
+VX_HD VX_NOINLINE void engine_step(EngineCtl* ctl, int slot) {
+  const BatchView& b = ctl->b;
+  int s = ctl->slot_spec[slot];
+  PipelineShared* sh = &b.shared[slot];
+  while (s != kSlotDrained) {
+    if (s == kSlotFree) {
+      s = engine_fetch_add(&ctl->next_spectrum, 1);
+      if (s >= b.n_spec) {
+        s = kSlotDrained;
+        break;
+      }
+      sh->fm.pc = 0;
+      sh->hm.pc = 0;
+    }
+    FitData d;
+    PipelineScratch sc;
+    const float* tmpl[kMaxArms];
+    batch_views(b, s, slot, &d, &sc, tmpl);
+    const BatchSpectrum& bs = b.spec[s];
+    const bool more =
+        bs.held ? held_step<Team>(sh->hm, b.em.n_label, d, b.cfg, bs.held_theta, sc, sh,
+                                  &b.results[s], &sh->rq)
+                : fit_step<Team>(sh->fm, b.em.n_label, b.grid, d, b.n_ccf, b.ccf_labels, b.cfg,
+                                 sc, sh, &b.results[s], &sh->rq);
+    if (more) {
+      const int k = sh->rq.kind;
+      ctl->list[k * b.n_slots + engine_fetch_add(&ctl->count[k], 1)] = slot;
+      engine_fetch_add(&ctl->n_active, 1);
+      break;
+    }
+    s = kSlotFree;
+  }
+  ctl->slot_spec[slot] = s;
+}
+
+// Serve request `idx` of kind Kind this round, pass `stage` (< engine_stages(Kind)), with the
+// team (round part 2). d, sc, tmpl: the team's view storage (shared memory of a warp on the
+// device), filled here by one worker.
+template <int Kind, class Team>
+VX_HD VX_INLINE void engine_serve(const Team& team, const EngineCtl* ctl, int stage, int idx,
+                                  FitData* d, PipelineScratch* sc, const float** tmpl) {
+  const BatchView& b = ctl->b;
+  const int slot = ctl->list[Kind * b.n_slots + idx];
+  const int s = ctl->slot_spec[slot];
+  team.single([&] { batch_views(b, s, slot, d, sc, tmpl); });
+  team.sync();
+  PipelineShared* sh = &b.shared[slot];
+  if constexpr (Kind == kReqEval)
+    serve_eval_stage(team, stage, &sh->rq, b.em, b.grid, *d, b.cfg, *sc, sh);
+  else
+    serve_kind<Kind>(team, &sh->rq, b.em, b.grid, *d, tmpl, b.cfg, *sc, sh, &b.results[s]);
+  team.sync();  // every worker is done with the views before they are rewritten
+}
+
+// Per-run counts of the host executor: rounds, requests served per kind, the widest round.
+struct EngineStats {
+  long rounds = 0;
+  long served[kNumReqKinds] = {};
+  int widest_round = 0;
+  bool finished = true;  // every machine ended within max_rounds
+};
+
+// ctl's lists and counters set for a new batch (ctl->b set, list and slot_spec allocated).
+VX_HD VX_INLINE void engine_begin_slot(EngineCtl* ctl, int slot) {
+  ctl->slot_spec[slot] = kSlotFree;
+}
+
+template <int Kind, class Team>
+void engine_serve_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
+  FitData d;
+  PipelineScratch sc;
+  const float* tmpl[kMaxArms];
+  for (int stage = 0; stage < engine_stages(Kind); ++stage)
+    for (int i = 0; i < ctl->count[Kind]; ++i) engine_serve<Kind>(team, ctl, stage, i, &d, &sc, tmpl);
+  st->served[Kind] += ctl->count[Kind];
+}
+
+// The host executor: the device's rounds in order on one team. ctl->b, ctl->list and
+// ctl->slot_spec set by the caller.
+template <class Team>
+EngineStats engine_run(const Team& team, EngineCtl* ctl, long max_rounds = 1000000) {
+  EngineStats st;
+  ctl->next_spectrum = 0;
+  for (int slot = 0; slot < ctl->b.n_slots; ++slot) engine_begin_slot(ctl, slot);
+  for (;;) {
+    ctl->n_active = 0;
+    for (int k = 0; k < kNumReqKinds; ++k) ctl->count[k] = 0;
+    for (int slot = 0; slot < ctl->b.n_slots; ++slot) engine_step<Team>(ctl, slot);
+    if (ctl->n_active == 0) break;
+    if (st.rounds == max_rounds) {
+      st.finished = false;
+      break;
+    }
+    ++st.rounds;
+    if (ctl->n_active > st.widest_round) st.widest_round = ctl->n_active;
+    engine_serve_all<kReqFold>(team, ctl, &st);
+    engine_serve_all<kReqCcfPrep>(team, ctl, &st);
+    engine_serve_all<kReqCcf>(team, ctl, &st);
+    engine_serve_all<kReqGridPrep>(team, ctl, &st);
+    engine_serve_all<kReqGrid>(team, ctl, &st);
+    engine_serve_all<kReqEmu>(team, ctl, &st);
+    engine_serve_all<kReqEval>(team, ctl, &st);
+    engine_serve_all<kReqClip>(team, ctl, &st);
+    engine_serve_all<kReqArmPixels>(team, ctl, &st);
+  }
+  return st;
+}
+
+}  // namespace velox::kern
