@@ -28,6 +28,10 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$VELOX_REPO/tests/fuzz/lsan.sup
 # 30 and exercise no path that the other unit tests (fit_spectrum, the CPU backend, the lane
 # team on real spectra) do not run under ASan too.
 STATISTICAL='injection|cross-validation|detectability|broadened by 200'
+# Likewise two precision studies of the same fits (FP32 template sums, later LM starts: 55 s each
+# under ASan) and cpu_isa.objects, which reads the compiled objects' instruction sets (the
+# Release build's; this build has the baseline level alone).
+STATISTICAL+='|FP32 template sums|a later LM start|cpu_isa.objects'
 ctest --test-dir "$BUILD" --output-on-failure -j"${CTEST_PARALLEL:-2}" -LE integration \
   -E "$STATISTICAL"
 ctest --test-dir "$BUILD" --output-on-failure -R '^integration\.test_bad_inputs$'

@@ -370,6 +370,11 @@ void write_rvtab_fits(const std::string& path, const std::vector<CatalogRow>& ro
   auto& vccf = t.column("VRAD_CCF", 'f', fits_unit(&CatalogRow::VRAD_CCF));
   auto& expid = t.column("EXPID", 'i', "", "J");
   auto& fiber = t.column("FIBER", 'i', "", "J");
+  // VSINI keeps the data model's meaning (the fitted value); an upper limit is told by
+  // VSINI_UPPER (km/s, NaN for a detection or no fit) and FIT_INFO's VSINI_UPPER_LIMIT bit, as in
+  // the HDF5 catalog (docs/vsini.md, docs/data-model.md).
+  auto& vup = t.column("VSINI_UPPER", 'f', fits_unit(&CatalogRow::VSINI_UPPER));
+  auto& finfo = t.column("FIT_INFO", 'i');
   for (const auto& r : rows) {
     warn_c.i.push_back(r.RVS_WARN);
     refid.i.push_back(r.REF_ID);
@@ -387,6 +392,8 @@ void write_rvtab_fits(const std::string& path, const std::vector<CatalogRow>& ro
     vccf.f.push_back(r.VRAD_CCF);
     expid.i.push_back(r.EXPID);
     fiber.i.push_back(r.FIBER);
+    vup.f.push_back(r.VSINI_UPPER);
+    finfo.i.push_back(r.FIT_INFO);
   }
   // NEXP: COADD_NUMEXP of the FIBERMAP row (aligned with the catalog), else -1.
   {

@@ -73,6 +73,7 @@ def check_layout(path):
             assert (c.unit or "") == m["unit"], (c.name, c.unit, m["unit"])
         extra = {c.name: c.format for c in cols[len(model):]}
         assert extra["FIBER"] == "J" and extra["EXPID"] == "J" and extra["HEALPIX"] == "K", extra
+        assert extra["VSINI_UPPER"] == "D" and extra["FIT_INFO"] == "K", extra
     t = Table.read(path, "RVTAB")
     fm = Table.read(path, "FIBERMAP")
     assert len(fm) == len(t) and np.array_equal(fm["TARGETID"], t["TARGETID"]), path
@@ -94,6 +95,17 @@ keep = (rr == "STAR") | (np.abs(z) < 0.005)
 assert keep.all(), (rr[~keep], z[~keep])  # non-stars skipped
 assert (rr == "GALAXY").sum() == 2, rr  # the z = 0.001 galaxy of each file is fitted
 assert set(np.asarray(one["HEALPIX"])) == {26065}, set(one["HEALPIX"])
+# An upper limit is told as in the HDF5 catalog: VSINI_UPPER and FIT_INFO's VSINI_UPPER_LIMIT
+# (1 << 4, io/rvs_warn.hpp), row for row; VSINI stays the fitted value (the data model's).
+with h5py.File(f"{w}/one.h5", "r") as f:
+    cat = f["catalog"][:]
+assert np.array_equal(cat["TARGETID"], np.asarray(one["TARGETID"]))
+for c in ("VSINI", "VSINI_UPPER"):
+    assert np.array_equal(cat[c], np.asarray(one[c]), equal_nan=True), c
+assert np.array_equal(cat["FIT_INFO"], np.asarray(one["FIT_INFO"]))
+upper = (np.asarray(one["FIT_INFO"]) & (1 << 4)) != 0
+assert upper.sum() > 0 and np.all(np.isfinite(np.asarray(one["VSINI_UPPER"])[upper]))
+assert np.all(np.isnan(np.asarray(one["VSINI_UPPER"])[~upper]))
 print(f"one process: {len(one)} rows, {ok.sum()} SUCCESS, skew/kurt medians "
       f"{np.median(one['VRAD_SKEW'][ok]):.3f}/{np.median(one['VRAD_KURT'][ok]):.3f}")
 for other in (f"{w}/np2.fits", f"{w}/dir/merged.fits"):
