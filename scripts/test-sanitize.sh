@@ -29,9 +29,10 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$VELOX_REPO/tests/fuzz/lsan.sup
 # team on real spectra) do not run under ASan too.
 STATISTICAL='injection|cross-validation|detectability|broadened by 200'
 # Likewise two precision studies of the same fits (FP32 template sums, later LM starts: 55 s each
-# under ASan) and cpu_isa.objects, which reads the compiled objects' instruction sets (the
-# Release build's; this build has the baseline level alone).
-STATISTICAL+='|FP32 template sums|a later LM start|cpu_isa.objects'
+# under ASan), the emulator build's thread determinism (two library builds) and cpu_isa.objects,
+# which reads the compiled objects' instruction sets (the Release build's; this build has the
+# baseline level alone).
+STATISTICAL+='|FP32 template sums|a later LM start|cpu_isa.objects|on 1 and on 3 threads'
 ctest --test-dir "$BUILD" --output-on-failure -j"${CTEST_PARALLEL:-2}" -LE integration \
   -E "$STATISTICAL"
 ctest --test-dir "$BUILD" --output-on-failure -R '^integration\.test_bad_inputs$'
