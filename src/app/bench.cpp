@@ -106,6 +106,7 @@ BenchResult bench_device(const FitOptions& base, const std::string& device, int 
       const FitContext ctx =
           engine.context(format_name(files.front().format), files.front().survey);
       const kern::PipelineConfig pc = pipeline_config(ctx.cfg, ctx.lib);
+      const DeviceModel h200 = h200_model();
       for (size_t i = 0; i < out.results.size(); ++i) {
         const kern::PipelineResult& res = out.results[i];
         if (res.status != kern::kPipeOk) continue;
@@ -120,7 +121,6 @@ BenchResult bench_device(const FitOptions& base, const std::string& device, int 
         for (int e = 0; e < 3; ++e) b.flops_eval[e] += eval_flops(shape, kinds[e]);
         // The engine model: the moments grid's evaluations cover the whole spectrum, the
         // other velocity-only ones a segment.
-        const DeviceModel h200 = h200_model();
         EvalCounts nc;
         nc.chi2 = res.n_eval[0];
         nc.jac = res.n_eval[1];

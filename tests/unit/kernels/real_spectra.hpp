@@ -48,6 +48,20 @@ void each_real_spectrum(const TemplateLibrary& lib, ArmModelCache& cache, const 
   }
 }
 
+// The sample's prepared spectra, in order (each_real_spectrum's). `cache` must outlive them: their
+// arm models live there.
+inline std::vector<PreparedSpectrum> real_spectra(const TemplateLibrary& lib, ArmModelCache& cache,
+                                                  const FitConfig& cfg, size_t cap) {
+  std::vector<PreparedSpectrum> out;
+  each_real_spectrum(
+      lib, cache, cfg,
+      [&](const PreparedSpectrum& p, const FitContext&, const std::string&, int64_t) {
+        out.push_back(p);
+      },
+      cap);
+  return out;
+}
+
 // Every field of two results, bit for bit (NaN equals NaN; the LM covariance over np^2).
 inline void require_same_fit(const kern::PipelineResult& a, const kern::PipelineResult& b) {
   auto bits = [](double x, double y) { return std::memcmp(&x, &y, sizeof x) == 0; };

@@ -85,13 +85,7 @@ TEST_CASE("the batched executor fits real spectra bit for bit as fit_one does",
   using CpuTeam = kern::cpu::SimdTeam<>;
   // LAMOST DR10 (one arm, two velocity segments) and the DESI-layout coadd (three arms with
   // resolution matrices): at most 6 files and 6 ready spectra per file.
-  std::vector<PreparedSpectrum> prepared;
-  test::each_real_spectrum(
-      lib, cache, cfg,
-      [&](const PreparedSpectrum& p, const FitContext&, const std::string&, int64_t) {
-        prepared.push_back(p);
-      },
-      6);
+  const std::vector<PreparedSpectrum> prepared = test::real_spectra(lib, cache, cfg, 6);
   REQUIRE(prepared.size() >= 10);
   // Alone: fit_one per spectrum; then the held-label fit of each at its solution, v moved 5 km/s.
   std::vector<std::unique_ptr<Rig>> alone, batch;

@@ -31,13 +31,7 @@ TEST_CASE("the batched engine's rounds with refill fit real spectra bit for bit 
   FitConfig cfg;         // resolution matrices on (the DESI default)
   cfg.fit_vsini = true;  // the VSINI branch and its upper limit run too
   ArmModelCache cache(lib);
-  std::vector<PreparedSpectrum> prepared;
-  test::each_real_spectrum(
-      lib, cache, cfg,
-      [&](const PreparedSpectrum& p, const FitContext&, const std::string&, int64_t) {
-        prepared.push_back(p);
-      },
-      4);
+  const std::vector<PreparedSpectrum> prepared = test::real_spectra(lib, cache, cfg, 4);
   REQUIRE(prepared.size() >= 8);
   const int n = static_cast<int>(prepared.size());
   // Each spectrum twice: a full fit, and a held-label fit (set below) at the first one's result.
