@@ -48,6 +48,14 @@ double TemplateLibrary::model_sigma_at_ln(double ln_lam) const {
   return model_sigma[static_cast<size_t>(nearest_pixel_ln(ln_lam, model_sigma.size()))];
 }
 
+std::string TemplateLibrary::kind() const {
+  for (const char* key : {"join.preset", "build.template_kind"}) {
+    const auto it = attrs.find(key);
+    if (it != attrs.end() && !it->second.empty()) return it->second;
+  }
+  return "";
+}
+
 double TemplateLibrary::template_fwhm_A(double lam_A) const {
   if (!lsf_fwhm_A.empty() && n_tpix > 0) return template_fwhm_at_ln(std::log(lam_A));
   if (std::isfinite(fwhm_A) && fwhm_A > 0) return fwhm_A;

@@ -46,6 +46,10 @@ struct TemplateLibrary {
   std::string checksum;
 
   bool has_alpha() const { return n_label >= 4; }
+  // What calibrations are keyed by (FitConfig::vsini_fwhm_frac): the survey preset a joined
+  // library was built from (attribute join.preset: desi, sdss, lamost), else the template kind
+  // of a one-source library (build.template_kind: miles, stelib, ...), else "".
+  std::string kind() const;
   kern::EmulatorView view() const;  // points into this object: keep it alive
   kern::GridView grid() const { return {n_tpix, lnlam0, dlnlam}; }
   double wave_vac_A(int t) const;

@@ -25,6 +25,20 @@ bool vrad_from_arms(const FitConfig& cfg, const std::string& format, const std::
   return false;
 }
 
+double vsini_floor_frac(const FitConfig& cfg, const std::string& format, const std::string& survey,
+                        const std::string& library) {
+  // The survey's entry before the format's; in each, the library's value before "*".
+  for (const std::string& k : {survey.empty() ? std::string() : format + ":" + survey, format}) {
+    const auto e = k.empty() ? cfg.vsini_fwhm_frac.end() : cfg.vsini_fwhm_frac.find(k);
+    if (e == cfg.vsini_fwhm_frac.end()) continue;
+    for (const std::string& lib : {library, std::string("*")}) {
+      const auto v = e->second.find(lib);
+      if (v != e->second.end()) return v->second;
+    }
+  }
+  return cfg.vsini_min_fwhm_frac;
+}
+
 std::map<std::string, std::map<std::string, double>> default_error_floors() {
   // LAMOST (scripts/calibrate_floors.py on the 8 repeat pairs of lamost_dr8, docs/quality.md),
   //   with the model variance and the chi^2/dof scaling in the statistical errors: the
@@ -102,7 +116,29 @@ FitConfig load_fit_config(const std::string& path) {
   get(f, "vsini_start_kms", c.vsini_start_kms, path);
   get(f, "limb_darkening", c.limb_darkening, path);
   get(f, "vsini_max_ok_kms", c.vsini_max_ok_kms, path);
-  get(f, "vsini_min_fwhm_frac", c.vsini_min_fwhm_frac, path);
+  if (f["vsini_min_fwhm_frac"]) {
+    // A scalar is the floor everywhere: the shipped per-format values give way to it.
+    get(f, "vsini_min_fwhm_frac", c.vsini_min_fwhm_frac, path);
+    if (!(c.vsini_min_fwhm_frac >= 0 && c.vsini_min_fwhm_frac < 1000))
+      throw ConfigError(path + ": fit.vsini_min_fwhm_frac must be in [0, 1000)");
+    c.vsini_fwhm_frac.clear();
+  }
+  if (f["vsini_fwhm_frac"]) {
+    // Per format, per library (preset name, template kind or "*"): a format given replaces its
+    // whole entry.
+    std::map<std::string, std::map<std::string, double>> given;
+    get(f, "vsini_fwhm_frac", given, path);
+    for (const auto& [format, m] : given) {
+      check_format("vsini_fwhm_frac", format);
+      c.vsini_fwhm_frac[format].clear();
+      for (const auto& [library, value] : m) {
+        if (!(value >= 0 && value < 1000))
+          throw ConfigError(path + ": fit.vsini_fwhm_frac." + format + "." + library +
+                            " must be in [0, 1000)");
+        c.vsini_fwhm_frac[format][library] = value;
+      }
+    }
+  }
   get(f, "resolution_matrix", c.resolution_matrix, path);
   get(f, "mismatch_max", c.mismatch_max, path);
   get(f, "classify", c.classify, path);
@@ -226,6 +262,7 @@ std::string dump_fit_config(const FitConfig& c) {
   e << YAML::Key << "limb_darkening" << YAML::Value << c.limb_darkening;
   e << YAML::Key << "vsini_max_ok_kms" << YAML::Value << c.vsini_max_ok_kms;
   e << YAML::Key << "vsini_min_fwhm_frac" << YAML::Value << c.vsini_min_fwhm_frac;
+  e << YAML::Key << "vsini_fwhm_frac" << YAML::Value << c.vsini_fwhm_frac;
   e << YAML::Key << "resolution_matrix" << YAML::Value << c.resolution_matrix;
   e << YAML::Key << "default_R" << YAML::Value << c.default_R;
   e << YAML::Key << "mismatch_max" << YAML::Value << c.mismatch_max;

@@ -134,11 +134,22 @@ struct FitConfig {
   double vsini_start_kms = 60.0;
   double limb_darkening = 0.6;
   double vsini_max_ok_kms = 350.0;
-  // The smallest VSINI reported as a detection: vsini_min_fwhm_frac x the LSF FWHM (km/s) of the
-  // sharpest arm (c / R_eff). Below it a fitted VSINI is an upper limit (FIT_INFO
-  // VSINI_UPPER_LIMIT) no smaller than that floor: what an LSF known to ~20-30% and template
-  // mismatch mimic (docs/vsini.md, issue 25 injection-recovery).
-  double vsini_min_fwhm_frac = 0.5;
+  // The smallest VSINI reported as a detection: a fraction of the LSF FWHM (km/s) of the
+  // broadest fitted arm (c / R_eff, R_eff = min(instrument, templates) at the arm's middle).
+  // Below it a fitted VSINI is an upper limit (FIT_INFO VSINI_UPPER_LIMIT) no smaller than that
+  // floor: what line-spread and template mismatch make of slow rotators. The fraction is
+  // vsini_fwhm_frac[format][library] (format_value: "format:SURVEY" or the format; library: the
+  // library's preset name, else its template kind, e.g. miles; "*" any library), else
+  // vsini_min_fwhm_frac. Shipped values: cross-validated on the shared real stars by
+  // scripts/calibrate_vsini.py, halfway (geometric) between the 97.5% quantile of VSINI/FWHM of
+  // slow rotators (stars below 6500 K) and the 20% quantile of the same stars broadened by
+  // rotation at 1.5 FWHM (issue 52, docs/vsini.md). A YAML scalar vsini_min_fwhm_frac applies
+  // to every format and library (it empties vsini_fwhm_frac).
+  double vsini_min_fwhm_frac = 1.0;
+  std::map<std::string, std::map<std::string, double>> vsini_fwhm_frac = {
+      {"lamost-dr8", {{"miles", 0.95}, {"lamost", 0.95}, {"desi", 1.0}, {"sdss", 1.0}}},
+      {"lamost-dr10", {{"miles", 0.95}, {"lamost", 0.95}, {"desi", 1.0}, {"sdss", 1.0}}},
+      {"desi", {{"miles", 1.05}, {"lamost", 1.05}, {"desi", 1.1}, {"sdss", 1.1}}}};
   // DESI: forward-model with the per-fibre resolution matrix (template LSF folded in,
   // src/fit/resolution.hpp) instead of one Gaussian LSF per arm. Default chosen by measurement
   // (docs/desi.md).
@@ -151,6 +162,11 @@ struct FitConfig {
 // True where VRAD of a file of `format` (and `survey`) is the arms' weighted mean: its
 // arm_rv_scatter_kms values (format_value) list any of B, R, Z.
 bool vrad_from_arms(const FitConfig& cfg, const std::string& format, const std::string& survey);
+
+// The VSINI detection floor's fraction of the LSF FWHM for a file of `format` (and `survey`)
+// fitted with a library of kind `library` (vsini_fwhm_frac, else vsini_min_fwhm_frac).
+double vsini_floor_frac(const FitConfig& cfg, const std::string& format, const std::string& survey,
+                        const std::string& library);
 
 // Load `fit:` from a YAML file (missing keys keep defaults). Throws ConfigError naming the file
 // and key on a malformed file or value.

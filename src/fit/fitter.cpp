@@ -186,6 +186,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
   const double lam_lo = lib.wave_vac_A(2) * std::exp(kern::ln_doppler(cfg.vmax_kms));
   const double lam_hi = lib.wave_vac_A(lib.n_tpix - 4) * std::exp(kern::ln_doppler(cfg.vmin_kms));
   double best_R = 0.0;  // effective resolving power of the sharpest fitted arm (VSINI)
+  double floor_R = INFINITY;  // the same of the broadest fitted arm (the VSINI detection floor)
   // Two passes over the arms: each arm's pixels first (which are used, the matrix rows'
   // moments), so that the packed arrays are allocated once at their exact size; then the packing.
   // Per-thread scratch, reused across spectra (no per-fibre allocations).
@@ -402,6 +403,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
       const double f_lib = lib.template_fwhm_A(mid);
       const double R_lib = f_lib > 0 ? mid / f_lib : R_inst;
       best_R = std::max(best_R, std::min(R_inst, R_lib));
+      floor_R = std::min(floor_R, std::min(R_inst, R_lib));
     }
     all.names.emplace_back(arm.name);
     all.input_arm.push_back(static_cast<int>(a_in));
@@ -412,6 +414,7 @@ PreparedSpectrum prepare_spectrum(const Spectrum& spec, const std::vector<ArmVie
                &row.FIT_INFO);
   all.fit_vsini = cfg.fit_vsini && best_R >= cfg.vsini_min_R ? 1 : 0;
   all.vsini_R = best_R;
+  all.vsini_floor_R = std::isfinite(floor_R) ? floor_R : 0.0;
   if (cfg.fit_vsini && !all.fit_vsini && all.n_arms > 0) {
     row.FIT_INFO |= info::kVsiniUnresolved;
     note(fmt::format("VSINI not fitted: effective resolving power {:.0f} below fit.vsini_min_R {:.0f}",
@@ -565,10 +568,13 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
   }
   if (vsini_fitted) {
     row.VSINI_UPPER = res.vsini_upper;
-    // Detections only above the resolution floor (FitConfig::vsini_min_fwhm_frac): below it the
-    // broadening is what LSF and template mismatch make, so the star gets an upper limit of at
-    // least the floor (its VSINI + 2 sigma when that is larger), never a detection.
-    const double floor_kms = all.vsini_R > 0 ? cfg.vsini_min_fwhm_frac * kern::kSpeedOfLight_kms / all.vsini_R : 0.0;
+    // Detections only above the resolution floor (FitConfig::vsini_fwhm_frac, a fraction of the
+    // broadest arm's LSF FWHM): below it the broadening is what LSF and template mismatch make,
+    // so the star gets an upper limit of at least the floor (its VSINI + 2 sigma when that is
+    // larger), never a detection.
+    const double frac = vsini_floor_frac(cfg, ctx.format, ctx.survey, lib.kind());
+    const double floor_kms =
+        all.vsini_floor_R > 0 ? frac * kern::kSpeedOfLight_kms / all.vsini_floor_R : 0.0;
     if (!std::isfinite(row.VSINI_UPPER) && row.VSINI < floor_kms) {
       const double e = std::isfinite(row.VSINI_ERR) ? row.VSINI_ERR : 0.0;
       row.VSINI_UPPER = std::max(floor_kms, row.VSINI + 2.0 * e);

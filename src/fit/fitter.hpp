@@ -55,7 +55,8 @@ struct Packed {
   int seg_arm[kern::kMaxSeg] = {};
   std::vector<std::string> seg_names;
   int fit_vsini = 0;  // the arms resolve rotation: VSINI fitted (FitConfig::fit_vsini, vsini_min_R)
-  double vsini_R = 0.0;  // effective resolving power of the sharpest arm (the VSINI floor's R)
+  double vsini_R = 0.0;  // effective resolving power of the sharpest arm (is VSINI fitted)
+  double vsini_floor_R = 0.0;  // the same of the broadest arm (the VSINI detection floor's R)
   // Pass 2 of a star's joint fit over its epochs (fit/epochs.hpp): the backend fits VRAD alone
   // with the labels held at held_theta (kern::fit_velocity_held; [0]: the starting VRAD, km/s).
   bool held = false;

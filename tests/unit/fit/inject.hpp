@@ -107,6 +107,11 @@ struct InjectionSetup {
       f.model_variance = false;
       f.arm_zero_point_kms.clear();
       f.arm_rv_scatter_kms.clear();
+      // The issue-25 floor (0.5 x the LSF FWHM, any format): these studies measure VSINI itself
+      // (recovery, pulls, LSF mismatch); the shipped floors, calibrated on real stars, are
+      // tested on real stars (tests/integration/test_vsini_floor.sh).
+      f.vsini_fwhm_frac.clear();
+      f.vsini_min_fwhm_frac = 0.5;
       return f;
     }();
     return c;

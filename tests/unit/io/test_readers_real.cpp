@@ -1,9 +1,11 @@
 // The readers on the shared real data (../shared/data): one file per supported format.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "io/readers.hpp"
 #include "test_util.hpp"
@@ -130,7 +132,35 @@ TEST_CASE("BOSS star spec file: 10^loglam wavelengths, finite flux, SPALL SPECOB
   CHECK(a.wave_vac_A.back() == Approx(std::pow(10.0, 3.5516 + 4624e-4)).epsilon(1e-6));
   CHECK(increasing(a.wave_vac_A));
   CHECK(count_finite(a.flux) == a.size());
-  CHECK(a.resolution_R == 2000.0);
+  // The line spread from wdisp (Gaussian sigma in 1e-4 dex pixels) as a resolution matrix:
+  // the instrument R is read from it (resolution_R NaN). Rows sum to 1 inside the arm; the
+  // rows' widths give BOSS's R ~1000-1400 below 4000 A and ~1900-2400 above 7000 A (Smee et al.
+  // 2013; one R of 2000 for both read the blue's width as rotation, docs/vsini.md).
+  CHECK(std::isnan(a.resolution_R));
+  REQUIRE(a.ndiag == 17);  // 4 sigma of the widest row (1.8-2 px at the blue end)
+  REQUIRE(a.resolution.size() == a.size() * 17);
+  const size_t n = a.size();
+  const int h = a.ndiag / 2;
+  std::vector<double> r_blue, r_red;
+  for (size_t i = h; i + h < n; ++i) {
+    double sum = 0.0, m2 = 0.0;
+    for (int d = 0; d < a.ndiag; ++d) {
+      const int o = h - d;  // row i's tap at column i + o
+      const double w = a.resolution[static_cast<size_t>(d) * n + i + o];
+      sum += w;
+      m2 += w * o * o;
+    }
+    CHECK(sum == Approx(1.0).epsilon(1e-5));
+    const double R = 1.0 / (2.3548 * std::sqrt(m2) * std::log(10.0) * 1e-4);
+    if (a.wave_vac_A[i] < 4000) r_blue.push_back(R);
+    if (a.wave_vac_A[i] > 7000) r_red.push_back(R);
+  }
+  std::sort(r_blue.begin(), r_blue.end());
+  std::sort(r_red.begin(), r_red.end());
+  CHECK(r_blue[r_blue.size() / 2] > 900);
+  CHECK(r_blue[r_blue.size() / 2] < 1400);
+  CHECK(r_red[r_red.size() / 2] > 1900);
+  CHECK(r_red[r_red.size() / 2] < 2400);
   // SPALL SPECOBJID is an unsigned 64-bit column (K with TZERO = 2^63).
   CHECK(s.targetid == 4037614591814901760LL);
   CHECK(s.meta.at("PLATE") == "3586");
