@@ -397,6 +397,7 @@ TemplateLibrary build_library(const TemplateSet& set, const BuildConfig& cfg) {
   lib.attrs["build.teff_range"] = fmt::format("{},{}", cfg.teff_min, cfg.teff_max);
   lib.attrs["build.n_input"] = fmt::format("{}", set.spectra.size());
   lib.attrs["build.template_kind"] = set.kind;
+  if (!set.frame.empty()) lib.attrs["build.template_frame"] = set.frame;
   lib.attrs["build.template_medium"] = set.medium + (set.medium == "air" ? " (converted to vacuum)" : "");
   spdlog::info("templates: {} stars, K={} components, GP length {} nugget {}, LOO rms median {} (p84 {})",
                lib.n_train, lib.n_comp - 1, lib.attrs["build.gp_length_scale"],

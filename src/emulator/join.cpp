@@ -327,6 +327,7 @@ TemplateSet join_sources(const JoinConfig& cfg, JoinReport* report) {
         std::isfinite(s.cfg.teff_max_K)
             ? fmt::format("stars of Teff {:.0f}-{:.0f} K", s.cfg.teff_min_K, s.cfg.teff_max_K)
             : std::string("stars of any Teff"));
+    if (!s.set.frame.empty()) rep.attrs["join.frame." + s.cfg.name] = s.set.frame;
     spdlog::info("join: {}: {} stars over {} (vacuum), {} dropped", s.cfg.name, used,
                  range_text(s.lo, s.hi), dropped);
   }

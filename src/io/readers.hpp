@@ -63,6 +63,9 @@ struct TemplateSet {
   std::string medium = "vacuum";   // the source files' medium ("air": converted on reading)
   bool curated = false;            // every spectrum is curated (TemplateSpectrum::curated)
   std::vector<std::string> skipped;  // "name: reason" for templates that could not be used
+  // The velocity frame correction applied on reading, in words (Kesseli: the per-subtype shifts
+  // to the redrock/Cannon frame); "" when none. Recorded in the library's attributes.
+  std::string frame;
 
   // FWHM [A] of the line spread at vacuum wavelength lam [A]; NaN if none is known.
   double fwhm_at(double lam_A) const;

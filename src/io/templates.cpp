@@ -2,6 +2,7 @@
 // PHOENIX-format grids (Husser et al. 2013), STELIB (Le Borgne et al. 2003) and the Kesseli et
 // al. (2017) M-dwarf templates. See io/readers.hpp for the directory layouts.
 #include <cerrno>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "io/fits.hpp"
 #include "io/readers.hpp"
 #include "io/readers_detail.hpp"
+#include "kernels/physics.hpp"
 
 namespace velox {
 namespace {
@@ -338,10 +340,26 @@ std::map<std::string, DwarfRow> read_dwarf_table(const fs::path& path) {
 // BOSS resolving power (Smee et al. 2013): 1560 at 3650 A to 2650 at 10000 A, linear.
 constexpr double kBossR0 = 1560.0, kBossR1 = 2650.0, kBossLam0 = 3650.0, kBossLam1 = 10000.0;
 
+// The Kesseli templates' velocity frame against the redrock STAR archetypes and the Cannon
+// models (both synthetic: exact rest frames, and the same to 0.2 km/s from M2 to A), per subtype
+// M0..M9 [km/s]: what a fit with the raw template reports minus what the exact frame gives
+// (positive: its lines sit blueward of rest). Each template is an average of SDSS spectra shifted
+// by SDSS pipeline velocities. Measured by scripts/template_frames.py (chi^2 over shift in 7
+// windows, 3900-8800 A, both at the broader resolution; 2026-11-29, docs/rv-zero-point.md):
+// joint fit over Kesseli-Cannon and Kesseli-redrock, median of the 4-5 [Fe/H] bins, error of
+// the median 0.3-1.1 km/s. M4 (2 templates matched) is the mean of M3 and M5; M7-M9 take their
+// pooled value against redrock, +2.9 +- 2.9 (per subtype +0.1, +9.1 and -1.2 km/s: the
+// synthetic models' late-M mismatch dominates). On reading, each template's wavelengths are
+// multiplied by (1 + v/c): its fits then report the exact frame's velocity.
+constexpr double kKesseliFrameKms[10] = {3.6, 3.4, 0.7, 4.7, 4.9, 5.1, 5.0, 2.9, 2.9, 2.9};
+
 TemplateSet read_kesseli(const fs::path& dir, const fs::path& table) {
   TemplateSet set;
   set.kind = "kesseli";
   set.medium = "vacuum";
+  set.frame = "redrock/Cannon frame: wavelengths x (1 + v/c), v per subtype M0..M9 =";
+  for (double v : kKesseliFrameKms) set.frame += fmt::format(" {:+.1f}", v);
+  set.frame += " km/s";
   set.curated = true;  // averages of many BOSS spectra
   for (double lam = 3000.0; lam <= 11000.0; lam += 50.0) {  // tabulated; linear in between
     const double R = kBossR0 + (kBossR1 - kBossR0) * (lam - kBossLam0) / (kBossLam1 - kBossLam0);
@@ -375,8 +393,9 @@ TemplateSet read_kesseli(const fs::path& dir, const fs::path& table) {
       t.flux = f.read_column_double("Flux");
       if (loglam.size() != t.flux.size()) f.fail("LogLam and Flux differ in length");
       t.wave_vac_A.resize(loglam.size());
+      const double frame = 1.0 + kKesseliFrameKms[std::stoi(m[1].str())] / kern::kSpeedOfLight_kms;
       for (size_t i = 0; i < loglam.size(); ++i) {
-        t.wave_vac_A[i] = std::pow(10.0, loglam[i]);
+        t.wave_vac_A[i] = std::pow(10.0, loglam[i]) * frame;
         if (!(t.wave_vac_A[i] > (i ? t.wave_vac_A[i - 1] : 0.0)) || !std::isfinite(t.wave_vac_A[i]))
           f.fail("LogLam is not finite and increasing");
       }
