@@ -901,7 +901,7 @@ FRAME_ATTR = "join.frame.kesseli"
 
 def library_kesseli_frame(lib):
     """v per subtype M0..M9 [km/s] from LIB.h5's root attribute join.frame.kesseli, e.g.
-    'redrock/Cannon frame: wavelengths x (1 + v/c), v per subtype M0..M9 = +3.6 ... +4.2 km/s'."""
+    'redrock/Cannon frame: wavelengths x (1 + v/c), v per subtype M0..M9 = +3.6 ... +2.9 km/s'."""
     import h5py  # only this mode needs it
     need(lib, "the library given to --kesseli-check")
     with h5py.File(lib, "r") as f:

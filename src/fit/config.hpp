@@ -138,8 +138,9 @@ struct FitConfig {
   // broadest fitted arm (c / R_eff, R_eff = min(instrument, templates) at the arm's middle).
   // Below it a fitted VSINI is an upper limit (FIT_INFO VSINI_UPPER_LIMIT) no smaller than that
   // floor: what line-spread and template mismatch make of slow rotators. The fraction is
-  // vsini_fwhm_frac[format][library] (format_value: "format:SURVEY" or the format; library: the
-  // library's preset name, else its template kind, e.g. miles; "*" any library), else
+  // vsini_fwhm_frac[format][library] (library: the library's preset name, else its template kind,
+  // e.g. miles, "joined" for a join without a preset; "*" any library), looked up in the order
+  // "format:SURVEY" library, "format:SURVEY" "*", format library, format "*"; else
   // vsini_min_fwhm_frac. Shipped values: cross-validated on the shared real stars by
   // scripts/calibrate_vsini.py, halfway (geometric) between the 97.5% quantile of VSINI/FWHM of
   // slow rotators (stars below 6500 K) and the 20% quantile of the same stars broadened by

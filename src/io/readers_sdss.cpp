@@ -4,9 +4,9 @@
 // https://data.sdss.org/datamodel/files/BOSS_SPECTRO_REDUX/RUN2D/spectra/PLATE4/spec.html
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <vector>
@@ -23,10 +23,10 @@ constexpr double kSdssR = 2000.0;
 
 // The arm's line spread from its wdisp column as a resolution matrix (ArmData's desispec layout):
 // row i a Gaussian of sigma wdisp[i] pixels (the data model's "wavelength dispersion in pixel =
-// dloglam units", Gaussian sigma), normalised over its taps, which reach 4 sigma of the widest
-// row (at most 31 diagonals). BOSS's line spread runs from sigma 1.8 px (R ~1000) at 3600 A to
-// 0.85 px (R ~2150) in the red: one R for the whole range mistakes the blue's extra width for
-// rotation (the G1V star spec-3586-55181-0500 fitted VSINI 180 km/s at R 2000, 78 km/s with
+// dloglam units", Gaussian sigma), normalised over its taps, which reach 4 sigma of the 99th
+// percentile row (at most 31 diagonals). BOSS's line spread runs from sigma 1.8 px (R ~1000) at
+// 3600 A to 0.85 px (R ~2150) in the red: one R for the whole range mistakes the blue's extra width
+// for rotation (the G1V star spec-3586-55181-0500 fitted VSINI 180 km/s at R 2000, 78 km/s with
 // this matrix, with a lower chi^2; docs/vsini.md). Values outside 0.2-7 px (zeros at masked
 // ends) take the arm's median. No usable value: no matrix, the nominal R.
 void wdisp_matrix(const UninitVector<float>& wdisp, ArmData& arm) {
@@ -38,14 +38,14 @@ void wdisp_matrix(const UninitVector<float>& wdisp, ArmData& arm) {
       ok.push_back(wdisp[i]);
     }
   if (ok.empty() || n == 0) return;
-  std::nth_element(ok.begin(), ok.begin() + ok.size() / 2, ok.end());
+  std::sort(ok.begin(), ok.end());
   const double med = ok[ok.size() / 2];
-  double widest = 0.0;
-  for (double& v : sig) {
+  // The band: 4 sigma of the 99th percentile row, so that a few odd rows do not widen every
+  // row's band (a wider row is cut there and renormalised).
+  const double wide = ok[std::min(ok.size() - 1, ok.size() * 99 / 100)];
+  for (double& v : sig)
     if (std::isnan(v)) v = med;
-    widest = std::max(widest, v);
-  }
-  const int h = std::min(15, static_cast<int>(std::ceil(4.0 * widest)));
+  const int h = std::min(15, static_cast<int>(std::ceil(4.0 * wide)));
   const int ndiag = 2 * h + 1;
   arm.ndiag = ndiag;
   arm.resolution.assign(static_cast<size_t>(ndiag) * n, 0.0f);

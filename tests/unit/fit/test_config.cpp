@@ -148,8 +148,10 @@ TEST_CASE("VSINI floor fractions per format and library, and a scalar that appli
   // Shipped (issue 52): per format and library kind (preset name or template kind), else the
   // scalar; a "desi:SURVEY" file reads its format's entry.
   const FitConfig d;
-  CHECK(vsini_floor_frac(d, "lamost-dr8", "", "lamost") == d.vsini_fwhm_frac.at("lamost-dr8").at("lamost"));
-  CHECK(vsini_floor_frac(d, "desi", "lamost-regrid", "desi") == d.vsini_fwhm_frac.at("desi").at("desi"));
+  CHECK(vsini_floor_frac(d, "lamost-dr8", "", "lamost") ==
+        d.vsini_fwhm_frac.at("lamost-dr8").at("lamost"));
+  CHECK(vsini_floor_frac(d, "desi", "lamost-regrid", "desi") ==
+        d.vsini_fwhm_frac.at("desi").at("desi"));
   CHECK(vsini_floor_frac(d, "sdss", "", "miles") == d.vsini_min_fwhm_frac);  // not calibrated
   CHECK(vsini_floor_frac(d, "desi", "main", "phoenix") == d.vsini_min_fwhm_frac);
   // A scalar in the file applies to every format and library.
@@ -160,12 +162,22 @@ TEST_CASE("VSINI floor fractions per format and library, and a scalar that appli
   const FitConfig m = load_fit_config(write_yaml(
       "vm", "fit:\n  vsini_fwhm_frac:\n    desi:main: {'*': 0.7}\n    sdss: {miles: 0.8}\n"));
   CHECK(vsini_floor_frac(m, "desi", "main", "desi") == 0.7);
-  CHECK(vsini_floor_frac(m, "desi", "lamost-regrid", "desi") == d.vsini_fwhm_frac.at("desi").at("desi"));
+  CHECK(vsini_floor_frac(m, "desi", "lamost-regrid", "desi") ==
+        d.vsini_fwhm_frac.at("desi").at("desi"));
   CHECK(vsini_floor_frac(m, "sdss", "", "miles") == 0.8);
   CHECK(vsini_floor_frac(m, "sdss", "", "desi") == m.vsini_min_fwhm_frac);
-  CHECK(load_fit_config(write_yaml("vd", dump_fit_config(m))).vsini_fwhm_frac == m.vsini_fwhm_frac);
-  for (const char* bad : {"fit:\n  vsini_min_fwhm_frac: -1\n",
-                          "fit:\n  vsini_fwhm_frac:\n    lamost: {miles: 1}\n",  // a preset, not a format
-                          "fit:\n  vsini_fwhm_frac:\n    sdss: {miles: .nan}\n"})
+  const FitConfig back = load_fit_config(write_yaml("vd", dump_fit_config(m)));
+  CHECK(back.vsini_fwhm_frac == m.vsini_fwhm_frac);
+  CHECK(back.vsini_min_fwhm_frac == m.vsini_min_fwhm_frac);
+  // Both in one file: the scalar replaces the shipped map, the map given then applies.
+  const FitConfig both = load_fit_config(write_yaml(
+      "vb", "fit:\n  vsini_min_fwhm_frac: 0.6\n  vsini_fwhm_frac:\n    sdss: {miles: 0.8}\n"));
+  CHECK(both.vsini_fwhm_frac.size() == 1);
+  CHECK(vsini_floor_frac(both, "sdss", "", "miles") == 0.8);
+  CHECK(vsini_floor_frac(both, "lamost-dr8", "", "lamost") == 0.6);
+  for (const char* bad :
+       {"fit:\n  vsini_min_fwhm_frac: -1\n",
+        "fit:\n  vsini_fwhm_frac:\n    lamost: {miles: 1}\n",  // a preset, not a format
+        "fit:\n  vsini_fwhm_frac:\n    sdss: {miles: .nan}\n"})
     CHECK_THROWS_AS(load_fit_config(write_yaml("vbad", bad)), ConfigError);
 }

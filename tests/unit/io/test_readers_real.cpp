@@ -1,6 +1,6 @@
 // The readers on the shared real data (../shared/data): one file per supported format.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -137,7 +137,8 @@ TEST_CASE("BOSS star spec file: 10^loglam wavelengths, finite flux, SPALL SPECOB
   // rows' widths give BOSS's R ~1000-1400 below 4000 A and ~1900-2400 above 7000 A (Smee et al.
   // 2013; one R of 2000 for both read the blue's width as rotation, docs/vsini.md).
   CHECK(std::isnan(a.resolution_R));
-  REQUIRE(a.ndiag == 17);  // 4 sigma of the widest row (1.8-2 px at the blue end)
+  REQUIRE(a.ndiag >= 15);  // 4 sigma of the 99th percentile row (1.8-2 px at the blue end)
+  REQUIRE(a.ndiag <= 17);
   REQUIRE(a.resolution.size() == a.size() * 17);
   const size_t n = a.size();
   const int h = a.ndiag / 2;

@@ -9,6 +9,7 @@
 #include "common/error.hpp"
 #include "emulator/build.hpp"
 #include "io/cannon.hpp"
+#include "io/fits.hpp"
 #include "io/h5.hpp"
 #include "io/h5_seal.hpp"
 #include "io/readers.hpp"
@@ -54,6 +55,8 @@ TEST_CASE("Kesseli M dwarfs: Teff and logg from the dwarf table, BOSS line sprea
   CHECK(set.curated);
   CHECK(set.spectra.size() == 33);
   CHECK(set.skipped.empty());
+  CHECK(set.frame.find("M0..M9 = +3.6 +3.4 +0.7 +4.7 +4.9 +5.1 +5.0 +2.9 +2.9 +2.9 km/s") !=
+        std::string::npos);
   // BOSS R from 1560 (3650 A) to 2650 (10000 A): FWHM = lambda / R, tabulated every 50 A and
   // linear in between (lambda / R curves by < 1e-5 relative over 50 A).
   CHECK(set.fwhm_at(3650.0) == Approx(3650.0 / 1560.0).epsilon(1e-5));
@@ -71,6 +74,18 @@ TEST_CASE("Kesseli M dwarfs: Teff and logg from the dwarf table, BOSS line sprea
       CHECK(t.teff_K == 3210.0);
       CHECK(t.logg == Approx(4.438 + std::log10(0.24) - 2 * std::log10(0.274)).margin(1e-9));
       CHECK(t.feh == Approx(-0.25));
+      // On the redrock/Cannon frame (issue 52): the file's 10^LogLam x (1 + 4.9 / c), M4's
+      // measured offset (docs/rv-zero-point.md). The reader may trim a few pixels at the start,
+      // so the first wavelength is matched to one of the file's first 20 (the grid step, 1.7e-5
+      // relative, is about the shift itself: exactly one ratio must be the factor, to 1e-13).
+      auto f = fits::File::open_read(test::data("templates/kesseli_mdwarfs/M4_+0.0_Dwarf.fits"));
+      f.move_to(1);
+      const auto loglam = f.read_column_double("LogLam");
+      const double factor = 1.0 + 4.9 / 299792.458;
+      int matches = 0;
+      for (size_t j = 0; j < 20 && j < loglam.size(); ++j)
+        matches += std::fabs(t.wave_vac_A.front() / std::pow(10.0, loglam[j]) - factor) < 1e-13;
+      CHECK(matches == 1);
     }
     if (t.name == "M9") {
       m9 = true;
