@@ -181,4 +181,15 @@ print("provenance OK:", cmd)
 PY
 # Merging an output directory alone checks its target first, too.
 refused merge_only "folder nodir does not exist" "$VELOX" fit --output-dir cats --merge nodir/m.h5
+
+echo "== more threads than cores (issue 53)"
+# --threads beyond the cores the process may run on (its affinity: nproc) is capped there, with
+# a warning naming both numbers; the fit runs.
+cores=$(nproc)
+run_rc rc "$VELOX" fit --templates "$LIB" --threads 1000 --output threads.h5 "$F" >threads.log 2>&1
+((rc == 0)) || { cat threads.log; fail "--threads 1000: exit code $rc"; }
+grep -q "warning.*--threads 1000: this process may run on $cores cores.*using $cores threads" \
+  threads.log || { cat threads.log; fail "--threads 1000: no warning naming $cores cores"; }
+grep -q "1 ranks x $cores threads" threads.log ||
+  { cat threads.log; fail "--threads 1000: not capped at $cores"; }
 echo "PASS"
