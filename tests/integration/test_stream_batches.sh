@@ -3,7 +3,8 @@
 # spectrum at a time per thread (the CPU default) and batches (the GPU's path, run here on the
 # CPU with the hidden --cpu-batch N, so it is tested without a device). LAMOST files, a corrupt
 # one and a DESI coadd with --include-unselected and --save-models: catalogs, /fibermap and
-# /models bitwise identical, in input order, with 1 and 3 threads.
+# /models bitwise identical, in input order, with 1 and 3 threads (velox caps 3 at the cores the
+# process may use: 2 on a 2-core CI machine, still more than one).
 set -euo pipefail
 source "$VELOX_SOURCE_DIR/tests/integration/common.sh"
 itest_setup stream_batches
