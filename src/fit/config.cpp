@@ -28,15 +28,8 @@ bool vrad_from_arms(const FitConfig& cfg, const std::string& format, const std::
 double vsini_floor_frac(const FitConfig& cfg, const std::string& format, const std::string& survey,
                         const std::string& library) {
   // The survey's entry before the format's; in each, the library's value before "*".
-  for (const std::string& k : {survey.empty() ? std::string() : format + ":" + survey, format}) {
-    const auto e = k.empty() ? cfg.vsini_fwhm_frac.end() : cfg.vsini_fwhm_frac.find(k);
-    if (e == cfg.vsini_fwhm_frac.end()) continue;
-    for (const std::string& lib : {library, std::string("*")}) {
-      const auto v = e->second.find(lib);
-      if (v != e->second.end()) return v->second;
-    }
-  }
-  return cfg.vsini_min_fwhm_frac;
+  const double* v = format_value(cfg.vsini_fwhm_frac, format, survey, {library, "*"});
+  return v ? *v : cfg.vsini_min_fwhm_frac;
 }
 
 std::map<std::string, std::map<std::string, double>> default_error_floors() {

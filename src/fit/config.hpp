@@ -1,6 +1,7 @@
 // Fit configuration: defaults, YAML loading (`--config FILE`, section `fit:`), YAML dumping for
 // the provenance attribute. Units: km/s, vacuum Angstrom.
 #pragma once
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <utility>
@@ -14,19 +15,28 @@ std::map<std::string, std::map<std::string, double>> default_error_floors();
 // A file's value of `key` (a column or an arm) in a per-format calibration map (error floors,
 // arm zero points and scatter): the survey's own entry "format:SURVEY" (the primary header's
 // SURVEY, e.g. desi:lamost-regrid) where it lists the key, else the format's entry; nullptr when
-// neither does.
+// neither does. With several keys, each entry is searched for them in order before the next
+// entry (the VSINI floor's library, then "*").
 template <class V>
 const V* format_value(const std::map<std::string, std::map<std::string, V>>& m,
                       const std::string& format, const std::string& survey,
-                      const std::string& key) {
+                      std::initializer_list<std::string> keys) {
   for (const std::string& k : {survey.empty() ? std::string() : format + ":" + survey, format}) {
     if (k.empty()) continue;
     const auto e = m.find(k);
     if (e == m.end()) continue;
-    const auto v = e->second.find(key);
-    if (v != e->second.end()) return &v->second;
+    for (const std::string& key : keys) {
+      const auto v = e->second.find(key);
+      if (v != e->second.end()) return &v->second;
+    }
   }
   return nullptr;
+}
+template <class V>
+const V* format_value(const std::map<std::string, std::map<std::string, V>>& m,
+                      const std::string& format, const std::string& survey,
+                      const std::string& key) {
+  return format_value(m, format, survey, {key});
 }
 
 struct FitConfig {
