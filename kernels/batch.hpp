@@ -47,9 +47,11 @@ struct SlotCounts {
   long long rm;                        // the folded rows (floats: sum of n_full x ndiag)
   long long Tg;                        // rotated model's grid rows x np (the CPU's Tr alike)
   long long ccf, acc, emu;             // CCF lags, 8 accumulators per lag, emulator scratch
+  long long Tv;                        // kept rows (FitData::Tv): arms x template-grid rows
 };
 VX_HD VX_INLINE SlotCounts slot_counts(long long slot_pix, long long slot_full, int np, int n_out,
-                                       long long emu, long long slot_grid, long long slot_rm) {
+                                       long long emu, long long slot_grid, long long slot_rm,
+                                       long long slot_vrows = 0) {
   SlotCounts c;
   c.T = c.fn = c.wts = c.frac = c.t0 = slot_pix;
   c.dT = slot_pix * np;
@@ -60,6 +62,7 @@ VX_HD VX_INLINE SlotCounts slot_counts(long long slot_pix, long long slot_full, 
   c.ccf = n_out;
   c.acc = 8LL * n_out;
   c.emu = emu;
+  c.Tv = slot_vrows;
   return c;
 }
 
@@ -81,6 +84,7 @@ void for_each_slot_array(S& s, const SlotCounts& c, F&& f) {
   f(s.ccf, c.ccf);
   f(s.acc, c.acc);
   f(s.emu, c.emu);
+  f(s.Tv, c.Tv);
 }
 
 // The host's SIMD form of the resolution rows (prep::Kernels::expand_rows): rows of fold
@@ -135,13 +139,15 @@ struct BatchView {
   double* ccf = nullptr;             // [n_slots][n_out]
   double* acc = nullptr;             // [n_slots][8 * n_out]
   double* emu = nullptr;             // [n_slots][emulator_scratch_size(em)]
+  long long slot_vrows = 0;          // kept rows per slot >= arms x grid.n_tpix (0: none)
+  double* Tv = nullptr;              // [n_slots][slot_vrows] single-lane kept rows (FitData::Tv)
   PipelineShared* shared = nullptr;  // [n_slots]
 };
 
 // The table for a batch view's own slot sizes (its strides).
 VX_HD VX_INLINE SlotCounts slot_counts(const BatchView& b) {
   return slot_counts(b.slot_pix, b.slot_full, b.np, b.n_out, emulator_scratch_size(b.em),
-                     b.slot_grid, b.slot_rm);
+                     b.slot_grid, b.slot_rm, b.slot_vrows);
 }
 
 // Spectrum s's FitData, slot `slot`'s scratch and the spectrum's CCF template sets (tmpl[a]).
@@ -187,6 +193,11 @@ VX_HD VX_INLINE void batch_views(const BatchView& b, int s, int slot, FitData* d
   d->Tf = b.Tf ? b.Tf + k * c.Tf : nullptr;
   d->dTf = b.dTf ? b.dTf + k * c.dTf : nullptr;
   d->Tg = b.Tg && b.slot_grid > 0 ? b.Tg + k * c.Tg : nullptr;
+  const bool tv = b.Tv && (long long)bs.n_arms * b.grid.n_tpix <= b.slot_vrows;
+  d->Tv = tv ? b.Tv + k * c.Tv : nullptr;
+  d->tv_stride = b.grid.n_tpix;
+  d->tv_keep = b.shared[slot].kept;
+  d->tv_arm0 = 0;
   sc->T = b.T + k * c.T;
   sc->dT = b.dT + k * c.dT;
   sc->fn = b.fn + k * c.fn;

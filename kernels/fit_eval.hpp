@@ -47,6 +47,17 @@ VX_HD VX_INLINE int n_fit_params(int n_label, int fit_vsini) {
 // (src/backend/cpu/isa/simd_forms.hpp); opaque here.
 struct CpuFitExtras;
 
+// What one arm's kept rows (FitData::Tv) hold: the template's grid rows s0 .. s1 convolved with
+// the rotation kernel at vsini (km/s; M taps each side), from basis `basis` and the emulator
+// coefficients of generation `gen` (EvalWork::c_gen). basis == nullptr: nothing kept.
+struct KeptRows {
+  const float* basis;
+  unsigned gen;
+  int M;
+  double vsini;
+  int s0, s1;
+};
+
 // One spectrum's usable pixels, arms contiguous: arm a owns [arm_start[a], arm_start[a+1]).
 struct FitData {
   int n_pix = 0;
@@ -81,13 +92,22 @@ struct FitData {
   // the rows already).
   const double* fold = nullptr;
   float* rmat_w = nullptr;
-  double* Tf = nullptr;           // scratch [sum n_full] template on the full grids
-  double* dTf = nullptr;          // scratch [sum n_full][np]; the CPU's chi^2 grid keeps its
-                                  // stencils there until the LM (per arm the fractions, then
-                                  // the taps; grid_stencils_at, ccf.hpp)
+  double* Tf = nullptr;   // scratch [sum n_full] template on the full grids
+  double* dTf = nullptr;  // scratch [sum n_full][np]; the CPU's chi^2 grid keeps its
+                          // stencils there until the LM (per arm the fractions, then
+                          // the taps; grid_stencils_at, ccf.hpp)
   // Scratch [n_tpix][np] for the rotated model: the template (and its label derivatives) on the
   // grid rows an arm spans, computed once per evaluation. nullptr: per-pixel sums instead.
   double* Tg = nullptr;
+  // Kept rows of the single-lane teams (the GPU's warp, V == 1; issue 51 "do each piece of work
+  // once"): per arm k = tv_arm0 + a, Tv + k * tv_stride holds [n_tpix] template grid rows
+  // convolved with the rotation kernel, described by tv_keep[k]. Velocity-only evaluations
+  // compute them once per coefficients and VSINI and then take 4 taps per pixel (the CPU's
+  // CpuFitExtras::VelocityRows alike). nullptr: each evaluation sums the basis again.
+  double* Tv = nullptr;
+  long long tv_stride = 0;
+  KeptRows* tv_keep = nullptr;
+  int tv_arm0 = 0;
   // The CPU backend's inputs (CpuFitExtras; nullptr on the GPU, whose FitData copies stay
   // small), and the index of this view's arm 0 in their per-arm arrays (a segment_view's arm).
   const CpuFitExtras* cpu = nullptr;
@@ -130,6 +150,10 @@ VX_HD VX_INLINE FitData segment_view(const FitData& d, int s) {
   v.Tf = d.Tf;
   v.dTf = d.dTf;
   v.Tg = d.Tg;
+  v.Tv = d.Tv;
+  v.tv_stride = d.tv_stride;
+  v.tv_keep = d.tv_keep;
+  v.tv_arm0 = d.tv_arm0 + a;
   v.fit_vsini = d.fit_vsini;
   return v;
 }
@@ -368,8 +392,9 @@ struct EvalWork {
   double grad[kMaxParams];
   double hess[kMaxParams * kMaxParams];
   int ok;
-  int n_eval[3];  // evaluate() calls of the stellar model: [0] chi^2 only, [1] with the Jacobian,
-                  // [2] velocity-only (VOnly) with its Jacobian column; counted for `velox bench`
+  unsigned c_gen;  // bumped whenever c, dc change (emulator_coeffs_into): FitData::tv_keep's key
+  int n_eval[3];   // evaluate() calls of the stellar model: [0] chi^2 only, [1] with the Jacobian,
+                   // [2] velocity-only (VOnly) with its Jacobian column; counted for `velox bench`
 };
 
 // Cubic-interpolation stencil of an observed pixel on the template grid at ln D = lnd: the taps
@@ -518,10 +543,14 @@ VX_HD void emulator_coeffs_into(const Team& team, const EmulatorView& em, const 
                                 EvalWork* w) {
   if (w->emu) {
     emulator_coeffs_team(team, em, labels, w->emu, w->c, w->dc);
+    team.single([&] { ++w->c_gen; });
   } else {
-    team.single([&] { emulator_coeffs(em, labels, w->c, w->dc); });
-    team.sync();
+    team.single([&] {
+      emulator_coeffs(em, labels, w->c, w->dc);
+      ++w->c_gen;
+    });
   }
+  team.sync();
 }
 
 // Template and derivatives at one pixel from its 4 stencil rows b0, b0 + K1, b0 + 2 K1,
@@ -799,6 +828,65 @@ VX_HD VX_INLINE bool host_convolved_rows(const Team& team, const FitData& d) {
     return false;
 }
 
+// A velocity-only evaluation of arm a at the points ll[0 .. n_eval) from the kept rows
+// (FitData::Tv, single-lane teams): the template's grid rows convolved with the rotation kernel
+// w->rot (M = w->rot_half taps each side; the rows themselves when M = 0), recomputed only when
+// the coefficients (w->c_gen), VSINI or the rows the points need changed, then 4 taps per point:
+//   t = sum_tap wt[tap] Tc[t0 - 1 + tap],  dt/dv = du_dv sum_tap dwt[tap] Tc[t0 - 1 + tap],
+// which is rotated_pixel's sum in another order: Tc[x] = sum_m rot[m] B_clamp(x + m - M).c.
+// The rows are kKeptRowsPad wider each side than needed, so that the next velocities (Newton
+// steps, the moments grid: a few rows away) reuse them. With M > 0 the rows before convolution go
+// through d.Tg (one row per element). Writes t_out and, with need_jac, dt_out (np = 1).
+constexpr int kKeptRowsPad = 64;
+template <class Team>
+VX_HD void kept_rows_pixels(const Team& team, const GridView& g, const FitData& d, int a,
+                            const EvalWork* w, const float* B, int K1, double vsini,
+                            const double* ll, int n_eval, double lnd, double du_dv, bool need_jac,
+                            double* t_out, double* dt_out) {
+  const int M = w->rot_half, S = g.n_tpix, k = d.tv_arm0 + a;
+  int lo_t, hi_t, r0, r1;
+  rotated_row_span(g, ll, n_eval, lnd, 0, &lo_t, &hi_t, &r0, &r1);
+  KeptRows* kr = d.tv_keep + k;
+  double* Tc = d.Tv + (size_t)k * d.tv_stride;
+  const bool kept = kr->basis == B && kr->gen == w->c_gen && kr->M == M && kr->vsini == vsini &&
+                    kr->s0 <= r0 && kr->s1 >= r1;
+  if (!kept) {
+    const int p0 = r0 - kKeptRowsPad > 0 ? r0 - kKeptRowsPad : 0;
+    const int p1 = r1 + kKeptRowsPad < S - 1 ? r1 + kKeptRowsPad : S - 1;
+    constexpr int RV = 4;  // row_dot's partial sums: the rotated model's row products
+    if (M == 0) {
+      team.for_each(p1 - p0 + 1, [&](int rr) {
+        Tc[p0 + rr] = row_dot<RV>(w->c, B + (size_t)(p0 + rr) * K1, K1);
+      });
+    } else {
+      const int q0 = p0 - M > 0 ? p0 - M : 0, q1 = p1 + M < S - 1 ? p1 + M : S - 1;
+      double* Tg = d.Tg;
+      team.for_each(q1 - q0 + 1, [&](int rr) {
+        Tg[q0 + rr] = row_dot<RV>(w->c, B + (size_t)(q0 + rr) * K1, K1);
+      });
+      team.sync();
+      team.for_each(p1 - p0 + 1, [&](int rr) {
+        const int x = p0 + rr;
+        double t = 0.0;
+        for (int m = 0; m <= 2 * M; ++m) {
+          int row = x + m - M;
+          row = row < 0 ? 0 : (row > S - 1 ? S - 1 : row);
+          t += w->rot[m] * Tg[row];
+        }
+        Tc[x] = t;
+      });
+    }
+    team.sync();
+    team.single([&] { *kr = KeptRows{B, w->c_gen, M, vsini, p0, p1}; });
+  }
+  team.for_each(n_eval, [&](int j) {
+    double wt[4], dwt[4];
+    const double* tc = Tc + stencil_weights(g, ll[j], lnd, wt, dwt) - 1;
+    t_out[j] = taps4(wt, tc);
+    if (need_jac) dt_out[j] = du_dv * taps4(dwt, tc);
+  });
+}
+
 // Template value and derivatives at every pixel: T[n_pix], dT[n_pix][np] with
 // np = n_fit_params(L, w->fit_vsini): dT[.][0] = dT/dv, dT[.][1+l] = dT/dlabel_l and, when VSINI
 // is fitted, dT[.][1+L] = dT/dvsini. With em == nullptr, T = 1 (continuum-only model).
@@ -909,7 +997,10 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
     double* t_out = rm ? d.Tf + d.full_off[a] : T + i0;
     double* dt_out = rm ? d.dTf + (size_t)d.full_off[a] * np : dT + (size_t)i0 * np;
     const float* B = d.basis[a];
-    if (M == 0 && !(VOnly && host_convolved_rows(team, d))) {
+    if (VOnly && V == 1 && d.Tv && (M == 0 || d.Tg)) {
+      kept_rows_pixels(team, g, d, a, w, B, K1, theta[vsini_index(L)], ll, n_eval, lnd, du_dv,
+                       need_jac, t_out, dt_out);
+    } else if (M == 0 && !(VOnly && host_convolved_rows(team, d))) {
       if constexpr (V == 1) {
         team.for_each(n_eval, [&](int j) { model_at_lane(B, ll[j], &t_out[j], &dt_out[j * np]); });
       } else if constexpr (host_simd<Team>()) {

@@ -121,6 +121,7 @@ struct PipelineShared {
   int jbest, obest;
   FitRequest rq;  // the request of the machine below, served by the driver
   int more;       // the last step asked for a request
+  KeptRows kept[kMaxArms];  // FitData::tv_keep: what the kept rows hold (reset per fit)
   FitMachine fm;
   HeldMachine hm;
 };
@@ -283,6 +284,7 @@ VX_HD VX_NOINLINE bool fit_step(FitMachine& m, int L, const GridView& g, const F
   EvalWork* w = &sh->w;
   const int vs = vsini_index(L);
   VX_MACHINE_BEGIN(m)
+  for (int a = 0; a < kMaxArms; ++a) sh->kept[a].basis = nullptr;  // a new spectrum's rows
   rq->kind = kReqFold;  // the matrix rows into the worker's scratch (kernels/fold.hpp)
   VX_YIELD(m, 1);
   m.n_ccf = n_ccf > kMaxCcfTemplates ? kMaxCcfTemplates : n_ccf;
@@ -558,6 +560,7 @@ VX_HD VX_NOINLINE bool held_step(HeldMachine& m, int L, const FitData& d,
   EvalWork* w = &sh->w;
   const int vs = vsini_index(L);
   VX_MACHINE_BEGIN(m)
+  for (int a = 0; a < kMaxArms; ++a) sh->kept[a].basis = nullptr;  // a new spectrum's rows
   rq->kind = kReqFold;
   VX_YIELD(m, 1);
   w->emu = sc.emu;

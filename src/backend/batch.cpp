@@ -154,8 +154,18 @@ kern::BatchView HostBatch::view(SlotScratch& sc) {
   b.ccf = sc.ccf.data();
   b.acc = sc.acc.data();
   b.emu = sc.emu.data();
+  b.slot_vrows = sc.sizes.slot_vrows;
+  b.Tv = sc.Tv.empty() ? nullptr : sc.Tv.data();
   b.shared = sc.shared.get();
   return b;
+}
+
+SlotSizes HostBatch::sizes_kept_rows() const {
+  SlotSizes s = sizes_;
+  int arms = 0;
+  for (const auto& bs : spec) arms = std::max(arms, bs.n_arms);
+  s.slot_vrows = static_cast<long long>(arms) * grid.n_tpix;
+  return s;
 }
 
 std::vector<float> HostBatch::ivar_of(int s) const {

@@ -22,10 +22,14 @@ struct SlotSizes {
   long long emu = 0;        // emulator_scratch_size(em)
   long long slot_grid = 0;  // template-grid rows of the rotated model's scratch (0: no VSINI)
   long long slot_rm = 0;    // >= the largest sum over a spectrum's arms of n_full * ndiag
+  // Kept rows of the single-lane teams (kern::BatchView::Tv): >= arms x template-grid rows of
+  // every spectrum, 0: none (the CPU backend; HostBatch::sizes_kept_rows for the lane team).
+  long long slot_vrows = 0;
   // Every size at least o's.
   bool covers(const SlotSizes& o) const {
     return o.slot_pix <= slot_pix && o.slot_full <= slot_full && o.np <= np && o.n_out <= n_out &&
-           o.emu <= emu && o.slot_grid <= slot_grid && o.slot_rm <= slot_rm;
+           o.emu <= emu && o.slot_grid <= slot_grid && o.slot_rm <= slot_rm &&
+           o.slot_vrows <= slot_vrows;
   }
   // Each size the larger of this one and o's.
   void widen(const SlotSizes& o) {
@@ -36,16 +40,18 @@ struct SlotSizes {
     emu = std::max(emu, o.emu);
     slot_grid = std::max(slot_grid, o.slot_grid);
     slot_rm = std::max(slot_rm, o.slot_rm);
+    slot_vrows = std::max(slot_vrows, o.slot_vrows);
   }
 };
 // The per-slot element counts of each scratch array (kern::slot_counts, the one table).
 inline kern::SlotCounts slot_counts(const SlotSizes& s) {
-  return kern::slot_counts(s.slot_pix, s.slot_full, s.np, s.n_out, s.emu, s.slot_grid, s.slot_rm);
+  return kern::slot_counts(s.slot_pix, s.slot_full, s.np, s.n_out, s.emu, s.slot_grid, s.slot_rm,
+                           s.slot_vrows);
 }
 
 // Host scratch for n_slots slots of the given sizes.
 struct SlotScratch {
-  std::vector<double> T, dT, fn, wts, frac, Tf, dTf, Tg, Tr, ccf, acc, emu;
+  std::vector<double> T, dT, fn, wts, frac, Tf, dTf, Tg, Tr, ccf, acc, emu, Tv;
   std::vector<float> rm;
   std::vector<int> t0;
   std::unique_ptr<kern::PipelineShared[]> shared;
@@ -73,6 +79,9 @@ class HostBatch {
 
   int n_spec() const { return static_cast<int>(spec.size()); }
   const SlotSizes& sizes() const { return sizes_; }
+  // sizes() with the single-lane teams' kept rows (SlotSizes::slot_vrows): what the GPU's
+  // engine allocates, and the lane team's tests.
+  SlotSizes sizes_kept_rows() const;
 
   // A host BatchView of these arrays with the slots of `scratch` (ensure()d to this batch's
   // sizes by the caller). `results` and `ivar` are written by the fit.

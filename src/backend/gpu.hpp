@@ -38,9 +38,10 @@ size_t gpu_bytes_per_spectrum(size_t n_pix, size_t n_full = 0, size_t n_fold = 0
 // Device bytes of one slot's scratch for the sizes of kernels/batch.hpp (T, dT[np], fn, wts,
 // frac, t0 per slot pixel; Tf, dTf[np] per full-grid pixel; ccf, acc; emulator scratch; Tg[np]
 // per template-grid row of the rotated model (slot_grid, 0 without VSINI); slot_rm floats of
-// folded resolution rows; the PipelineShared).
+// folded resolution rows; slot_vrows doubles of kept rows (arms x template-grid rows); the
+// PipelineShared).
 size_t gpu_bytes_per_slot(long long slot_pix, long long slot_full, int np, int n_out, long long emu,
-                          long long slot_grid = 0, long long slot_rm = 0);
+                          long long slot_grid = 0, long long slot_rm = 0, long long slot_vrows = 0);
 
 // Spectra per batch with `n_sets` buffer sets in flight: floor((free_bytes * safety -
 // fixed_bytes) / (n_sets * bytes_per_spectrum)), at most max_batch; 0 when not even one fits.

@@ -14,16 +14,16 @@ size_t gpu_bytes_per_spectrum(size_t n_pix, size_t n_full, size_t n_fold) {
 }
 
 size_t gpu_bytes_per_slot(long long slot_pix, long long slot_full, int np, int n_out, long long emu,
-                          long long slot_grid, long long slot_rm) {
+                          long long slot_grid, long long slot_rm, long long slot_vrows) {
   // The table the engine allocates by (kern::slot_counts).
-  const kern::SlotCounts c =
-      kern::slot_counts(std::max(0LL, slot_pix), std::max(0LL, slot_full), np, std::max(n_out, 7),
-                        std::max(0LL, emu), std::max(0LL, slot_grid), std::max(0LL, slot_rm));
+  const kern::SlotCounts c = kern::slot_counts(
+      std::max(0LL, slot_pix), std::max(0LL, slot_full), np, std::max(n_out, 7), std::max(0LL, emu),
+      std::max(0LL, slot_grid), std::max(0LL, slot_rm), std::max(0LL, slot_vrows));
   // Element types of the engine's arrays (null pointers: only their types are read).
   struct {
     double *T, *dT, *fn, *wts, *frac;
     int* t0;
-    double *Tf, *dTf, *Tg, *ccf, *acc, *emu;
+    double *Tf, *dTf, *Tg, *ccf, *acc, *emu, *Tv;
     float* rm;
   } elem{};
   size_t bytes = sizeof(kern::PipelineShared);

@@ -90,13 +90,13 @@ struct BufferSet {
   DevArray<int> full_idx;
   DevArray<kern::PipelineResult> results;
   DevArray<const float*> basis, ccf_tmpl;
-  DevArray<double> T, dT, fn, wts, frac, Tf, dTf, Tg, ccf, acc, emu;
+  DevArray<double> T, dT, fn, wts, frac, Tf, dTf, Tg, ccf, acc, emu, Tv;
   DevArray<int> t0, counter;
   DevArray<kern::PipelineShared> shared;
   std::unique_ptr<EngineLauncher> engine;  // VELOX_GPU_ENGINE=kinds: the batched engine
-  SlotSizes slots;   // what the slot scratch is sized for
-  PinnedBytes up;    // inputs, staged for cudaMemcpyAsync
-  PinnedBytes down;  // results then ivar
+  SlotSizes slots;                         // what the slot scratch is sized for
+  PinnedBytes up;                          // inputs, staged for cudaMemcpyAsync
+  PinnedBytes down;                        // results then ivar
   // In flight:
   bool busy = false;
   size_t ticket = 0, first = 0;
@@ -217,12 +217,14 @@ class CudaBackend final : public Backend {
       s.slot_full = std::max<long long>(s.slot_full, static_cast<long long>(p->n_full_total()));
       s.slot_rm = std::max<long long>(s.slot_rm, static_cast<long long>(p->n_rm_total()));
       if (p->fit_vsini && pc_.fit_vsini) s.slot_grid = lib_.n_tpix;
+      s.slot_vrows =
+          std::max<long long>(s.slot_vrows, static_cast<long long>(p->n_arms) * lib_.n_tpix);
     }
     size_t free_b = 0, total_b = 0;
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-    const size_t fixed =
-        static_cast<size_t>(kSets) * n_slots_ *
-        gpu_bytes_per_slot(s.slot_pix, s.slot_full, s.np, s.n_out, s.emu, s.slot_grid, s.slot_rm);
+    const size_t fixed = static_cast<size_t>(kSets) * n_slots_ *
+                         gpu_bytes_per_slot(s.slot_pix, s.slot_full, s.np, s.n_out, s.emu,
+                                            s.slot_grid, s.slot_rm, s.slot_vrows);
     // What this engine already holds for batches is reusable: count it as free.
     const size_t n =
         gpu_batch_size(free_b + held_bytes_, kMemSafety, fixed, per, kSets, preferred_batch());
@@ -293,7 +295,7 @@ class CudaBackend final : public Backend {
     grow(set.results, ns);
     grow(set.basis, n_models);
     grow(set.ccf_tmpl, n_models);
-    ensure_slots(set, hb.sizes());
+    ensure_slots(set, hb.sizes_kept_rows());  // the warp's kept rows too (FitData::Tv)
     const Part parts[] = {
         {hb.spec.data(), ns * sizeof(kern::BatchSpectrum), set.spec.p},
         {hb.lnlam.data(), np_ * sizeof(double), set.lnlam.p},
@@ -352,6 +354,8 @@ class CudaBackend final : public Backend {
     v.rm = set.rm.p;
     v.slot_grid = set.slots.slot_grid;
     v.Tg = set.Tg.p;
+    v.slot_vrows = set.slots.slot_vrows;
+    v.Tv = set.Tv.p;
     v.ccf = set.ccf.p;
     v.acc = set.acc.p;
     v.emu = set.emu.p;

@@ -18,12 +18,11 @@
 #include "io/readers.hpp"
 #include "kernels/engine.hpp"
 #include "kernels/team.hpp"
-#include "unit/kernels/real_spectra.hpp"
 #include "test_util.hpp"
 #include "thin_library.hpp"
+#include "unit/kernels/real_spectra.hpp"
 
 using namespace velox;
-
 
 TEST_CASE("the batched engine's rounds with refill fit real spectra bit for bit as fit_one",
           "[kernels][engine][real]") {
@@ -44,7 +43,7 @@ TEST_CASE("the batched engine's rounds with refill fit real spectra bit for bit 
 
   // Reference: fit_one and fit_velocity_held alone, spectrum after spectrum, in slot 0.
   SlotScratch one;
-  one.ensure(1, hb.sizes());
+  one.ensure(1, hb.sizes_kept_rows());  // with the warp's kept rows (FitData::Tv)
   kern::BatchView b1 = hb.view(one);
   auto alone = [&](int s) {
     kern::FitData d;
@@ -74,7 +73,7 @@ TEST_CASE("the batched engine's rounds with refill fit real spectra bit for bit 
   std::fill(hb.results.begin(), hb.results.end(), kern::PipelineResult{});
   const int n_slots = std::max(3, n / 3);
   SlotScratch scratch;
-  scratch.ensure(n_slots, hb.sizes());
+  scratch.ensure(n_slots, hb.sizes_kept_rows());
   kern::EngineCtl ctl;
   ctl.b = hb.view(scratch);
   ctl.b.n_slots = n_slots;
@@ -89,6 +88,11 @@ TEST_CASE("the batched engine's rounds with refill fit real spectra bit for bit 
   }
   CHECK(hb.ivar == ivar_ref);  // the same pixels clipped
   for (int slot = 0; slot < n_slots; ++slot) CHECK(slot_spec[slot] == kern::kSlotDrained);
+  // The velocity-only evaluations took the kept rows (reset when a slot takes a new spectrum).
+  int n_kept = 0;
+  for (int slot = 0; slot < n_slots; ++slot)
+    n_kept += scratch.shared[slot].kept[0].basis != nullptr;
+  CHECK(n_kept == n_slots);
   CHECK(ctl.next_spectrum >= 2 * n);  // every spectrum was taken
   int n_ok = 0, n_matrix = 0;
   for (int s = 0; s < n; ++s) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/isa/simd_forms.hpp"
@@ -18,9 +19,9 @@
 #include "io/readers.hpp"
 #include "kernels/fit_pipeline.hpp"
 #include "kernels/team.hpp"
-#include "unit/kernels/real_spectra.hpp"
 #include "test_util.hpp"
 #include "thin_library.hpp"
+#include "unit/kernels/real_spectra.hpp"
 
 using namespace velox;
 
@@ -38,11 +39,13 @@ std::vector<double> random_values(int n, unsigned seed) {
   return v;
 }
 
-
 // kern::fit_one with any team on one prepared spectrum (the scratch a backend would give it).
+// kept_rows: with the single-lane teams' kept rows (FitData::Tv, as the GPU's batch_views gives
+// them); *kept_used then says whether the fit's velocity-only evaluations took them.
 template <class Team>
 kern::PipelineResult fit_with(const Team& team, const PreparedSpectrum& p, const FitContext& ctx,
-                              std::vector<float>* ivar) {
+                              std::vector<float>* ivar, bool kept_rows = false,
+                              bool* kept_used = nullptr) {
   const auto& lib = ctx.lib;
   const Packed& all = p.packed;
   const auto em = lib.view();
@@ -67,9 +70,17 @@ kern::PipelineResult fit_with(const Team& team, const PreparedSpectrum& p, const
   const float* tmpl[kern::kMaxArms] = {};
   for (int a = 0; a < all.n_arms; ++a) tmpl[a] = all.models[a]->ccf_templates.data();
   auto shared = std::make_unique<kern::PipelineShared>();
+  std::vector<double> Tv;
+  if (kept_rows) {
+    Tv.resize(static_cast<size_t>(all.n_arms) * lib.n_tpix);
+    d.Tv = Tv.data();
+    d.tv_stride = lib.n_tpix;
+    d.tv_keep = shared->kept;
+  }
   kern::PipelineResult res;
   kern::fit_one(team, em, grid, d, tmpl, all.models[0]->n_ccf, lib.ccf_labels.data(), pc, sc,
                 shared.get(), &res);
+  if (kept_used) *kept_used = shared->kept[0].basis != nullptr;
   return res;
 }
 
@@ -84,7 +95,11 @@ struct EvalRig {
   std::unique_ptr<kern::EvalWork> w = std::make_unique<kern::EvalWork>();
   kern::FitData d;
   kern::EmulatorView em;
-  EvalRig(const PreparedSpectrum& p, const TemplateLibrary& lib, bool cpu_rows) {
+  std::vector<double> Tv;
+  kern::KeptRows keep[kern::kMaxArms] = {};
+  // cpu_rows: the CPU backend's convolved rows; kept_rows: the single-lane teams' (FitData::Tv).
+  EvalRig(const PreparedSpectrum& p, const TemplateLibrary& lib, bool cpu_rows,
+          bool kept_rows = false) {
     const Packed& all = p.packed;
     em = lib.view();
     const int np = kern::n_fit_params(lib.n_label, 0);
@@ -102,6 +117,12 @@ struct EvalRig {
       extras.tr_cols = np + 1;
       for (int a = 0; a < all.n_arms; ++a) extras.basis_t[a] = all.models[a]->basis_t.data();
       d.cpu = &extras;
+    }
+    if (kept_rows) {
+      Tv.resize(static_cast<size_t>(all.n_arms) * lib.n_tpix);
+      d.Tv = Tv.data();
+      d.tv_stride = lib.n_tpix;
+      d.tv_keep = keep;
     }
     w->emu = emu.data();
     w->fit_vsini = 0;
@@ -124,8 +145,9 @@ struct EvalRig {
     kern::emulator_coeffs_into(CpuTeam{}, em, theta + 1, w.get());
   }
   // A velocity-only evaluation into T and dT (dT/dv): chi^2.
-  double at(const TemplateLibrary& lib, int cont_deg, const double* theta) {
-    return eval<true>(CpuTeam{}, lib, cont_deg, theta, &T, &dT);
+  template <class Team = CpuTeam>
+  double at(const TemplateLibrary& lib, int cont_deg, const double* theta, const Team& team = {}) {
+    return eval<true>(team, lib, cont_deg, theta, &T, &dT);
   }
 };
 
@@ -202,7 +224,7 @@ TEST_CASE("lane team fits real LAMOST and DESI-layout spectra like the serial te
   const auto& lib = test::thin_library();
   FitConfig cfg;  // resolution matrices on (the DESI default)
   ArmModelCache cache(lib);
-  int n_fit = 0, n_matrix = 0, n_seg_checked = 0;
+  int n_fit = 0, n_matrix = 0, n_seg_checked = 0, n_kept = 0;
   test::each_real_spectrum(
       lib, cache, cfg,
       [&](const PreparedSpectrum& p, const FitContext& ctx, const std::string& path, int64_t row) {
@@ -211,8 +233,12 @@ TEST_CASE("lane team fits real LAMOST and DESI-layout spectra like the serial te
         std::vector<float> iv_s, iv_l;
         // The serial team: FP64 template sums, as the warp computes them (the CPU's FP32 form is
         // compared with it in the next test).
+        // The lane team as the GPU runs it: velocity-only evaluations from kept rows (FP64 row
+        // products, then 4 taps; the serial team sums the 4 stencil rows per pixel first).
+        bool kept = false;
         const auto s = fit_with(kern::SerialTeam{}, p, ctx, &iv_s);
-        const auto l = fit_with(kern::LaneTeam{}, p, ctx, &iv_l);
+        const auto l = fit_with(kern::LaneTeam{}, p, ctx, &iv_l, true, &kept);
+        n_kept += kept;
         INFO(path << " row " << row);
         INFO("serial theta " << s.best.theta[0] << " " << s.best.theta[1] << " " << s.best.theta[2]
                              << " " << s.best.theta[3] << " " << s.best.theta[4] << " np "
@@ -221,9 +247,10 @@ TEST_CASE("lane team fits real LAMOST and DESI-layout spectra like the serial te
                              << l.best.theta[4] << " np " << l.best.np);
         REQUIRE(s.status == l.status);
         if (s.status != kern::kPipeOk) return;
-        // Only the small reduce_sum sums (CCF mean and norm, clip counts) are added in another
-        // order: chi^2 agrees to round-off, the parameters to far below their errors
-        // (1e-6 sigma; LM stops at the same iteration from the same start).
+        // Only the small reduce_sum sums (CCF mean and norm, clip counts) and the velocity-only
+        // template sums (kept rows) are added in another order: chi^2 agrees to round-off, the
+        // parameters to far below their errors (1e-6 sigma; LM stops at the same iteration from
+        // the same start).
         CHECK(l.best.chi2 == Approx(s.best.chi2).epsilon(1e-10));
         CHECK(l.best.niter == s.best.niter);
         REQUIRE(l.best.np == s.best.np);
@@ -250,6 +277,7 @@ TEST_CASE("lane team fits real LAMOST and DESI-layout spectra like the serial te
   CHECK(n_fit >= 12);
   CHECK(n_matrix >= 4);  // the DESI-layout stars went through the resolution-matrix path
   CHECK(n_seg_checked >= 12);
+  CHECK(n_kept == n_fit);  // every fit's velocity-only evaluations took the kept rows
 }
 
 TEST_CASE("a later LM start stops inside the best start's basin: the same fits, fewer iterations",
@@ -418,68 +446,106 @@ TEST_CASE("the CPU's rotated model from convolved grid rows equals the per-pixel
   CHECK(worst_t > 0.0);  // the two paths did run (the same path would agree bitwise)
 }
 
-TEST_CASE("velocity-only evaluations reuse the CPU's rows while the labels stay, and only then",
+// The velocity sweep of the kept-rows tests on one spectrum: at VSINI 0 and 40 and two sets of
+// labels, velocity-only evaluations at 12, 24, -36 and 60 km/s with `rows` (kept rows) and `ref`
+// (per-point stencils), then a full evaluation in between (which overwrites the scratch) and, at
+// the same labels, VSINI 4 km/s higher (the same kernel half-width, other weights). chi2_ok(ca,
+// cb) checks each pair of chi^2; span() gives the rows' kept span of arm 0 as {s0, s1} (and
+// checks that rows were kept). Returns how many velocities found the span of the one before.
+template <class Team, class Chi2Ok, class Span>
+int velocity_sweep(EvalRig& rows, EvalRig& ref, const Team& team, const TemplateLibrary& lib,
+                   int cont_deg, Chi2Ok&& chi2_ok, Span&& span, double* worst_t, double* worst_dt) {
+  const int vs = kern::vsini_index(lib.n_label);
+  int n_kept = 0;
+  for (const double vsini : {0.0, 40.0}) {
+    for (const double teff : {3.76, 3.70}) {
+      double theta[kern::kMaxParams] = {12.0, teff, 4.3, -0.2};
+      theta[vs] = vsini;
+      rows.labels(theta);
+      ref.labels(theta);
+      std::pair<int, int> last{-1, -1};
+      for (const double v : {12.0, 24.0, -36.0, 60.0}) {
+        theta[0] = v;
+        const double ca = rows.at(lib, cont_deg, theta, team);
+        const double cb = ref.at(lib, cont_deg, theta, team);
+        REQUIRE(std::isfinite(ca));
+        chi2_ok(ca, cb);
+        test::worst_rel_diff(rows.T, rows.dT, ref.T, ref.dT, 1, worst_t, worst_dt);
+        const std::pair<int, int> now = span();
+        if (last.first >= 0) n_kept += now == last;
+        last = now;
+      }
+      std::vector<double> Tj, dTj;
+      REQUIRE(std::isfinite(rows.eval(team, lib, cont_deg, theta, &Tj, &dTj)));
+      REQUIRE(std::isfinite(ref.eval(team, lib, cont_deg, theta, &Tj, &dTj)));
+      for (const double vs2 : {vsini, vsini > 0 ? vsini + 4.0 : vsini}) {
+        theta[vs] = vs2;
+        chi2_ok(rows.at(lib, cont_deg, theta, team), ref.at(lib, cont_deg, theta, team));
+        test::worst_rel_diff(rows.T, rows.dT, ref.T, ref.dT, 1, worst_t, worst_dt);
+      }
+    }
+  }
+  return n_kept;
+}
+
+TEST_CASE("velocity-only evaluations reuse kept rows while the labels stay, and only then",
           "[kernels][team][real]") {
-  // CpuFitExtras::VelocityRows: at one set of labels and VSINI the CPU computes the convolved rows
-  // once and each velocity-only evaluation interpolates them. Against the per-point stencils (no
-  // CPU rows): the same model to FP32 rounding (1e-6 of T's scale, 5e-5 of dT/dv's, as the rotated
-  // test above), at velocities 12 to 60 km/s apart, unrotated and rotated; the rows are computed
-  // once per set of labels (kept range unchanged between velocities), and new labels, a new VSINI
-  // of the same kernel width, or a full evaluation in between (which overwrites the scratch) are
-  // never served old rows (their models agree with the reference too).
+  // At one set of labels and VSINI the rows (convolved with the rotation kernel) are computed
+  // once and each velocity-only evaluation interpolates them, in both forms (velocity_sweep):
+  //  - the CPU's CpuFitExtras::VelocityRows, against the per-point stencils: the same model to
+  //    FP32 rounding (1e-6 of T's scale, 5e-5 of dT/dv's, as the rotated test above);
+  //  - the single-lane teams' FitData::Tv (the GPU's, issue 51), against the lane team's
+  //    per-pixel stencils: FP64 sums of another order (rows first), within 1e-13 of T's scale
+  //    and 1e-11 of dT/dv's, whose taps cancel (measured 1.3e-15 and 2.5e-14), chi^2 to 1e-10
+  //    relative; every arm keeps its own rows.
+  // The rows are computed once per set of labels (kept range unchanged between velocities), and
+  // new labels, a new VSINI of the same kernel width, or a full evaluation in between (which
+  // overwrites the scratch) are never served old rows (their models agree with the reference).
   const auto& lib = test::thin_library();
   FitConfig cfg;
   ArmModelCache cache(lib);
-  int n = 0, n_kept = 0;
-  double worst_t = 0.0, worst_dt = 0.0;
+  int n = 0, n_multi_arm = 0, kept_cpu = 0, kept_lane = 0;
+  double cpu_t = 0.0, cpu_dt = 0.0, lane_t = 0.0, lane_dt = 0.0;
   test::each_real_spectrum(
       lib, cache, cfg,
-      [&](const PreparedSpectrum& p, const FitContext& ctx, const std::string& path, int64_t row) {
+      [&](const PreparedSpectrum& p, const FitContext&, const std::string& path, int64_t row) {
         INFO(path << " row " << row);
         ++n;
-        EvalRig rows(p, lib, true), ref(p, lib, false);
-        const int vs = kern::vsini_index(lib.n_label);
-        for (const double vsini : {0.0, 40.0}) {
-          for (const double teff : {3.76, 3.70}) {
-            double theta[kern::kMaxParams] = {12.0, teff, 4.3, -0.2};
-            theta[vs] = vsini;
-            rows.labels(theta);
-            ref.labels(theta);
-            int s0 = -1, s1 = -1;
-            for (const double v : {12.0, 24.0, -36.0, 60.0}) {
-              theta[0] = v;
-              const double ca = rows.at(lib, cfg.cont_deg, theta);
-              const double cb = ref.at(lib, cfg.cont_deg, theta);
-              REQUIRE(std::isfinite(ca));
-              CHECK(ca == Approx(cb).margin(0.05));
-              test::worst_rel_diff(rows.T, rows.dT, ref.T, ref.dT, 1, &worst_t, &worst_dt);
-              const auto& vr = rows.extras.vrows[0];
+        n_multi_arm += p.packed.n_arms > 1;
+        EvalRig cpu_rows(p, lib, true), cpu_ref(p, lib, false);
+        kept_cpu += velocity_sweep(
+            cpu_rows, cpu_ref, CpuTeam{}, lib, cfg.cont_deg,
+            [](double ca, double cb) { CHECK(ca == Approx(cb).margin(0.05)); },
+            [&] {
+              const auto& vr = cpu_rows.extras.vrows[0];
               REQUIRE(vr.basis != nullptr);
-              if (s0 >= 0) n_kept += vr.s0 == s0 && vr.s1 == s1;
-              s0 = vr.s0, s1 = vr.s1;
-            }
-            // The same labels: a full evaluation in between, then (rotated, nothing in between)
-            // VSINI 44, the same kernel half-width as 40 (M = 3 template rows), other weights.
-            std::vector<double> Tj, dTj;
-            REQUIRE(std::isfinite(rows.eval(CpuTeam{}, lib, cfg.cont_deg, theta, &Tj, &dTj)));
-            REQUIRE(std::isfinite(ref.eval(CpuTeam{}, lib, cfg.cont_deg, theta, &Tj, &dTj)));
-            for (const double vs2 : {vsini, vsini > 0 ? vsini + 4.0 : vsini}) {
-              theta[vs] = vs2;
-              const double ca = rows.at(lib, cfg.cont_deg, theta);
-              const double cb = ref.at(lib, cfg.cont_deg, theta);
-              CHECK(ca == Approx(cb).margin(0.05));
-              test::worst_rel_diff(rows.T, rows.dT, ref.T, ref.dT, 1, &worst_t, &worst_dt);
-            }
-          }
-        }
+              return std::make_pair(vr.s0, vr.s1);
+            },
+            &cpu_t, &cpu_dt);
+        EvalRig lane_rows(p, lib, false, true), lane_ref(p, lib, false);
+        kept_lane += velocity_sweep(
+            lane_rows, lane_ref, kern::LaneTeam{}, lib, cfg.cont_deg,
+            [](double ca, double cb) { CHECK(ca == Approx(cb).epsilon(1e-10)); },
+            [&] {
+              for (int a = 0; a < p.packed.n_arms; ++a) REQUIRE(lane_rows.keep[a].basis != nullptr);
+              return std::make_pair(lane_rows.keep[0].s0, lane_rows.keep[0].s1);
+            },
+            &lane_t, &lane_dt);
       });
-  INFO("worst relative T " << worst_t << ", dT/dv " << worst_dt << "; rows kept " << n_kept);
+  INFO("worst relative T, dT/dv: CPU rows " << cpu_t << ", " << cpu_dt << "; lane rows " << lane_t
+                                            << ", " << lane_dt << "; rows kept " << kept_cpu << ", "
+                                            << kept_lane);
   CHECK(n >= 12);
-  CHECK(worst_t < 1e-6);
-  CHECK(worst_dt < 5e-5);
-  CHECK(worst_t > 0.0);  // the two forms did run
+  CHECK(n_multi_arm >= 4);  // the DESI-layout stars' three arms
+  CHECK(cpu_t < 1e-6);
+  CHECK(cpu_dt < 5e-5);
+  CHECK(lane_t < 1e-13);
+  CHECK(lane_dt < 1e-11);
+  CHECK(cpu_t > 0.0);  // the two forms did run
+  CHECK(lane_t > 0.0);
   // 3 of every 4 velocities find the rows kept (+-64 rows = 960 km/s cover these shifts).
-  CHECK(n_kept == 3 * 4 * n);
+  CHECK(kept_cpu == 3 * 4 * n);
+  CHECK(kept_lane == 3 * 4 * n);
 }
 
 TEST_CASE("the CPU's CCF from de-interleaved templates and its Chebyshev pseudo-continuum",
