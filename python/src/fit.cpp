@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "app/fit_run.hpp"
+#include "backend/backend.hpp"
 #include "bindings.hpp"
 #include "fit/resolution.hpp"
 #include "io/readers.hpp"
@@ -92,19 +93,47 @@ std::vector<ArraySpectrum> views_of(const pyb::list& spectra, std::deque<std::st
   return out;
 }
 
-// The best-fit model of job i on its input arms' grids (NaN at pixels not fitted).
-std::vector<std::vector<double>> models_of(const EngineBatch& b, size_t i,
-                                           const std::vector<ArmView>& arms) {
+// A fit's model (at the packed pixels of `pk`, empty for a failed fit) on the input arms' grids:
+// NaN at pixels not fitted.
+std::vector<std::vector<double>> models_on_arms(const Packed& pk, const std::vector<double>& m,
+                                                const std::vector<ArmView>& arms) {
   std::vector<std::vector<double>> out;
   for (const auto& a : arms) out.emplace_back(a.n_pix, NAN);
-  const size_t k = b.fitted[i];
-  if (k == EngineBatch::npos || b.out.models.empty() || b.out.models[k].empty()) return out;
-  const Packed& pk = b.prep[i].packed;
-  const auto& m = b.out.models[k];
+  if (m.empty()) return out;
   for (int a = 0; a < pk.n_arms; ++a)
     for (int p = pk.arm_start[a]; p < pk.arm_start[a + 1]; ++p)
       out[pk.input_arm[a]][pk.input_pixel[p]] = m[p];
   return out;
+}
+
+// The best-fit model of job i on its input arms' grids (NaN at pixels not fitted).
+std::vector<std::vector<double>> models_of(const EngineBatch& b, size_t i,
+                                           const std::vector<ArmView>& arms) {
+  const size_t k = b.fitted[i];
+  if (k == EngineBatch::npos || b.out.models.empty())
+    return models_on_arms(b.prep[i].packed, {}, arms);
+  return models_on_arms(b.prep[i].packed, b.out.models[k], arms);
+}
+
+// Per spectrum, per arm: the models as NumPy arrays.
+pyb::list models_to_numpy(std::vector<std::vector<std::vector<double>>>& models) {
+  pyb::list l;
+  for (auto& per_spec : models) {
+    pyb::list arms;
+    for (auto& arm : per_spec) arms.append(to_numpy(std::move(arm)));
+    l.append(arms);
+  }
+  return l;
+}
+
+// The engine's context for "FORMAT" or "FORMAT:SURVEY" (fit_arrays); ConfigError (ValueError)
+// for an unknown format.
+FitContext context_of(Engine& e, const std::string& format) {
+  const size_t colon = format.find(':');
+  const std::string base = format.substr(0, colon);
+  const std::string survey = colon == std::string::npos ? "" : format.substr(colon + 1);
+  if (base != "arrays") parse_format(base);
+  return e.engine->context(base, survey);
 }
 
 // Fit arrays in memory in the context of input format `format` (format_name(), whose defaults
@@ -115,13 +144,9 @@ std::vector<std::vector<double>> models_of(const EngineBatch& b, size_t i,
 // [arm] when want_models, else None.
 pyb::tuple fit_arrays(Engine& e, const pyb::list& spectra, const std::string& format,
                       bool want_models, size_t chunk) {
-  const size_t colon = format.find(':');
-  const std::string base = format.substr(0, colon);
-  const std::string survey = colon == std::string::npos ? "" : format.substr(colon + 1);
-  if (base != "arrays") parse_format(base);  // ConfigError (ValueError) if unknown
+  const FitContext ctx = context_of(e, format);
   std::deque<std::string> names;
   const std::vector<ArraySpectrum> specs = views_of(spectra, names);
-  const FitContext ctx = e.engine->context(base, survey);
   std::vector<CatalogRow> rows(specs.size());
   std::vector<std::vector<std::vector<double>>> models(want_models ? specs.size() : 0);
   chunk = std::max<size_t>(chunk, 1);
@@ -158,16 +183,55 @@ pyb::tuple fit_arrays(Engine& e, const pyb::list& spectra, const std::string& fo
     }
   }
   pyb::object py_models = pyb::none();
-  if (want_models) {
-    pyb::list l;
-    for (auto& per_spec : models) {
-      pyb::list arms;
-      for (auto& arm : per_spec) arms.append(to_numpy(std::move(arm)));
-      l.append(arms);
-    }
-    py_models = l;
-  }
+  if (want_models) py_models = models_to_numpy(models);
   return pyb::make_tuple(rows_to_records(rows), py_models);
+}
+
+// velox.model_of_row: the fit's own model of each spectrum at given parameters (a catalog row's
+// model without the fit). Each spectrum is prepared as the fit prepares it (masking, per-arm
+// zero points, resolution matrices, the emulator's variance), then VRAD alone is re-solved with
+// the labels and VSINI held at theta, as --epochs' pass 2 does (kern::fit_velocity_held: a few
+// Newton steps from theta[0] with the continuum profiled, one clipped re-fit, the per-arm
+// velocities), on the calling thread; no classification. thetas[i]: VRAD [km/s], the labels as
+// the library stores them (log10 Teff, ...), VSINI [km/s]. Returns (records, models[spectrum]
+// [arm]): the rows of these held fits (VRAD re-solved) and the models on the arms' grids (NaN at
+// pixels not fitted; all NaN where the spectrum cannot be fitted: its row says why).
+pyb::tuple model_held(Engine& e, const pyb::list& spectra, const std::string& format,
+                      const std::vector<std::vector<double>>& thetas) {
+  const FitContext ctx = context_of(e, format);
+  std::deque<std::string> names;
+  const std::vector<ArraySpectrum> specs = views_of(spectra, names);
+  const size_t n_theta = static_cast<size_t>(kern::n_fit_params(ctx.lib.n_label, 1));
+  if (thetas.size() != specs.size())
+    throw std::invalid_argument("_core: model_held: one theta per spectrum");
+  for (const auto& t : thetas)
+    if (t.size() != n_theta)
+      throw std::invalid_argument("_core: model_held: theta must have " +
+                                  std::to_string(n_theta) + " values (VRAD, labels, VSINI)");
+  std::vector<CatalogRow> rows(specs.size());
+  std::vector<std::vector<std::vector<double>>> models(specs.size());
+  {
+    pyb::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(e.mu);
+    const kern::PipelineConfig pc = pipeline_config(ctx.cfg, ctx.lib);
+    for (size_t i = 0; i < specs.size(); ++i) {
+      PreparedSpectrum p = prepare_spectrum(specs[i].header, specs[i].arms, ctx);
+      if (!p.ready) {
+        rows[i] = std::move(p.row);
+        models[i] = models_on_arms(p.packed, {}, specs[i].arms);
+        continue;
+      }
+      p.packed.held = true;
+      std::fill(std::begin(p.packed.held_theta), std::end(p.packed.held_theta), 0.0);
+      std::copy(thetas[i].begin(), thetas[i].end(), p.packed.held_theta);
+      p.cls = ClassSpectrum{};
+      const BatchOutput out = fit_batch_serial({&p.packed}, ctx.lib, pc, true);
+      finish_row(p, out.results[0], out.ivar[0], ctx);
+      models[i] = models_on_arms(p.packed, out.models[0], specs[i].arms);
+      rows[i] = std::move(p.row);
+    }
+  }
+  return pyb::make_tuple(rows_to_records(rows), models_to_numpy(models));
 }
 
 // velox.fit_files: the CLI's fit of files (reading, selection, prepare, backend, finish) without
@@ -194,6 +258,8 @@ void register_fit(pyb::module_& m) {
       .def_property_readonly("uses_gpu", [](const Engine& e) { return e.engine->uses_gpu(); });
   m.def("fit_arrays", &fit_arrays, pyb::arg("engine"), pyb::arg("spectra"), pyb::arg("format"),
         pyb::arg("want_models"), pyb::arg("chunk"));
+  m.def("model_held", &model_held, pyb::arg("engine"), pyb::arg("spectra"), pyb::arg("format"),
+        pyb::arg("thetas"));
   pyb::class_<FitOptions>(m, "FitOptions")
       .def(pyb::init<>())
       .def_readwrite("config", &FitOptions::config)

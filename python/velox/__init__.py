@@ -9,9 +9,9 @@ arrays. Walk-through: docs/python.md.
     rows = velox.fit(wave, flux, ivar, library=lib, resolution=1800)
     rows["VRAD"], rows["TEFF"], rows["RVS_WARN"]
 
-Functions: fit, fit_spectra, fit_files, fit_epochs, model, read_spectra, read_catalog, to_table,
-air_to_vacuum, vacuum_to_air, set_log_level. Classes: Library, Spectrum, Arm. Catalog columns:
-CATALOG_DTYPE, UNITS, DESCRIPTIONS (docs/data-model.md).
+Functions: fit, fit_spectra, fit_files, fit_epochs, model, model_of_row, read_spectra,
+read_catalog, to_table, air_to_vacuum, vacuum_to_air, set_log_level. Classes: Library, Spectrum,
+Arm. Catalog columns: CATALOG_DTYPE, UNITS, DESCRIPTIONS (docs/data-model.md).
 
 Errors: ValueError for bad arguments (naming the argument and its shape), OSError for files,
 RuntimeError for device failures. The GIL is released while fitting and reading.
@@ -19,7 +19,7 @@ RuntimeError for device failures. The GIL is released while fitting and reading.
 
 from . import _core
 from ._catalog import CATALOG_DTYPE, DESCRIPTIONS, UNITS, read_catalog, to_table
-from ._fit import fit, fit_epochs, fit_files, fit_spectra, model
+from ._fit import fit, fit_epochs, fit_files, fit_spectra, model, model_of_row
 from ._library import Library
 from ._spectra import Arm, Spectrum, read_spectra
 
@@ -45,5 +45,5 @@ def set_log_level(level):
 
 __all__ = ["Arm", "CATALOG_DTYPE", "DESCRIPTIONS", "Library", "Spectrum", "UNITS",
            "air_to_vacuum", "fit", "fit_epochs", "fit_files", "fit_spectra", "git_commit",
-           "model",
+           "model", "model_of_row",
            "read_catalog", "read_spectra", "set_log_level", "to_table", "vacuum_to_air"]

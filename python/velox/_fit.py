@@ -10,6 +10,8 @@ from . import _core
 from ._catalog import as_output, records_to_rows
 from ._inputs import arms_of, batch_arms, check_vacuum, core_spectra, models_like
 from ._library import as_library, check_engine_args, config_file
+from ._specutils import arrays_of as specutils_arrays
+from ._specutils import is_specutils
 
 _GPU_CHUNK = 2048  # spectra per GPU batch (velox fit's --device auto minimum, FitOptions)
 
@@ -32,9 +34,9 @@ def _run(library, spectra, fmt, *, config, device, threads, resolution_matrix, r
     return as_output(rows, table), models
 
 
-def fit(wave, flux, ivar, *, library, mask=None, resolution=None, vacuum=True, format=None,
-        device="auto", threads=0, config=None, targetid=None, return_models=False, table=False,
-        errors="raise"):
+def fit(wave, flux=None, ivar=None, *, library, mask=None, resolution=None, vacuum=True,
+        format=None, device="auto", threads=0, config=None, targetid=None, return_models=False,
+        table=False, errors="raise"):
     """Fit radial velocity and stellar labels of spectra held in arrays.
 
     The same fit as ``velox fit`` (masking, CCF, chi^2 grid, Levenberg-Marquardt with profiled
@@ -43,9 +45,14 @@ def fit(wave, flux, ivar, *, library, mask=None, resolution=None, vacuum=True, f
 
     Parameters
     ----------
-    wave, flux, ivar : array, dict of arrays or list
+    wave, flux, ivar : array, dict of arrays or list; or a specutils spectrum
         Wavelength [Angstrom; vacuum unless ``vacuum=False``], flux [any units] and inverse
-        variance [1/flux^2; <= 0 marks unusable pixels]. Layouts:
+        variance [1/flux^2; <= 0 marks unusable pixels]. Or, where specutils is installed, a
+        ``specutils.Spectrum`` (``Spectrum1D``; 1-D flux, or 2-D for spectra sharing the
+        spectral axis) or a list of them as ``wave``, without flux and ivar: any spectral unit
+        (converted to Angstrom), flux in its unit, ivar from its uncertainty (InverseVariance,
+        StdDevUncertainty or VarianceUncertainty; required), mask from its mask (True = bad).
+        specutils does not record air or vacuum: ``vacuum`` says it, as for arrays. Layouts:
 
         - 1-D arrays ``(n_pix,)``: one spectrum;
         - 2-D arrays ``(n_spec, n_pix)``: a batch; ``wave`` may be ``(n_pix,)`` (shared grid);
@@ -119,6 +126,14 @@ def fit(wave, flux, ivar, *, library, mask=None, resolution=None, vacuum=True, f
         ``library`` is not a Library or a path.
     """
     vacuum = check_vacuum(vacuum)
+    if flux is None and ivar is None and (is_specutils(wave) or (
+            isinstance(wave, (list, tuple)) and wave and all(map(is_specutils, wave)))):
+        if mask is not None:
+            raise ValueError("mask: a specutils spectrum carries its own mask; give it there")
+        wave, flux, ivar, mask = specutils_arrays(wave)
+    elif flux is None or ivar is None:
+        raise ValueError("flux and ivar are required (or a specutils Spectrum as the only "
+                         "positional argument)")
     if format == "auto" or not isinstance(format, (str, type(None))):
         raise ValueError("format=%r: expected None or a survey format: lamost-dr8, lamost-dr10, "
                          "sdss, desi" % (format,))
@@ -153,13 +168,7 @@ def fit_spectra(spectra, *, library, device="auto", threads=0, config=None,
         if s.format != fmt:
             raise ValueError("spectra: mixed formats %s and %s: fit them separately (the format "
                              "picks the default resolution)" % (fmt, s.format))
-        arms = []
-        for arm in ([] if s.problem else s.arms):  # a reader's problem: a BAD_INPUT row
-            lab = "[%s %d %s]" % (s.source_file, s.row_in_file, arm.name)
-            a, = batch_arms(arm.name, arm.wave, arm.flux, arm.ivar, arm.mask, None, lab, True)
-            a.res = (arm.resolution_R, arm.resolution)  # both, as the reader gives them
-            arms.append(a)
-        specs.append(arms)
+        specs.append(_arms_of_spectrum(s)[0])
     # Each file's SURVEY (DESI) picks its survey's calibrations ("format:SURVEY", e.g. the
     # zero points of desi:lamost-regrid): spectra of different surveys are fitted group by group
     # and their rows put back in the input order.
@@ -258,19 +267,7 @@ def model(library, teff, logg, feh, vrad, wave, resolution=None, *, alphafe=None
     """
     lib = as_library(library)
     vacuum = check_vacuum(vacuum)
-    values = {"TEFF": teff, "LOGG": logg, "FEH": feh, "ALPHAFE": alphafe}
-    labels = []
-    ranges = lib.label_ranges
-    for name in ranges:
-        v = values.get(name)
-        if v is None:
-            raise ValueError("%s: required by this library (labels %s)" % (name.lower(),
-                                                                          list(ranges)))
-        lo, hi = ranges[name]
-        if not (lo <= float(v) <= hi):
-            raise ValueError("%s=%r is outside the library's range %.6g .. %.6g"
-                             % (name.lower(), v, lo, hi))
-        labels.append(math.log10(float(v)) if name == "TEFF" else float(v))
+    labels = _stored_labels(lib, {"TEFF": teff, "LOGG": logg, "FEH": feh, "ALPHAFE": alphafe})
     w = np.asarray(wave)
     if w.ndim != 1 or w.dtype.kind not in "fiu":
         raise ValueError("wave: expected a 1-D array of wavelengths, got dtype %s shape %s"
@@ -286,3 +283,101 @@ def model(library, teff, logg, feh, vrad, wave, resolution=None, *, alphafe=None
                              % (resolution,))
         R = float(resolution)
     return lib._core.model(labels, float(vrad), w, R)
+
+
+def _stored_labels(lib, values):
+    """The labels as the library stores them (log10 Teff, ...) from physical ``values``
+    {"TEFF": K, "LOGG": dex, ...}; ValueError for a missing one or one outside the library."""
+    labels = []
+    ranges = lib.label_ranges
+    for name in ranges:
+        v = values.get(name)
+        if v is None:
+            raise ValueError("%s: required by this library (labels %s)" % (name.lower(),
+                                                                          list(ranges)))
+        lo, hi = ranges[name]
+        if not (lo <= float(v) <= hi):
+            raise ValueError("%s=%r is outside the library's range %.6g .. %.6g"
+                             % (name.lower(), v, lo, hi))
+        labels.append(math.log10(float(v)) if name == "TEFF" else float(v))
+    return labels
+
+
+def model_of_row(row, spectrum, *, library, config=None):
+    """The fitted model of a catalog row on its spectrum, without fitting it again.
+
+    For plots of a catalog written without ``--save-models``. The catalog stores no continuum,
+    so this evaluates the fit's own forward model (template x per-arm Legendre continuum
+    profiled by least squares) on the spectrum prepared as the fit prepares it (masks, telluric
+    bands, per-arm velocity zero points, resolution matrices, the emulator's variance), with
+    TEFF, LOGG, FEH (ALPHAFE) and VSINI held at the row's. VRAD alone is re-solved from the
+    row's, as ``velox fit --epochs`` re-fits each epoch (a few Newton steps, one 5-sigma clipped
+    re-fit; no CCF, template grid or Levenberg-Marquardt): milliseconds per spectrum. With the
+    fit's config, library and spectrum this is the ``--save-models`` model up to float32
+    rounding and the re-solved VRAD's convergence tolerance.
+
+    Parameters
+    ----------
+    row : catalog row
+        An element of a catalog (``velox.read_catalog``, h5py) or a mapping with VRAD [km/s],
+        TEFF [K], LOGG, FEH [dex], ALPHAFE (libraries with [alpha/Fe]) and VSINI [km/s; NaN or
+        absent: no rotation].
+    spectrum : velox.Spectrum
+        The row's spectrum (``velox.read_spectra`` of its SOURCE_FILE, the entry with its
+        TARGETID); its format and survey pick the configured calibrations, as in the fit.
+    library : velox.Library or path
+        The fit's library (the catalog's provenance attribute ``templates_path``).
+    config : None, path or dict
+        The fit's configuration (the catalog's attribute ``config_yaml``, written to a file);
+        None: the defaults.
+
+    Returns
+    -------
+    models : list of float64 arrays, one per arm of ``spectrum.arms``, on the arm's pixels; NaN
+        at pixels the fit does not use (masked, outside the templates, clipped), all NaN where
+        the spectrum cannot be fitted.
+    held : structured array of one row (``velox.CATALOG_DTYPE``): this held fit's VRAD (its
+        per-arm velocities), CHISQ_TOT, NPIX_TOT, RVS_WARN ... (the labels are the row's).
+
+    Raises
+    ------
+    ValueError
+        VRAD not finite, a label missing, not finite or outside the library's range.
+    """
+    lib = as_library(library)
+
+    def get(key, default=None):  # a structured-array element, an astropy Row or a mapping
+        try:
+            return row[key]
+        except (KeyError, ValueError, IndexError):
+            return default
+
+    vrad = float(get("VRAD", math.nan))
+    if not math.isfinite(vrad):
+        raise ValueError("row: VRAD=%r is not finite (a failed fit has no model)" % vrad)
+    values = {k: get(k) for k in ("TEFF", "LOGG", "FEH", "ALPHAFE")}
+    labels = _stored_labels(lib, {k: v for k, v in values.items()
+                                  if v is not None and math.isfinite(float(v))})
+    vsini = float(get("VSINI", math.nan))
+    theta = [vrad] + labels + [vsini if math.isfinite(vsini) and vsini > 0 else 0.0]
+    arms, fmt = _arms_of_spectrum(spectrum)
+    spectra_t = core_spectra([arms], errors="flag", targetid=[spectrum.targetid],
+                             objtypes=[spectrum.meta.get("OBJTYPE", "")],
+                             sources=[spectrum.source_file], rows=[spectrum.row_in_file],
+                             problems=[spectrum.problem])
+    engine = lib.engine(config, "cpu", 1)
+    records, models = _core.model_held(engine, spectra_t, fmt, [theta])
+    return list(models[0]), records_to_rows(records)
+
+
+def _arms_of_spectrum(s):
+    """The checked arms of a velox.Spectrum for core_spectra (none for a reader's problem: a
+    BAD_INPUT row), and its format in _core's form ("desi:SURVEY" with a survey)."""
+    arms = []
+    for arm in ([] if s.problem else s.arms):
+        lab = "[%s %d %s]" % (s.source_file, s.row_in_file, arm.name)
+        a, = batch_arms(arm.name, arm.wave, arm.flux, arm.ivar, arm.mask, None, lab, True)
+        a.res = (arm.resolution_R, arm.resolution)  # both, as the reader gives them
+        arms.append(a)
+    survey = getattr(s, "survey", "")
+    return arms, s.format + (":" + survey if survey else "")

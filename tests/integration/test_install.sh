@@ -3,8 +3,9 @@
 # PREFIX/bin/velox runs and fits a real LAMOST spectrum with the build's library; the Python
 # package in PREFIX/lib/pythonX.Y/site-packages/velox imports from there alone (no build tree
 # on the path) and fits the same star with the same VRAD; the user scripts and the docs are in
-# PREFIX/share; a CMake project outside velox (tests/downstream/) finds the installed package with
-# find_package(velox), links velox::velox_app and fits the same star with the same VRAD.
+# PREFIX/share (qa_catalog.py and compare_reference.py run from there); a CMake project outside
+# velox (tests/downstream/) finds the installed package with find_package(velox), links
+# velox::velox_app and fits the same star with the same VRAD.
 # CMakePresets.json lists its presets (a malformed file fails cmake --list-presets).
 set -euo pipefail
 source "$VELOX_SOURCE_DIR/tests/integration/common.sh"
@@ -15,7 +16,7 @@ cmake --install "$VELOX_BUILD_DIR" --prefix "$P" >install.log 2>&1 || {
   fail "cmake --install failed"
 }
 [[ -x "$P/bin/velox" ]] || fail "no PREFIX/bin/velox"
-for s in calibrate_floors.py compare_reference.py plot_fit.py; do
+for s in calibrate_floors.py compare_reference.py plot_fit.py qa_catalog.py; do
   [[ -x "$P/share/velox/scripts/$s" ]] || fail "no executable PREFIX/share/velox/scripts/$s"
 done
 [[ -f "$P/share/doc/velox/user-guide.md" ]] || fail "no PREFIX/share/doc/velox/user-guide.md"
@@ -23,6 +24,12 @@ done
 STAR="$VELOX_DATA_DIR/spectra/lamost_dr8/fits/spec-55859-F5902_sp03-232.fits.gz"
 "$P/bin/velox" --log-level warn fit --templates "$LIB" --threads 1 --output cat.h5 "$STAR"
 [[ -s cat.h5 ]] || fail "installed velox wrote no catalog"
+# The user commands run from the prefix alone (the Python package's modules, with their helper).
+(cd / && env -u PYTHONPATH MPLBACKEND=Agg "$P/share/velox/scripts/qa_catalog.py" "$SCRATCH/cat.h5" \
+  --out "$SCRATCH/qa.png" && "$P/share/velox/scripts/compare_reference.py" "$SCRATCH/cat.h5" \
+  --data-dir "$VELOX_DATA_DIR") >scripts.log 2>&1 || { cat scripts.log; fail "installed scripts"; }
+grep -q "1 rows, 1 SUCCESS" scripts.log && grep -q "N = 1, SUCCESS = 1" scripts.log ||
+  { cat scripts.log; fail "installed qa_catalog.py / compare_reference.py: unexpected output"; }
 site=$(ls -d "$P"/lib*/python3*/site-packages 2>/dev/null | head -1 || true)
 if [[ -n "$site" && -d "$site/velox" ]]; then
   (cd / && env -u PYTHONPATH PYTHONPATH="$site" "$PY" - "$STAR" "$LIB" "$SCRATCH/cat.h5" "$site") <<'PYEOF'

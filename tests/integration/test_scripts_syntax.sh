@@ -15,8 +15,9 @@ echo "bash -n: $n scripts OK"
 # One interpreter rule (scripts/lib.sh VELOX_PYTHON): every Python script starts with
 # #!/usr/bin/python3 (Debian's, which has numpy, h5py, astropy), and shell scripts run Python
 # only as "$VELOX_PYTHON" or the tests' "$PY" = $VELOX_PYTHON, never a bare `python3` (the first
-# one on PATH may lack h5py).
-for f in scripts/*.py tests/python/*.py; do
+# one on PATH may lack h5py). The user commands of the Python package (python/velox, the wheel's
+# [project.scripts]) are installed as such scripts too (CMakeLists.txt share/velox/scripts).
+for f in scripts/*.py tests/python/*.py python/velox/{compare_reference,plot_fit,qa_catalog}.py; do
   [[ "$(head -n 1 "$f")" == "#!/usr/bin/python3" ]] || { echo "FAIL: $f: shebang" >&2; exit 1; }
   [[ -x "$f" ]] || { echo "FAIL: $f is not executable" >&2; exit 1; }
 done
