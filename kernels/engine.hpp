@@ -152,6 +152,7 @@ EngineStats engine_run(const Team& team, EngineCtl* ctl, long max_rounds = 10000
     engine_serve_all<kReqEval>(team, ctl, &st);
     engine_serve_all<kReqClip>(team, ctl, &st);
     engine_serve_all<kReqArmPixels>(team, ctl, &st);
+    engine_serve_all<kReqVGrid>(team, ctl, &st);
   }
   return st;
 }

@@ -94,7 +94,7 @@ struct FitMachine {
   double chi2_best = 0.0, scale = 1.0, target = 0.0, d0 = 0.0, upper = 0.0;
   double lo = 0.0, hi = 0.0, dlo = 0.0, dhi = 0.0, x = 0.0;
   // The velocity posterior's moments.
-  double mo_m = 0.0, mo_h = 0.0, mo_x = 0.0, s0 = 0.0, s2 = 0.0, s3 = 0.0, s4 = 0.0;
+  double mo_m = 0.0, mo_h = 0.0, s0 = 0.0, s2 = 0.0, s3 = 0.0, s4 = 0.0;
   LMMachine lm;
   StatsMachine st;
   SegMachine sg;
@@ -122,6 +122,7 @@ struct PipelineShared {
   FitRequest rq;  // the request of the machine below, served by the driver
   int more;       // the last step asked for a request
   KeptRows kept[kMaxArms];  // FitData::tv_keep: what the kept rows hold (reset per fit)
+  double vgrid_chi2[kVGridPoints];  // kReqVGrid's chi^2 per point (NaN: outside the box, failed)
   FitMachine fm;
   HeldMachine hm;
 };
@@ -518,20 +519,18 @@ VX_HD VX_NOINLINE bool fit_step(FitMachine& m, int L, const GridView& g, const F
     request_theta(rq, kReqEmu, sh->best.theta);
     VX_YIELD(m, 18);
     m.mo_h = cfg.vpost_step * m.mo_h;
-    for (m.k = -cfg.vpost_half; m.k <= cfg.vpost_half; ++m.k) {
-      {
-        double th[kMaxParams];
-        for (int q = 0; q < kMaxParams; ++q) th[q] = sh->best.theta[q];
-        m.mo_x = m.k * m.mo_h;  // one product for th[0] and x, as the grid point
-        th[0] = sh->best.theta[0] + m.mo_x;
-        if (th[0] < cfg.lm.lo[0] || th[0] > cfg.lm.hi[0]) continue;
-        request_vonly(rq, th, 0, -1);
-      }
+    // The grid's velocities in one request each kVGridPoints (issue 51: one step for the 13),
+    // served by serve_vgrid; their chi^2 summed here in the grid's order.
+    for (m.k = -cfg.vpost_half; m.k <= cfg.vpost_half; m.k += kVGridPoints) {
+      request_theta(rq, kReqVGrid, sh->best.theta);
+      rq->v = m.mo_h;
+      rq->k0 = m.k;
+      rq->n_k = cfg.vpost_half + 1 - m.k < kVGridPoints ? cfg.vpost_half + 1 - m.k : kVGridPoints;
       VX_YIELD(m, 19);
-      if (!rq->ok || !(w->chi2 < INFINITY)) continue;
-      {
-        const double c = w->chi2, x = m.mo_x;
-        if (c < m.mo_m) {  // rescale the sums to the new minimum
+      for (int i = 0; i < rq->n_k; ++i) {
+        const double c = sh->vgrid_chi2[i], x = (m.k + i) * m.mo_h;
+        if (!(c < INFINITY)) continue;  // outside the box, or the evaluation failed
+        if (c < m.mo_m) {               // rescale the sums to the new minimum
           const double f = m.mo_m < INFINITY ? exp(-0.5 * (m.mo_m - c)) : 0.0;
           m.s0 *= f, m.s2 *= f, m.s3 *= f, m.s4 *= f;
           m.mo_m = c;
@@ -680,6 +679,29 @@ VX_HD VX_NOINLINE void serve_eval_stage(const Team& team, int stage, FitRequest*
   team.sync();
 }
 
+// Serve a kReqVGrid request: the velocity-only chi^2 (no Jacobian, the whole spectrum, the labels
+// of the last kReqEmu) at v = theta[0] + k rq->v for each point k0 <= k < k0 + n_k, in order, into
+// sh->vgrid_chi2[k - k0]; NaN where v leaves the fit's box (not evaluated) or the evaluation
+// fails. Each point is the evaluation a kReqEval velocity-only request would serve.
+template <class Team>
+VX_HD VX_NOINLINE void serve_vgrid(const Team& team, const FitRequest* rq, const EmulatorView& em,
+                                   const GridView& g, const FitData& d, const PipelineConfig& cfg,
+                                   const PipelineScratch& sc, PipelineShared* sh) {
+  EvalWork* w = &sh->w;
+  for (int i = 0; i < rq->n_k; ++i) {
+    double th[kMaxParams];
+    for (int q = 0; q < kMaxParams; ++q) th[q] = rq->theta[q];
+    th[0] = rq->theta[0] + (rq->k0 + i) * rq->v;  // one product, as the grid point's x
+    double c = NAN;
+    if (!(th[0] < cfg.lm.lo[0] || th[0] > cfg.lm.hi[0])) {
+      const int ok = evaluate<true>(team, &em, g, d, cfg.cont_deg, th, false, w, sc.T, sc.dT);
+      if (ok && w->chi2 < INFINITY) c = w->chi2;
+    }
+    team.single([&] { sh->vgrid_chi2[i] = c; });
+    team.sync();
+  }
+}
+
 // Serve one request of kind Kind (rq->kind == Kind) with the team (every worker calls it; rq->ok
 // is written once): the same functions the fit always ran, with the same arguments. One
 // instance per kind, so that the batched engine's kernel for a kind holds that kind's code only.
@@ -716,6 +738,8 @@ VX_HD VX_INLINE void serve_kind(const Team& team, FitRequest* rq, const Emulator
     serve_eval_stage(team, 1, rq, em, g, d, cfg, sc, sh);
   } else if constexpr (Kind == kReqClip) {
     clip_outliers(team, em, g, d, cfg, rq->theta, sc, w, out);
+  } else if constexpr (Kind == kReqVGrid) {
+    serve_vgrid(team, rq, em, g, d, cfg, sc, sh);
   } else if constexpr (Kind == kReqArmPixels) {
     for (int a = 0; a < d.n_arms; ++a) {
       team.reduce_sum(d.arm_start[a + 1] - d.arm_start[a], 1, w->red, [&](int ii, auto acc) {
@@ -748,6 +772,7 @@ VX_HD VX_NOINLINE void serve_request(const Team& team, FitRequest* rq, const Emu
     VX_SERVE_CASE(kReqEval)
     VX_SERVE_CASE(kReqClip)
     VX_SERVE_CASE(kReqArmPixels)
+    VX_SERVE_CASE(kReqVGrid)
     default:
       break;
   }

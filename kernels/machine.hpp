@@ -30,6 +30,7 @@ enum FitRequestKind : int {
   kReqEval,        // evaluate(theta) -> ok, w (chi2, grad, hess, continuum), T, dT
   kReqClip,        // clip_outliers(theta) -> out->n_clipped, sc.ivar
   kReqArmPixels,   // out->npix_arm[a] = used pixels (ivar > 0) of every arm
+  kReqVGrid,       // velocity-only chi^2 at theta[0] + k v, k0 <= k < k0 + n_k -> vgrid_chi2
   kNumReqKinds
 };
 
@@ -43,7 +44,12 @@ struct FitRequest {
   int no_emu = 0;    // kReqEval: the continuum-only model (T = 1)
   int seg = -1;      // kReqEval: segment_view(d, seg) and its slice of T, dT; -1: all of d
   int ok = 0;        // kReqEval: evaluate's result, written by the driver
+  int k0 = 0, n_k = 0;  // kReqVGrid: the grid's points k0 .. k0 + n_k - 1 (v: their step, km/s)
 };
+
+// Points of a kReqVGrid request at most (PipelineShared::vgrid_chi2): the moments grid's 13
+// velocities (vrad_moments_half 6) in one request; a wider grid takes several.
+constexpr int kVGridPoints = 16;
 
 }  // namespace velox::kern
 

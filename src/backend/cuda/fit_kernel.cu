@@ -162,6 +162,7 @@ EngineLauncher::EngineLauncher(int n_slots, cudaStream_t stream)
     engine_serve_kernel<kern::kReqEval, 1><<<serve_blocks, kServeThreads, 0, cs>>>(ctl);
     engine_serve_kernel<kern::kReqClip, 0><<<serve_blocks, kServeThreads, 0, cs>>>(ctl);
     engine_serve_kernel<kern::kReqArmPixels, 0><<<serve_blocks, kServeThreads, 0, cs>>>(ctl);
+    engine_serve_kernel<kern::kReqVGrid, 0><<<serve_blocks, kServeThreads, 0, cs>>>(ctl);
     check(cudaGetLastError(), "engine kernel launch (capture)");
     check(cudaStreamEndCapture(cs, nullptr), "cudaStreamEndCapture");
     check(cudaStreamDestroy(cs), "cudaStreamDestroy (capture)");
