@@ -1,8 +1,16 @@
-# Shared helpers for scripts/*.sh, .ci/run and tests/integration/common.sh. Source it; do not run it.
-# Defines VELOX_REPO (repository root), VELOX_DATA_DIR (default: <repo>/../shared/data) and
-# VELOX_PYTHON.
+# Shared helpers for scripts/*.sh, slurm/common.sh, .ci/run and tests/integration/common.sh.
+# Source it; do not run it. Defines VELOX_REPO (repository root; PREFIX/share/velox in an
+# installed copy), VELOX_DATA_DIR (default: <repo>/../shared/data), VELOX_PYTHON and
+# VELOX_DEFAULT_BINARY.
 
 VELOX_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# The velox binary that goes with these scripts: build/velox of a checkout, PREFIX/bin/velox of a
+# `cmake --install` (which puts this file in PREFIX/share/velox/scripts/).
+# shellcheck disable=SC2034  # used by the scripts that source this file
+case $VELOX_REPO in
+  */share/velox) VELOX_DEFAULT_BINARY=${VELOX_REPO%/share/velox}/bin/velox ;;
+  *) VELOX_DEFAULT_BINARY=$VELOX_REPO/build/velox ;;
+esac
 VELOX_DATA_DIR="${VELOX_DATA_DIR:-$VELOX_REPO/../shared/data}"
 VELOX_DATA_DIR="$(cd "$VELOX_DATA_DIR" 2>/dev/null && pwd || echo "$VELOX_DATA_DIR")"
 export VELOX_DATA_DIR

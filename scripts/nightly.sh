@@ -3,7 +3,7 @@
 #
 #   scripts/nightly.sh --input-dir DIR --output-dir OUT --templates LIB [--glob '*.fits*']
 #                      [--launcher 'mpirun -np 4'] [--threads N] [--velox BIN] [--merged FILE]
-#                      [--allow-empty] [--dry-run]
+#                      [--allow-empty] [--dry-run] [-- VELOX_FIT_OPTIONS...]
 #
 # 0. Input check. The script stops with exit 2 (nothing fitted, no manifest written,
 #    .last-success untouched) if DIR does not exist (not mounted?), is not a folder, cannot be
@@ -15,7 +15,8 @@
 #    no catalog OUT/<stem>.velox.h5, into OUT/manifest.pending. Inputs newer than the last
 #    success that already have a catalog were updated upstream: their stale catalog is removed.
 # 2. Fit the manifest: LAUNCHER velox fit --input-list OUT/manifest.pending --output-dir OUT
-#    (finished inputs are skipped, so a rerun resumes).
+#    VELOX_FIT_OPTIONS (finished inputs are skipped, so a rerun resumes). The options after `--`
+#    (e.g. --output-format fits, --config FILE) go to this fit, not to the merge.
 #    SIGTERM/SIGINT to this script are passed on to velox, which stops cleanly with exit 4
 #    (interrupted): the manifest stays pending and the next run resumes it.
 # 3. If velox completed (exit 0, or 3 = some inputs failed; see OUT/status.tsv): merge every
@@ -28,7 +29,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # velox_run_forwarding
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
 INPUT_DIR= OUTPUT_DIR= TEMPLATES= GLOB='*.fits*' LAUNCHER= THREADS= MERGED= DRY_RUN= ALLOW_EMPTY=
-VELOX=${VELOX:-$(cd "$(dirname "$0")/.." && pwd)/build/velox}
+VELOX=${VELOX:-$VELOX_DEFAULT_BINARY}
+EXTRA=()
 while [ $# -gt 0 ]; do
   case $1 in
     --input-dir) INPUT_DIR=$2; shift 2 ;;
@@ -41,6 +43,7 @@ while [ $# -gt 0 ]; do
     --merged) MERGED=$2; shift 2 ;;
     --dry-run) DRY_RUN=1; shift ;;
     --allow-empty) ALLOW_EMPTY=1; shift ;;
+    --) shift; EXTRA=("$@"); break ;;
     -h|--help) usage ;;
     *) echo "nightly.sh: unknown argument $1" >&2; usage ;;
   esac
@@ -117,6 +120,7 @@ if [ -s "$manifest" ]; then
   fit=("$VELOX" fit --templates "$TEMPLATES" --input-list "$manifest" --output-dir "$OUTPUT_DIR"
        --log-dir "$OUTPUT_DIR/logs/$(date -u -d "@$started" +%Y%m%dT%H%M%SZ)")
   [ -n "$THREADS" ] && fit+=(--threads "$THREADS")
+  fit+=("${EXTRA[@]}")
   # shellcheck disable=SC2086  # LAUNCHER is a command line, split on purpose
   run velox_run_forwarding $LAUNCHER "${fit[@]}" || rc=$?
 fi

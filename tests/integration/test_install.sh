@@ -3,9 +3,10 @@
 # PREFIX/bin/velox runs and fits a real LAMOST spectrum with the build's library; the Python
 # package in PREFIX/lib/pythonX.Y/site-packages/velox imports from there alone (no build tree
 # on the path) and fits the same star with the same VRAD; the user scripts and the docs are in
-# PREFIX/share (qa_catalog.py and compare_reference.py run from there); a CMake project outside
-# velox (tests/downstream/) finds the installed package with find_package(velox), links
-# velox::velox_app and fits the same star with the same VRAD.
+# PREFIX/share (qa_catalog.py and compare_reference.py run from there), and the installed Slurm
+# templates run PREFIX/bin/velox (dry runs); a CMake project outside velox (tests/downstream/)
+# finds the installed package with find_package(velox), links velox::velox_app and fits the same
+# star with the same VRAD.
 # CMakePresets.json lists its presets (a malformed file fails cmake --list-presets).
 set -euo pipefail
 source "$VELOX_SOURCE_DIR/tests/integration/common.sh"
@@ -20,6 +21,20 @@ for s in calibrate_floors.py compare_reference.py plot_fit.py qa_catalog.py; do
   [[ -x "$P/share/velox/scripts/$s" ]] || fail "no executable PREFIX/share/velox/scripts/$s"
 done
 [[ -f "$P/share/doc/velox/user-guide.md" ]] || fail "no PREFIX/share/doc/velox/user-guide.md"
+# The installed Slurm templates find their common.sh, lib.sh and PREFIX/bin/velox: run from
+# PREFIX/share/velox/slurm, and read from stdin with VELOX_HOME=PREFIX (dry runs).
+for how in path home; do
+  if [[ $how = path ]]; then
+    out=$(env -u VELOX -u VELOX_HOME DRY_RUN=1 TEMPLATES=lib.h5 INPUT_LIST=list.txt OUTPUT_DIR=out \
+          bash "$P/share/velox/slurm/velox-gpu.sbatch" 2>&1) || fail "installed template: $out"
+  else
+    out=$(env -u VELOX VELOX_HOME="$P" DRY_RUN=1 TEMPLATES=lib.h5 INPUT_LIST=list.txt OUTPUT_DIR=out \
+          bash -s <"$P/share/velox/slurm/velox-cpu.sbatch" 2>&1) || fail "installed template: $out"
+  fi
+  [[ $out == *"--cpu-bind=cores $P/bin/velox fit --templates lib.h5"* ]] ||
+    fail "the installed template ($how) does not run PREFIX/bin/velox: $out"
+done
+[[ -x "$P/share/velox/scripts/nightly.sh" ]] || fail "no executable PREFIX/share/velox/scripts/nightly.sh"
 "$P/bin/velox" --version | grep -q "CPU kernel isa" || fail "installed velox --version"
 STAR="$VELOX_DATA_DIR/spectra/lamost_dr8/fits/spec-55859-F5902_sp03-232.fits.gz"
 "$P/bin/velox" --log-level warn fit --templates "$LIB" --threads 1 --output cat.h5 "$STAR"

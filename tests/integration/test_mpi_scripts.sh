@@ -11,23 +11,44 @@ for f in "$S"/slurm/*.sbatch "$S"/slurm/common.sh "$S"/scripts/nightly.sh "$S"/s
 done
 
 echo "== sbatch dry runs"
+# From another folder, without VELOX_HOME: the template finds slurm/common.sh beside itself and
+# the checkout's build/velox; VELOX_ARGS is split like a shell command line (quotes kept).
+dry() {  # dry [VAR=VALUE...] TEMPLATE: the template's dry run from $W (stdout and stderr)
+  (cd "$W" && env -u VELOX_HOME -u VELOX DRY_RUN=1 SLURM_CPUS_PER_TASK=8 SLURM_JOB_ID=42 \
+     TEMPLATES=lib.h5 INPUT_LIST=list.txt OUTPUT_DIR=out "${@:1:$#-1}" bash "${@: -1}" 2>&1)
+}
 for kind in gpu cpu; do
-  out=$(cd "$W" && DRY_RUN=1 VELOX_HOME="$S" SLURM_CPUS_PER_TASK=8 SLURM_JOB_ID=42 TEMPLATES=lib.h5 \
-        INPUT_LIST=list.txt OUTPUT_DIR=out bash "$S/slurm/velox-$kind.sbatch")
+  out=$(dry VELOX_ARGS="--output-format fits --config '$W/my fit.yaml'" "$S/slurm/velox-$kind.sbatch")
   echo "$out"
-  for want in "srun -c 8 --cpu-bind=cores" "velox fit --templates lib.h5 --input-list list.txt" \
-              "--threads 8" "--output-dir out --merge out/merged.h5" "--log-dir out/logs/42"; do
+  for want in "srun -c 8 --cpu-bind=cores $S/build/velox fit --templates lib.h5 --input-list list.txt" \
+              "--threads 8" "--output-dir out --merge out/merged.h5" "--log-dir out/logs/42" \
+              "--output-format fits --config $W/my\\ fit.yaml"; do
     grep -qF -- "$want" <<<"$out" || { echo "FAIL: velox-$kind.sbatch lacks '$want'"; exit 1; }
   done
 done
 grep -q -- "--gpus-per-task=1" "$S/slurm/velox-gpu.sbatch"
+# Where the templates cannot find slurm/common.sh (a script read from stdin, as sbatch runs a
+# spool copy; a wrong VELOX_HOME) or VELOX_ARGS does not split: exit 2 with one line.
+expect_error() {  # expect_error WANT CMD...: CMD exits 2 and says WANT
+  local o rc=0
+  o=$("${@:2}") || rc=$?
+  [ "$rc" = 2 ] && grep -qF -- "$1" <<<"$o" || { echo "FAIL: rc $rc, '$o' lacks '$1'"; exit 1; }
+}
+expect_error "set VELOX_HOME" bash -c "cd '$W' && env -u VELOX_HOME DRY_RUN=1 bash <'$S/slurm/velox-cpu.sbatch' 2>&1"
+expect_error "under VELOX_HOME=$W" dry VELOX_HOME="$W" "$S/slurm/velox-gpu.sbatch"
+expect_error "VELOX_ARGS does not split" dry VELOX_ARGS="--config 'a b" "$S/slurm/velox-gpu.sbatch"
+out=$(cd "$W" && DRY_RUN=1 VELOX_HOME="$S" TEMPLATES=lib.h5 INPUT_LIST=list.txt OUTPUT_DIR=out \
+      bash -s <"$S/slurm/velox-cpu.sbatch")  # found under VELOX_HOME
+grep -qF -- "$S/build/velox fit" <<<"$out" || { echo "FAIL: VELOX_HOME: $out"; exit 1; }
 files=("$VELOX_DATA_DIR"/spectra/lamost_dr10_pylasp/fits/*.fits)
 for f in "${files[@]:0:3}"; do ln -s "$f" "$W/in/"; done
 # (nightly.sh refuses a missing or empty input folder, also in a dry run: the links come first.)
 out=$(DRY_RUN=1 VELOX_HOME="$S" SLURM_CPUS_PER_TASK=8 TEMPLATES="$TEMPLATES" INPUT_DIR="$W/in" \
-      OUTPUT_DIR="$W/dry" bash "$S/slurm/velox-nightly.sbatch" 2>&1)
+      OUTPUT_DIR="$W/dry" VELOX_ARGS="--output-format fits" bash "$S/slurm/velox-nightly.sbatch" 2>&1)
 echo "$out"
-grep -qF "+ srun -c 8 --cpu-bind=cores" <<<"$out" && [ ! -e "$W/dry" ]
+grep -qE -- "^\+ velox_run_forwarding srun -c 8 --cpu-bind=cores $VELOX fit .* --threads 8 --output-format fits \$" <<<"$out" ||
+  { echo "FAIL: the nightly template's fit line"; exit 1; }
+[ ! -e "$W/dry" ] || { echo "FAIL: the nightly dry run wrote $W/dry"; exit 1; }
 out=$(DRY_RUN=1 VELOX_HOME="$S" TEMPLATES="$TEMPLATES" INPUT_DIR="$W/no-such-folder" \
       OUTPUT_DIR="$W/dry" bash "$S/slurm/velox-nightly.sbatch" 2>&1) && {
   echo "FAIL: velox-nightly.sbatch accepted a missing INPUT_DIR"; exit 1; }
