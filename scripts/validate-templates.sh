@@ -16,9 +16,10 @@ folds=10
 seed=1
 
 if [[ ! -f "$build/build.ninja" ]]; then
-  cmake -S . -B "$build" -G Ninja
+  # The release preset, as every other script configures (scripts/lib.sh velox_build).
+  cmake -S . --preset release -B "$build" -DVELOX_DATA_DIR="$VELOX_DATA_DIR"
 fi
-ninja -C "$build" velox
+cmake --build "$build" --target velox --parallel "$(nproc)"
 
 # The commit of the code that runs (velox --version shows the commit at CMake configure time).
 commit="$(git rev-parse --short=12 HEAD)"
