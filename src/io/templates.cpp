@@ -407,6 +407,24 @@ TemplateSet read_kesseli(const fs::path& dir, const fs::path& table) {
   return set;
 }
 
+// What a folder without usable templates holds, for the error: its FITS files and, when the
+// first is a spectrum that velox fit reads, its format; else the first template's problem.
+std::string found_instead(const fs::path& root, const TemplateSet& set) {
+  const fs::path dir = fs::is_directory(root / "fits") ? root / "fits" : root;
+  const auto files = fits_files(dir);
+  if (files.empty()) return "no FITS files";
+  const std::string n = fmt::format("{} FITS files", files.size());
+  try {
+    const SpectrumFormat format = detect_format((dir / files.front()).string());
+    return fmt::format("{}, e.g. {}: a {} spectrum (an input of velox fit, not a template)", n,
+                       files.front(), format_name(format));
+  } catch (const std::exception&) {
+    // not a spectrum either: the template reader's own reason below
+  }
+  return set.skipped.empty() ? n
+                             : fmt::format("{}, none usable (first: {})", n, set.skipped.front());
+}
+
 }  // namespace
 
 double TemplateSet::fwhm_at(double lam_A) const {
@@ -448,9 +466,11 @@ TemplateSet read_templates(const std::string& dir, const std::string& teff_table
     set = read_miles(root);
   }
   if (set.spectra.empty()) {
-    throw IoError(dir + ": no usable " + set.kind + " templates" +
-                  (set.skipped.empty() ? std::string(" (no FITS files)")
-                                       : " (first problem: " + set.skipped.front() + ")"));
+    throw IoError(dir + ": no usable templates: found " + found_instead(root, set) +
+                  ". A template folder holds MILES (MILES_params.db beside fits/, or FITS files "
+                  "with MLOGT/MLOGG/MFEH header labels), PHOENIX (a WAVE_*.fits beside files with "
+                  "PHXTEFF/PHXLOGG/PHXM_H), STELIB (STELIB_*.fits) or Kesseli M-dwarf "
+                  "(M<n>_<feh>_Dwarf.fits) templates; or use --preset lamost|sdss|desi");
   }
   if (!set.skipped.empty()) {
     spdlog::warn("{}: skipped {} of {} templates", dir, set.skipped.size(),
