@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "app/fit_outputs.hpp"
 #include "common/error.hpp"
 #include "io/redrock.hpp"
 
@@ -86,6 +87,9 @@ BuildConfig template_build_config(const TemplateInputOptions& opt, const std::st
     bc.teff_min = 2300.0;
     bc.teff_max = 31000.0;
   }
+  // The file may serve `velox fit` too: its fit: and select: sections are checked here as there,
+  // so that a typo fails the build rather than the fit that reads them later.
+  check_fit_config(config);
   return config.empty() ? bc : load_build_config(config, bc);
 }
 
