@@ -119,11 +119,7 @@ TemplateSet template_training_set(const TemplateInputOptions& opt, const BuildCo
                                   std::map<std::string, std::string>* attrs) {
   if (opt.preset.empty()) {
     if (opt.input.empty()) throw ConfigError("templates: give --input DIR or --preset NAME");
-    auto set = read_templates(opt.input, opt.teff_table);
-    for (const auto& s : set.skipped) spdlog::debug("templates: skipped {}", s);
-    if (!set.skipped.empty())
-      spdlog::info("templates: {} templates skipped (missing labels or unreadable)",
-                   set.skipped.size());
+    auto set = read_templates(opt.input, opt.teff_table);  // logs what it skipped
     if (attrs) (*attrs)["source"] = opt.input;
     return set;
   }
