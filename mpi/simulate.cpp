@@ -43,7 +43,7 @@ FitLoop sleeping_fit(const SimOptions& sim) {
       FileResult r;
       r.index = index;
       r.path = std::move(path);
-      r.n_targets = static_cast<size_t>(sim.spectra_per_input);
+      r.n_targets = r.n_fitted = static_cast<size_t>(sim.spectra_per_input);
       r.seconds = std::chrono::duration<double>(per_input).count();
       done(std::move(r));
     }

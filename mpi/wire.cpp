@@ -77,6 +77,9 @@ void put_result(Writer& w, const FileResult& res) {
   w.put(static_cast<uint8_t>(res.ok));
   w.put(res.error);
   w.put(static_cast<uint64_t>(res.n_targets));
+  w.put(static_cast<uint64_t>(res.n_fitted));
+  w.put(static_cast<uint64_t>(res.targetids_listed.size()));
+  for (int64_t id : res.targetids_listed) w.put(id);
   w.put(res.seconds);
   w.put(static_cast<int32_t>(res.rank));
   w.put(static_cast<uint8_t>(res.side_hdus));
@@ -88,7 +91,7 @@ void put_result(Writer& w, const FileResult& res) {
 
 FileResult get_result(Reader& r) {
   FileResult res;
-  uint64_t index = 0, n_targets = 0, n_rows = 0;
+  uint64_t index = 0, n_targets = 0, n_fitted = 0, n_rows = 0;
   uint8_t ok = 0, side_hdus = 1;
   int32_t rank = 0;
   r.get(index);
@@ -96,6 +99,12 @@ FileResult get_result(Reader& r) {
   r.get(ok);
   r.get(res.error);
   r.get(n_targets);
+  r.get(n_fitted);
+  uint64_t n_listed = 0;
+  r.get(n_listed);
+  r.check_count(n_listed, sizeof(int64_t));
+  res.targetids_listed.resize(static_cast<size_t>(n_listed));
+  for (int64_t& id : res.targetids_listed) r.get(id);
   r.get(res.seconds);
   r.get(rank);
   r.get(side_hdus);
@@ -107,6 +116,7 @@ FileResult get_result(Reader& r) {
   res.index = static_cast<size_t>(index);
   res.ok = ok != 0;
   res.n_targets = static_cast<size_t>(n_targets);
+  res.n_fitted = static_cast<size_t>(n_fitted);
   res.rank = rank;
   res.side_hdus = side_hdus != 0;
   r.check_count(n_rows, 8);  // every row takes more than 8 bytes

@@ -4,7 +4,7 @@
 #
 #   scripts/bench-mpi.sh [BUILD_DIR] [REPEATS]     (defaults: build, 3)
 #
-# The rate is rank 0's "targets in T s = R spectra/s" line: from the first hand-out to the last
+# The rate is rank 0's "spectra fitted ... in T s = R spectra/s" line: from the first hand-out to the last
 # result, so it leaves out the template library load (the same on every rank) and the writing.
 # Runs alternate between 1 and 2 ranks (a busy spell hits both); the medians of REPEATS runs are
 # reported, with the best runs beside them.

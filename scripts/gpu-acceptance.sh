@@ -55,7 +55,7 @@ label, t0 = sys.argv[1], time.time()
 r = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 wall = time.time() - t0
 mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-fit = [l for l in r.stderr.splitlines() if "targets in" in l]
+fit = [l for l in r.stderr.splitlines() if "spectra fitted of" in l]
 print(f"{label}: rc {r.returncode}, wall {wall:.2f} s, peak RSS {mb:.0f} MB | "
       f"{fit[-1] if fit else r.stderr[-300:]}", flush=True)
 PY

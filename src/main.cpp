@@ -309,8 +309,9 @@ int main(int argc, char** argv) {
   sim->add_option("--status-dir", sim_opt.status_dir, "Write DIR/status.tsv as a real job does");
 
   std::string info_file;
-  auto* info = app.add_subcommand("info", "Summarise a catalog or a template library");
-  info->add_option("file", info_file, "velox HDF5 file")->required();
+  auto* info = app.add_subcommand(
+      "info", "Summarise a catalog or a template library (or a FITS file's headers)");
+  info->add_option("file", info_file, "velox HDF5 file, or a FITS file")->required();
 
   FitOptions bench_opt;
   int repeat = 5;

@@ -1,7 +1,6 @@
 // velox._core.Library: load / build a template library, its description, and the emulated
 // template at given wavelengths (velox.model); air <-> vacuum conversion of arrays.
 #include <pybind11/stl.h>
-#include <spdlog/spdlog.h>
 
 #include <cmath>
 
@@ -29,10 +28,7 @@ std::shared_ptr<PyLibrary> build(const std::string& template_dir, const std::str
   {
     pyb::gil_scoped_release release;
     const BuildConfig bc = config.empty() ? BuildConfig{} : load_build_config(config);
-    const TemplateSet set = read_templates(template_dir);
-    if (!set.skipped.empty())
-      spdlog::info("templates: {} templates skipped (missing labels or unreadable)",
-                   set.skipped.size());
+    const TemplateSet set = read_templates(template_dir);  // logs what it skipped
     lib = std::make_shared<TemplateLibrary>(build_library(set, bc));
     lib->attrs["source"] = template_dir;
     lib->attrs["build.command_line"] = "velox.Library.build (Python)";

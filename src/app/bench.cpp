@@ -178,14 +178,14 @@ void print_work(const std::string& dev, const BenchResult& b, CpuIsa isa, double
       b.n_eval[2] * per, b.n_lm_iter * per, gflop, gflops);
   if (b.backend_name == "cpu") {
     const int cores = std::min(threads, default_thread_count());
-    static const double ghz = core_ghz();
-    const double peak = cores * ghz * flop_per_cycle(isa);
+    static const CoreClock clock = core_clock();
+    const double peak = cores * clock.ghz * flop_per_cycle(isa);
     if (peak > 0)
       fmt::print(
-          " = {:.1f}% of the {} peak ({} core{} x {:.2f} GHz measured x {:.0f} "
-          "FLOP/cycle; /proc/cpuinfo: {:.2f} GHz)",
-          100.0 * gflops / peak, isa_name(isa), cores, cores > 1 ? "s" : "", ghz,
-          flop_per_cycle(isa), cpuinfo_ghz());
+          " = {:.1f}% of the {} peak ({} core{} x {:.2f} GHz x {:.0f} FLOP/cycle; clock: {}; "
+          "/proc/cpuinfo: {:.2f} GHz)",
+          100.0 * gflops / peak, isa_name(isa), cores, cores > 1 ? "s" : "", clock.ghz,
+          flop_per_cycle(isa), clock.source, cpuinfo_ghz());
   }
   fmt::print("\n");
 }

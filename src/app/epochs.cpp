@@ -82,6 +82,7 @@ std::vector<CatalogRow> fit_epochs(const SpectrumFile& file,
     for (size_t k : g) pass1.push_back(rows[k]);
     const JointLabels j = joint_labels(pass1, ctx.lib, ctx.cfg);
     std::vector<CatalogRow> pass2 = pass1;
+    std::vector<double> vsini_floor(g.size(), NAN);  // km/s, per epoch (re-prepared ones)
     if (j.ok && g.size() > 1) {  // one epoch: its own fit is the joint one
       // Pass 2: every epoch's VRAD with the labels held at the star's, one batch per star.
       std::vector<PreparedSpectrum> prep;
@@ -97,6 +98,7 @@ std::vector<CatalogRow> fit_epochs(const SpectrumFile& file,
         p.packed.held_theta[0] =
             pass1[e].VRAD;                // the epoch's own velocity: the labels move it little
         p.cls = ClassSpectrum{};          // the class is pass 1's
+        vsini_floor[e] = vsini_floor_kms(p.packed, ctx);
         prep.push_back(std::move(p));
         member.push_back(e);
       }
@@ -122,7 +124,7 @@ std::vector<CatalogRow> fit_epochs(const SpectrumFile& file,
       const size_t si = spectrum_of_row[g[e]];
       if (si < file.spectra.size()) pass2[e].MJD = meta_number(file.spectra[si], "MJD");
     }
-    CatalogRow star = star_row(pass2, j, ctx.lib, ctx.cfg, ctx.format, ctx.survey);
+    CatalogRow star = star_row(pass2, j, ctx.lib, ctx.cfg, ctx.format, ctx.survey, vsini_floor);
     for (size_t e = 0; e < g.size(); ++e) {
       CatalogRow& r = pass2[e];
       r.EPOCH = static_cast<int32_t>(e);

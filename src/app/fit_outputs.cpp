@@ -154,6 +154,12 @@ std::vector<char> FitOutputs::on_file(const std::string& path, SpectrumFile& sf)
   return keep;
 }
 
+void check_fit_config(const std::string& config) {
+  if (config.empty()) return;
+  (void)load_fit_config(config);
+  (void)FitOutputs(SelectOptions{}, config, OutputOptions{});
+}
+
 void fill_fibermap_columns(const Spectrum& spec, CatalogRow& row) {
   auto get = [&](const char* k) -> const std::string* {
     const auto it = spec.meta.find(k);

@@ -80,6 +80,12 @@ class FitOutputs {
   ModelStore models_;
 };
 
+// The `fit:` and `select:` sections of the YAML config `config` (none when empty), checked as
+// `velox fit --config` checks them (load_fit_config, FitOutputs' selection), for every command
+// that takes the file (`templates build` and `templates validate` read other sections of it).
+// Throws ConfigError naming the file and key.
+void check_fit_config(const std::string& config);
+
 // One input's catalog rows (in file order; n rows from `rows`, e.g. its span of a merged
 // catalog), for side_tables.
 struct InputRows {

@@ -273,11 +273,7 @@ FitRunResult run_fit(const FitOptions& opt, std::shared_ptr<const TemplateLibrar
       [&](FileResult&& r) {
         res.files_failed += !r.ok || !r.error.empty();  // a group's unreadable member too
         if (!r.error.empty()) res.file_errors.push_back(r.error);
-        // Spectra actually fitted (not unreadable files, not unselected fibres).
-        // --epochs: the epochs, not their stars.
-        for (const auto& row : r.rows)
-          res.n_spectra += (row.RVS_WARN & (warn::kBadInput | warn::kNotFitted)) == 0 &&
-                           (row.EPOCH >= 0 || row.N_EPOCHS == 0);
+        res.n_spectra += r.n_fitted;  // not unreadable files, not unselected fibres
         for (auto& row : r.rows) res.rows.push_back(std::move(row));
       },
       chunk_min_spectra(engine.threads()));  // as the job (job_plan.hpp)

@@ -42,8 +42,14 @@ struct FileResult {
   std::vector<CatalogRow> rows;  // one per target, in file order; a failed file has one
                                  // failure row (RVS_WARN = BAD_INPUT, SUCCESS = false)
   size_t n_targets = 0;          // targets read (0 for a failed file)
-  double seconds = 0.0;          // read time plus this file's share of its chunk's fit time
-  int rank = 0;                  // MPI rank that fitted it
+  // Spectra fitted (the rows neither BAD_INPUT nor NOT_FITTED; --epochs: the epochs, not their
+  // stars): what the job's spectra/s counts. Set with the rows, kept when they are dropped.
+  size_t n_fitted = 0;
+  // The TARGETIDs of --targetid / --targetid-file found in this input (selected or not), in file
+  // order: rank 0 warns about the listed ones no input holds (RootJob::finish).
+  std::vector<int64_t> targetids_listed;
+  double seconds = 0.0;  // read time plus this file's share of its chunk's fit time
+  int rank = 0;          // MPI rank that fitted it
   // False when the input's format has no FIBERMAP/SCORES HDUs (LAMOST, SDSS): the writers then
   // do not reopen it for them (side_tables). True when unknown.
   bool side_hdus = true;

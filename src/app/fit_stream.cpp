@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <optional>
+#include <set>
 
 #include "app/epochs.hpp"
 #include "app/fit_run.hpp"
@@ -20,6 +21,7 @@
 #include "app/stream_pipeline.hpp"
 #include "common/error.hpp"
 #include "io/readers.hpp"
+#include "io/rvs_warn.hpp"
 
 namespace velox {
 
@@ -109,6 +111,9 @@ void FitEngine::read_input(InputFile& in) {
       std::lock_guard<std::mutex> lock(outputs_mu_);  // reader threads share the selection
       in.selected = outputs_->on_file(in.path, in.file);
     }
+    const std::set<int64_t>& listed = outputs_->selection().targetids;
+    for (const auto& s : in.file.spectra)
+      if (listed.count(s.targetid)) in.res.targetids_listed.push_back(s.targetid);
     in.read_ok = true;
   } catch (const std::exception& e) {
     // A bad file: one clear line, a failure row naming it, and the job goes on.
@@ -162,6 +167,9 @@ void FitEngine::report_input(InputFile& in, std::vector<CatalogRow>&& fitted,
   } else {
     outputs_->add_failure_row();
   }
+  for (const auto& row : in.res.rows)
+    in.res.n_fitted += (row.RVS_WARN & (warn::kBadInput | warn::kNotFitted)) == 0 &&
+                       (row.EPOCH >= 0 || row.N_EPOCHS == 0);
   done(std::move(in.res));
 }
 
@@ -264,6 +272,9 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
         }
         if (!r.ok && joined.ok) joined.ok = false, joined.error = r.error;
         joined.n_targets += r.n_targets;
+        joined.n_fitted += r.n_fitted;
+        joined.targetids_listed.insert(joined.targetids_listed.end(), r.targetids_listed.begin(),
+                                       r.targetids_listed.end());
         joined.seconds += r.seconds;
         joined.side_hdus = joined.side_hdus || r.side_hdus;  // a part that read says the format
         joined.rows.insert(joined.rows.end(), std::make_move_iterator(r.rows.begin()),

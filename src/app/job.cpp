@@ -1,6 +1,7 @@
 #include "app/job.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -97,9 +98,10 @@ class Progress {
  public:
   Progress(size_t n_files, uintmax_t n_bytes, double interval_s, bool quiet)
       : n_files_(n_files), n_bytes_(n_bytes), interval_(interval_s), quiet_(quiet) {}
-  void file_done(size_t targets, uintmax_t bytes) {
+  void file_done(size_t targets, size_t fitted, uintmax_t bytes) {
     ++files_;
     targets_ += targets;
+    fitted_ += fitted;
     bytes_ += bytes;
   }
   void maybe_log() {
@@ -109,15 +111,20 @@ class Progress {
     const double frac = n_bytes_ ? static_cast<double>(bytes_) / n_bytes_ : 0.0;
     const double eta = frac > 0 ? t / frac - t : NAN;
     const double est = frac > 0 ? targets_ / frac : NAN;
-    spdlog::info("progress: {}/{} files, {}/~{:.0f} targets, {:.1f} spectra/s, ETA {:.0f} s",
-                 files_, n_files_, targets_, est, rate(), eta);
+    spdlog::info(
+        "progress: {}/{} files, {}/~{:.0f} targets read, {} spectra fitted = {:.1f} spectra/s, "
+        "ETA {:.0f} s",
+        files_, n_files_, targets_, est, fitted_, rate(), eta);
   }
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
-  double rate() const { return targets_ / std::max(elapsed(), 1e-9); }
+  // Spectra fitted per second (not the fibres read: sky fibres and unselected targets are read
+  // but not fitted).
+  double rate() const { return fitted_ / std::max(elapsed(), 1e-9); }
   size_t targets() const { return targets_; }
+  size_t fitted() const { return fitted_; }
 
  private:
-  size_t n_files_, files_ = 0, targets_ = 0;
+  size_t n_files_, files_ = 0, targets_ = 0, fitted_ = 0;
   uintmax_t n_bytes_, bytes_ = 0;
   double interval_;
   bool quiet_;
@@ -233,6 +240,10 @@ RootJob::RootJob(const FitOptions& opt, int world_size, int threads)
         const std::string diff = identity_difference(identity_of(p), current);
         if (diff.empty()) {
           status_[i] = {inputs_[i].path, "skipped", rows.size(), 0.0, -1, ""};
+          // Its selected rows (all its rows with --include-unselected) count as found.
+          for (const auto& row : rows)
+            if (engine_->outputs().selection().targetids.count(row.TARGETID))
+              listed_found_.insert(row.TARGETID);
           if (want_merged_) kept_[i] = std::move(rows);
           continue;
         }
@@ -336,9 +347,10 @@ void RootJob::handle(FileResult&& r) {
   status_[r.index] = status_of(r);
   if (status_file_) status_file_->append(status_[r.index]);
   files_failed_ += !r.ok || !r.error.empty();  // failed, or an input group with a bad member
-  progress_->file_done(r.n_targets, in.bytes);
+  progress_->file_done(r.n_targets, r.n_fitted, in.bytes);
   if (want_merged_) kept_[r.index] = std::move(r.rows);
   side_hdus_[r.index] = r.side_hdus;
+  listed_found_.insert(r.targetids_listed.begin(), r.targetids_listed.end());
 }
 
 void RootJob::flush_status() {
@@ -448,15 +460,32 @@ int RootJob::finish(const std::string& interrupted_by) {
   size_t n_ok = 0;
   for (const auto& r : merged) n_ok += r.SUCCESS;
   spdlog::info(
-      "fit: {} inputs fitted ({} failed, {} skipped{}), {} targets in {:.2f} s = {:.2f} "
-      "spectra/s on {} ranks",
+      "fit: {} inputs fitted ({} failed, {} skipped{}), {} spectra fitted of {} targets read in "
+      "{:.2f} s = {:.2f} spectra/s on {} ranks",
       todo_.size() - n_unfinished, files_failed_, n - todo_.size(),
-      n_unfinished ? fmt::format(", {} unfinished", n_unfinished) : "", progress_->targets(),
-      seconds, progress_->targets() / std::max(seconds, 1e-9), world_size_);
+      n_unfinished ? fmt::format(", {} unfinished", n_unfinished) : "", progress_->fitted(),
+      progress_->targets(), seconds, progress_->fitted() / std::max(seconds, 1e-9), world_size_);
   if (want_merged_ && !(n_unfinished && opt_.output.empty()))
     spdlog::info("fit: merged catalog {} with {} rows ({} SUCCESS){}",
                  opt_.output.empty() ? opt_.merge : opt_.output, merged.size(), n_ok,
                  n_unfinished ? ", incomplete (attribute interrupted)" : "");
+  // Listed TARGETIDs in none of the inputs (a typo, or the wrong inputs): one line, at most 10
+  // named. Not after an interruption (inputs unread); a failed input may hold some.
+  std::vector<int64_t> unknown;
+  if (engine_ && !n_unfinished)
+    for (int64_t id : engine_->outputs().selection().targetids)
+      if (!listed_found_.count(id)) unknown.push_back(id);
+  if (!unknown.empty()) {
+    constexpr size_t kNamed = 10;
+    const std::vector<int64_t> named(unknown.begin(),
+                                     unknown.begin() + std::min(unknown.size(), kNamed));
+    spdlog::warn(
+        "fit: {} of the {} TARGETIDs of --targetid/--targetid-file are in none of the "
+        "inputs: {}{}{}",
+        unknown.size(), engine_->outputs().selection().targetids.size(), fmt::join(named, ", "),
+        unknown.size() > kNamed ? fmt::format(" and {} more", unknown.size() - kNamed) : "",
+        files_failed_ ? " (or in the inputs that failed)" : "");
+  }
   if (files_failed_)
     spdlog::warn("fit: {} input files failed{}{}", files_failed_,
                  status_file_ ? " (see status.tsv)" : "",

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -82,7 +83,9 @@ class Progress;
 // rank 0's own fitting thread) and next_batch() (to workers), and passes every input's status,
 // from any rank, to handle() (the per-input catalogs are written by the rank that fitted the
 // input, InputCatalogWriter); finish() writes the merged catalog(s) and status.tsv and returns the
-// exit code (3 when an input failed, 4 when interrupted).
+// exit code (3 when an input failed, 4 when interrupted). With --targetid / --targetid-file,
+// finish() warns in one line about listed TARGETIDs that no input holds: each input's result
+// reaches rank 0 whichever rank read it, so a target is "unknown" only when absent from all.
 // Not thread-safe: the caller serialises next_input() against its own fitting thread.
 // Throws ConfigError (inputs) and IoError (outputs).
 class RootJob {
@@ -137,6 +140,10 @@ class RootJob {
   Provenance prov_;
   std::unique_ptr<Progress> progress_;
   int files_failed_ = 0;
+  // The --targetid / --targetid-file TARGETIDs found in the inputs so far, from every rank's
+  // FileResult::targetids_listed and the kept catalogs of skipped inputs: finish() warns about
+  // the listed ones absent from every input.
+  std::set<int64_t> listed_found_;
 };
 
 }  // namespace velox

@@ -40,8 +40,8 @@ void validate_job_options(FitOptions& opt) {
     throw ConfigError(
         "--epochs with --save-models: not supported (the models are per spectrum, "
         "the catalog per star)");
-  if (!opt.config.empty()) (void)load_fit_config(opt.config);
-  // The select: section, --objtypes, --targetid-file, --output-format.
+  check_fit_config(opt.config);
+  // The select: section with --objtypes, --targetid-file, --output-format.
   FitOutputs check(opt, opt.config, opt);
   opt.output = catalog_path_for("--output", opt.output, opt.output_format);
   opt.merge = catalog_path_for("--merge", opt.merge, "h5");

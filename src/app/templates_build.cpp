@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "app/fit_outputs.hpp"
 #include "common/error.hpp"
 #include "io/redrock.hpp"
 
@@ -86,6 +87,9 @@ BuildConfig template_build_config(const TemplateInputOptions& opt, const std::st
     bc.teff_min = 2300.0;
     bc.teff_max = 31000.0;
   }
+  // The file may serve `velox fit` too: its fit: and select: sections are checked here as there,
+  // so that a typo fails the build rather than the fit that reads them later.
+  check_fit_config(config);
   return config.empty() ? bc : load_build_config(config, bc);
 }
 
@@ -115,11 +119,7 @@ TemplateSet template_training_set(const TemplateInputOptions& opt, const BuildCo
                                   std::map<std::string, std::string>* attrs) {
   if (opt.preset.empty()) {
     if (opt.input.empty()) throw ConfigError("templates: give --input DIR or --preset NAME");
-    auto set = read_templates(opt.input, opt.teff_table);
-    for (const auto& s : set.skipped) spdlog::debug("templates: skipped {}", s);
-    if (!set.skipped.empty())
-      spdlog::info("templates: {} templates skipped (missing labels or unreadable)",
-                   set.skipped.size());
+    auto set = read_templates(opt.input, opt.teff_table);  // logs what it skipped
     if (attrs) (*attrs)["source"] = opt.input;
     return set;
   }

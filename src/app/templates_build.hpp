@@ -21,7 +21,8 @@ struct TemplateInputOptions {
 };
 
 // The build settings: a preset's (wider Teff range than the MILES default: 2300-31000 K) or the
-// defaults, then the `templates:` keys of the YAML file `config` (if not empty) over them.
+// defaults, then the `templates:` keys of the YAML file `config` (if not empty) over them. The
+// file's fit: and select: sections are checked as velox fit checks them (check_fit_config).
 BuildConfig template_build_config(const TemplateInputOptions& opt, const std::string& config);
 
 // The training set the options name: read_templates(input), or the preset's joined set (its

@@ -143,7 +143,7 @@ JointLabels joint_labels(const std::vector<CatalogRow>& epochs, const TemplateLi
 
 CatalogRow star_row(const std::vector<CatalogRow>& epochs, const JointLabels& j,
                     const TemplateLibrary& lib, const FitConfig& cfg, const std::string& format,
-                    const std::string& survey) {
+                    const std::string& survey, const std::vector<double>& vsini_floor_kms) {
   if (!j.ok || epochs.empty()) {
     CatalogRow r = epochs.empty() ? CatalogRow{} : epochs.front();
     r.EPOCH = -1;
@@ -162,7 +162,19 @@ CatalogRow star_row(const std::vector<CatalogRow>& epochs, const JointLabels& j,
     const double value = q.log10 ? std::pow(10.0, th) : th;
     const double e = j.err_theta[q.theta];
     const double stat = q.log10 ? std::log(10.0) * value * e : e;
-    if (q.name == "VSINI" && !(stat > 0)) continue;  // the base epoch's VSINI / upper limit
+    if (q.name == "VSINI") {
+      if (!(stat > 0)) continue;  // no epoch detected rotation: the base epoch's VSINI and limit
+      // The detections' mean replaces the base epoch's value, limit and flags: a detection only
+      // above the floor, as for one spectrum.
+      double floor = 0.0;
+      for (size_t i = 0; i < epochs.size() && i < vsini_floor_kms.size(); ++i)
+        if (epoch_usable(epochs[i]) && vsini_floor_kms[i] > floor) floor = vsini_floor_kms[i];
+      r.VSINI = value;
+      r.VSINI_ERR = stat;
+      r.VSINI_UPPER = NAN;
+      apply_vsini_floor(r, floor, cfg);
+      continue;
+    }
     r.*q.value = value;
     if (q.err_stat) {
       r.*q.err_stat = stat;

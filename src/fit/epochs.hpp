@@ -59,9 +59,15 @@ JointLabels joint_labels(const std::vector<CatalogRow>& epochs, const TemplateLi
 // `format`); VRAD and VRAD_ERR the weighted mean of the usable epochs (VelocityStats), SN their
 // quadrature sum, CHISQ_TOT/NPIX_TOT their sums; N_EPOCHS, VRAD_CHISQ_CONST, VRAD_LOGP_CONST,
 // VRAD_MAXDIFF_SIG; FIT_INFO RV_VARIABLE when VRAD_LOGP_CONST < cfg.rv_variable_logp.
+// VSINI: when some epoch detected rotation, the detections' weighted mean with the floor rule of
+// one spectrum (apply_vsini_floor) at the largest of the usable epochs' detection floors
+// `vsini_floor_kms` (km/s, aligned with `epochs`; missing or NaN: 0), so VSINI_UPPER, VSINI_ERR
+// and FIT_INFO VSINI_UPPER_LIMIT describe the star's value; otherwise the base epoch's VSINI and
+// upper limit.
 // A star without usable epochs gets the first epoch's row with SUCCESS false.
 CatalogRow star_row(const std::vector<CatalogRow>& epochs, const JointLabels& j,
                     const TemplateLibrary& lib, const FitConfig& cfg, const std::string& format,
-                    const std::string& survey = "");
+                    const std::string& survey = "",
+                    const std::vector<double>& vsini_floor_kms = {});
 
 }  // namespace velox

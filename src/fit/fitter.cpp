@@ -498,6 +498,34 @@ ArmMean combine_arm_velocities(const std::vector<ArmVelocity>& arms, double t_do
   return m;
 }
 
+double vsini_floor_kms(const Packed& pk, const FitContext& ctx) {
+  const double frac = vsini_floor_frac(ctx.cfg, ctx.format, ctx.survey, ctx.lib.kind());
+  return pk.vsini_floor_R > 0 ? frac * kern::kSpeedOfLight_kms / pk.vsini_floor_R : 0.0;
+}
+
+void apply_vsini_floor(CatalogRow& row, double floor_kms, const FitConfig& cfg) {
+  // Detections only above the resolution floor (FitConfig::vsini_fwhm_frac, a fraction of the
+  // broadest arm's LSF FWHM): below it the broadening is what LSF and template mismatch make,
+  // so the star gets an upper limit of at least the floor (its VSINI + 2 sigma when that is
+  // larger), never a detection.
+  if (!std::isfinite(row.VSINI_UPPER) && row.VSINI < floor_kms) {
+    const double e = std::isfinite(row.VSINI_ERR) ? row.VSINI_ERR : 0.0;
+    row.VSINI_UPPER = std::max(floor_kms, row.VSINI + 2.0 * e);
+  } else if (std::isfinite(row.VSINI_UPPER)) {
+    row.VSINI_UPPER = std::max(row.VSINI_UPPER, floor_kms);
+  }
+  if (std::isfinite(row.VSINI_UPPER)) {
+    row.FIT_INFO |= info::kVsiniUpperLimit;
+    row.VSINI_ERR = NAN;  // not detected: the limit, not an error bar, describes it
+  } else {
+    row.FIT_INFO &= ~info::kVsiniUpperLimit;
+  }
+  if (row.VSINI > cfg.vsini_max_ok_kms)
+    row.RVS_WARN |= warn::kVsiniLarge;
+  else
+    row.RVS_WARN &= ~warn::kVsiniLarge;
+}
+
 void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
                 const std::vector<float>& ivar, const FitContext& ctx) {
   const auto& lib = ctx.lib;
@@ -568,24 +596,7 @@ void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
   }
   if (vsini_fitted) {
     row.VSINI_UPPER = res.vsini_upper;
-    // Detections only above the resolution floor (FitConfig::vsini_fwhm_frac, a fraction of the
-    // broadest arm's LSF FWHM): below it the broadening is what LSF and template mismatch make,
-    // so the star gets an upper limit of at least the floor (its VSINI + 2 sigma when that is
-    // larger), never a detection.
-    const double frac = vsini_floor_frac(cfg, ctx.format, ctx.survey, lib.kind());
-    const double floor_kms =
-        all.vsini_floor_R > 0 ? frac * kern::kSpeedOfLight_kms / all.vsini_floor_R : 0.0;
-    if (!std::isfinite(row.VSINI_UPPER) && row.VSINI < floor_kms) {
-      const double e = std::isfinite(row.VSINI_ERR) ? row.VSINI_ERR : 0.0;
-      row.VSINI_UPPER = std::max(floor_kms, row.VSINI + 2.0 * e);
-    } else if (std::isfinite(row.VSINI_UPPER)) {
-      row.VSINI_UPPER = std::max(row.VSINI_UPPER, floor_kms);
-    }
-    if (std::isfinite(row.VSINI_UPPER)) {
-      row.FIT_INFO |= info::kVsiniUpperLimit;
-      row.VSINI_ERR = NAN;  // not detected: the limit, not an error bar, describes it
-    }
-    if (row.VSINI > cfg.vsini_max_ok_kms) row.RVS_WARN |= warn::kVsiniLarge;
+    apply_vsini_floor(row, vsini_floor_kms(all, ctx), cfg);
   }
   // The format's arm scatter [km/s] of a velocity segment (B, R, Z), nullptr where not listed.
   auto scatter = [&](const std::string& arm) {

@@ -165,6 +165,17 @@ ArmMean combine_arm_velocities(const std::vector<ArmVelocity>& arms, double t_do
 void finish_row(PreparedSpectrum& p, const kern::PipelineResult& res,
                 const std::vector<float>& ivar, const FitContext& ctx);
 
+// The VSINI detection floor [km/s] of a spectrum prepared as `pk`: the fraction
+// vsini_floor_frac(cfg, format, survey, library kind) of the LSF FWHM of its broadest arm,
+// c / Packed::vsini_floor_R (FitConfig::vsini_fwhm_frac); 0 when that R is unknown.
+double vsini_floor_kms(const Packed& pk, const FitContext& ctx);
+// The floor rule on a row whose VSINI was fitted (VSINI, VSINI_ERR in km/s; VSINI_UPPER NaN for a
+// detection, else the kernel's upper limit): below `floor_kms` a detection becomes an upper limit
+// max(floor, VSINI + 2 VSINI_ERR), and a limit is raised to the floor. At a limit VSINI_ERR is NaN
+// and FIT_INFO VSINI_UPPER_LIMIT is set, else cleared; RVS_WARN VSINI_LARGE is set above
+// cfg.vsini_max_ok_kms, else cleared. finish_row and the --epochs star row (fit/epochs.hpp).
+void apply_vsini_floor(CatalogRow& row, double floor_kms, const FitConfig& cfg);
+
 // Optional outputs for tests and plots.
 struct FitDiagnostics {
   std::vector<double> wave_vac_A;  // used pixels (all arms, concatenated)

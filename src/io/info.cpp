@@ -7,11 +7,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "common/error.hpp"
 #include "io/catalog.hpp"
+#include "io/fits.hpp"
 #include "io/h5.hpp"
+#include "io/readers.hpp"
 #include "io/rvs_warn.hpp"
 
 namespace velox {
@@ -112,10 +116,64 @@ std::string describe_template_library(const h5::File& f) {
   return out;
 }
 
+// A FITS file (gzip-compressed too, as CFITSIO reads it): "SIMPLE  =" or the gzip magic first.
+// An unreadable file is not FITS here (the HDF5 open then says why).
+bool looks_like_fits(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[9] = {};
+  if (!in.read(head, sizeof head)) return false;
+  if (std::string(head, 9) == "SIMPLE  =") return true;
+  return head[0] == '\x1f' && head[1] == '\x8b' && path.find(".fits") != std::string::npos;
+}
+
+// Its HDUs from the headers (no data read), and whether `velox fit` reads it: the format
+// read_spectra detects and the spectra it would fit (DESI: the fibres, from the headers).
+std::string describe_fits(const std::string& path) {
+  std::string out = fmt::format(
+      "{}: FITS file (velox info summarises velox catalogs and template libraries, which are "
+      "HDF5 files; a FITS file is described from its headers)\n  HDUs:\n",
+      path);
+  {
+    auto f = fits::File::open_read(path);
+    for (int i = 0; i < f.num_hdus(); ++i) {
+      f.move_to(i);
+      std::string what;
+      if (f.is_image() && !f.is_compressed_image()) {
+        const auto shape = f.image_shape();
+        what = shape.empty() ? "no data" : fmt::format("image {}", fmt::join(shape, " x "));
+      } else {
+        what = fmt::format("table, {} rows, {} columns", f.num_rows(), f.column_names().size());
+      }
+      out += fmt::format("    {} {}: {}\n", i, f.current_name(), what);
+    }
+  }
+  try {
+    const SpectrumFormat format = detect_format(path);
+    const size_t n = format == SpectrumFormat::DesiCoadd
+                         ? count_desi_fibres(path, format)
+                         : read_spectra(path, format).spectra.size();
+    out += fmt::format("  velox fit input: format {}, {} spectra\n", format_name(format), n);
+  } catch (const std::exception& e) {
+    out += fmt::format("  not a spectra file velox fit reads: {}\n", e.what());
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string describe_file(const std::string& path) {
-  h5::File f = h5::File::open_read(path);
+  if (looks_like_fits(path)) return describe_fits(path);
+  h5::File f = [&] {
+    try {
+      return h5::File::open_read(path);
+    } catch (const IoError& e) {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(path, ec)) throw;  // no such file, a folder
+      throw IoError(std::string(e.what()) +
+                    " (velox info reads velox catalogs and template libraries, which are HDF5 "
+                    "files, and describes FITS files)");
+    }
+  }();
   std::string kind = f.has_attr("/", "velox_kind") ? f.attr_text("/", "velox_kind") : "";
   if (kind == "catalog") return describe_catalog(path);
   if (kind == "template-library") return describe_template_library(f);

@@ -63,6 +63,10 @@ struct TemplateSet {
   std::string medium = "vacuum";   // the source files' medium ("air": converted on reading)
   bool curated = false;            // every spectrum is curated (TemplateSpectrum::curated)
   std::vector<std::string> skipped;  // "name: reason" for templates that could not be used
+  // Of those, the stars the library's own tables give no labels (MILES_params.db 9999/99999 or
+  // not listed, STELIB '-' header labels, a Kesseli subtype without a Teff): gaps of the
+  // catalogue, logged at info level; the others (unreadable, inconsistent files) warn.
+  size_t n_unlabelled = 0;
   // The velocity frame correction applied on reading, in words (Kesseli: the per-subtype shifts
   // to the redrock/Cannon frame); "" when none. Recorded in the library's attributes.
   std::string frame;

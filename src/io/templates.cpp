@@ -83,11 +83,14 @@ std::map<int64_t, Labels> read_miles_params(const fs::path& path) {
     std::string id_text;
     Labels l;
     int64_t id = 0;
-    // A malformed row (the v9.1 table has one: "022.") is skipped; its star is then reported as
-    // "not listed" by read_miles.
+    // A malformed row is skipped; its star is then "not listed" (a catalogue gap) in read_miles.
+    // The v9.1 table has one, line 254 "022.  7950 3.95 0.35": paramsMILES_v9.1.txt gives the
+    // same truncated id for HD044691A. It is most likely m0221V (the one file without a row), but
+    // the table does not say so, so velox does not guess: a debug line, not a warning every
+    // build repeats to users who cannot act on it.
     if (!(row >> id_text >> l.teff_K >> l.logg >> l.feh) || !detail::parse_int64(id_text, id)) {
-      spdlog::warn("{}: line {}: cannot parse '{}' as 'id Teff logg [Fe/H]', skipped",
-                   path.string(), line_no, line);
+      spdlog::debug("{}: line {}: cannot parse '{}' as 'id Teff logg [Fe/H]', skipped",
+                    path.string(), line_no, line);
       continue;
     }
     table[id] = l;
@@ -154,11 +157,13 @@ TemplateSet read_miles(const fs::path& dir) {
       const auto it = table.find(std::stoi(m[1].str()));
       if (it == table.end()) {
         set.skipped.push_back(name + ": not listed in MILES_params.db");
+        ++set.n_unlabelled;
         continue;
       }
       if (is_missing(it->second.teff_K) || is_missing(it->second.logg) ||
           is_missing(it->second.feh)) {
         set.skipped.push_back(name + ": missing label (9999/99999) in MILES_params.db");
+        ++set.n_unlabelled;
         continue;
       }
       labels = &it->second;
@@ -277,6 +282,7 @@ TemplateSet read_stelib(const fs::path& dir) {
       t.feh = header_label(f, "FE_H");
       if (!std::isfinite(t.teff_K) || !std::isfinite(t.logg) || !std::isfinite(t.feh)) {
         set.skipped.push_back(name + ": TEFF, LOG_G or FE_H missing in the header");
+        ++set.n_unlabelled;
         continue;
       }
       const double crval = f.key_double("CRVAL1"), cdelt = f.key_double("CDELT1");
@@ -378,6 +384,7 @@ TemplateSet read_kesseli(const fs::path& dir, const fs::path& table) {
     const auto it = dwarfs.find("M" + m[1].str() + "V");
     if (it == dwarfs.end() || !std::isfinite(it->second.teff_K)) {
       set.skipped.push_back(name + ": no Teff for M" + m[1].str() + "V in " + table.string());
+      ++set.n_unlabelled;
       continue;
     }
     try {
@@ -405,6 +412,24 @@ TemplateSet read_kesseli(const fs::path& dir, const fs::path& table) {
     }
   }
   return set;
+}
+
+// What a folder without usable templates holds, for the error: its FITS files and, when the
+// first is a spectrum that velox fit reads, its format; else the first template's problem.
+std::string found_instead(const fs::path& root, const TemplateSet& set) {
+  const fs::path dir = fs::is_directory(root / "fits") ? root / "fits" : root;
+  const auto files = fits_files(dir);
+  if (files.empty()) return "no FITS files";
+  const std::string n = fmt::format("{} FITS files", files.size());
+  try {
+    const SpectrumFormat format = detect_format((dir / files.front()).string());
+    return fmt::format("{}, e.g. {}: a {} spectrum (an input of velox fit, not a template)", n,
+                       files.front(), format_name(format));
+  } catch (const std::exception&) {
+    // not a spectrum either: the template reader's own reason below
+  }
+  return set.skipped.empty() ? n
+                             : fmt::format("{}, none usable (first: {})", n, set.skipped.front());
 }
 
 }  // namespace
@@ -448,14 +473,28 @@ TemplateSet read_templates(const std::string& dir, const std::string& teff_table
     set = read_miles(root);
   }
   if (set.spectra.empty()) {
-    throw IoError(dir + ": no usable " + set.kind + " templates" +
-                  (set.skipped.empty() ? std::string(" (no FITS files)")
-                                       : " (first problem: " + set.skipped.front() + ")"));
+    throw IoError(dir + ": no usable templates: found " + found_instead(root, set) +
+                  ". A template folder holds MILES (MILES_params.db beside fits/, or FITS files "
+                  "with MLOGT/MLOGG/MFEH header labels), PHOENIX (a WAVE_*.fits beside files with "
+                  "PHXTEFF/PHXLOGG/PHXM_H), STELIB (STELIB_*.fits) or Kesseli M-dwarf "
+                  "(M<n>_<feh>_Dwarf.fits) templates; or use --preset lamost|sdss|desi");
   }
-  if (!set.skipped.empty()) {
-    spdlog::warn("{}: skipped {} of {} templates", dir, set.skipped.size(),
-                 set.skipped.size() + set.spectra.size());
-  }
+  // Stars without labels are what the catalogue is (MILES: 39 unmeasured and one damaged row):
+  // one info line. Unreadable or inconsistent files warn. Each one: --log-level debug.
+  for (const auto& s : set.skipped) spdlog::debug("{}: skipped {}", dir, s);
+  const size_t n_all = set.skipped.size() + set.spectra.size();
+  const size_t n_bad = set.skipped.size() - set.n_unlabelled;
+  if (n_bad > 0)
+    spdlog::warn(
+        "{}: skipped {} of {} templates as unreadable or inconsistent{} (--log-level debug "
+        "lists each)",
+        dir, n_bad, n_all,
+        set.n_unlabelled ? fmt::format(", and {} without labels", set.n_unlabelled) : "");
+  else if (set.n_unlabelled > 0)
+    spdlog::info(
+        "{}: {} of {} templates left out: their source gives them no labels (--log-level debug "
+        "lists each)",
+        dir, set.n_unlabelled, n_all);
   return set;
 }
 

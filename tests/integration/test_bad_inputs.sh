@@ -2,7 +2,8 @@
 # One `velox fit` over good LAMOST files and bad ones made here: unreadable files become a
 # BAD_INPUT row and a one-line error naming the file (exit 3); readable targets with no usable
 # pixels become NO_PIXELS rows; a few corrupt pixels are masked and the fit still succeeds.
-# Also: empty --input-list (exit 2), missing templates (exit 1), `velox info` on both files.
+# Also: empty --input-list (exit 2), missing templates (exit 1), `velox info` on both files, on a
+# FITS input and on a file that is neither.
 set -euo pipefail
 source "$VELOX_SOURCE_DIR/tests/integration/common.sh"
 itest_setup bad_inputs
@@ -129,3 +130,11 @@ grep -q "velox catalog" info_catalog.txt || fail "velox info on the catalog"
 "$VELOX" info "$LIB" >info_lib.txt
 cat info_lib.txt
 grep -q "velox template library" info_lib.txt || fail "velox info on the library"
+# A FITS input is described from its headers (issue 53: it said "not an HDF5 file"); a file that
+# is neither gets a message saying what info reads.
+"$VELOX" info "$VELOX_DATA_DIR/spectra/desi_lamost/coadd-lamost-dr10.fits" >info_fits.txt
+grep -q "coadd-lamost-dr10.fits: FITS file" info_fits.txt && grep -q "B_FLUX: image 29 x 2751" info_fits.txt &&
+  grep -q "velox fit input: format desi, 29 spectra" info_fits.txt || fail "velox info on FITS: $(cat info_fits.txt)"
+run_rc rc "$VELOX" info x.fits 2>info_x.log
+((rc == 1)) && grep -q "not an HDF5 file (velox info reads velox catalogs and template libraries" info_x.log ||
+  fail "velox info on a text file: exit $rc, $(cat info_x.log)"

@@ -2,7 +2,8 @@
 # DESI production mode on the LAMOST stars in DESI coadd layout (docs/desi.md):
 #  - default selection fits exactly the 85 stars (25 + 60); the 3 SKY fibres and the fibre with
 #    COADD_FIBERSTATUS bit 9 get no row; --include-unselected gives them NOT_FITTED rows;
-#  - --objtypes MWS_ANY selects the same 85; --targetid picks one;
+#  - --objtypes MWS_ANY selects the same 85; --targetid picks one, warns about one in no input,
+#    and the end-of-run rate counts the spectrum fitted, not the fibres read;
 #  - /fibermap is aligned with /catalog; --save-models shapes; --output-format fits opens with
 #    astropy Table.read(f, 'RVTAB') with rvspecfit's column names;
 #  - VRAD against the truth table's rv_lamost (|median| <= 5 km/s, robust sigma <= 6 km/s).
@@ -21,8 +22,15 @@ run_rc rc "$VELOX" fit --templates "$LIB" --output mws.h5 --objtypes MWS_ANY "${
 ((rc == 0)) || fail "velox fit --objtypes MWS_ANY exit code $rc"
 run_rc rc "$VELOX" fit --templates "$LIB" --output bgs.h5 --objtypes 'BGS_ANY,STD_*' "${IN[@]}"
 ((rc == 0)) || fail "velox fit --objtypes BGS_ANY exit code $rc"
-run_rc rc "$VELOX" fit --templates "$LIB" --output one.h5 --targetid 7000000003713238 "${IN[@]}"
+# 42 is in no input: one warning line names it (issue 53); the rate counts the one spectrum
+# fitted, not the fibres read.
+run_rc rc "$VELOX" fit --templates "$LIB" --output one.h5 --targetid 7000000003713238,42 "${IN[@]}" \
+  2>one.log
 ((rc == 0)) || fail "velox fit --targetid exit code $rc"
+grep -q "\[warning\] fit: 1 of the 2 TARGETIDs of --targetid/--targetid-file are in none of the inputs: 42$" \
+  one.log || fail "--targetid 42: no warning naming it: $(cat one.log)"
+grep -qE "fit: 2 inputs fitted .*, 1 spectra fitted of (8[6-9]|9[0-9]) targets read in" one.log ||
+  fail "--targetid: the end-of-run rate does not count the one spectrum fitted: $(cat one.log)"
 run_rc rc "$VELOX" fit --templates "$LIB" --output bad.h5 --objtypes NOT_A_BIT "${IN[@]}"
 ((rc == 2)) || fail "--objtypes NOT_A_BIT: exit code $rc, expected 2 (usage)"
 

@@ -126,6 +126,10 @@ printf 'templates:\n  n_component: 3\n' >typo_templates.yaml
 refused typo_templates "templates.n_component: unknown key (did you mean templates.n_components?)" \
   "$VELOX" templates build --input "$VELOX_DATA_DIR/templates/miles/miles_thin" \
   --config typo_templates.yaml --output lib2.h5
+# A file shared with velox fit: templates build checks its fit: section as fit does (issue 53).
+refused templates_fit_key "fit.cont_degg: unknown key (did you mean fit.cont_deg?)" \
+  "$VELOX" templates build --input "$VELOX_DATA_DIR/templates/miles/miles_thin" \
+  --config typo_key.yaml --output lib2.h5
 [ ! -e c.h5 ] && [ ! -e lib2.h5 ] || fail "a refused run wrote an output"
 
 echo "== help shows the real defaults; bench lists what it uses"

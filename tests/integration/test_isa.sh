@@ -35,6 +35,9 @@ grep -qE "per spectrum [0-9.]+ model evaluations .* [0-9.]+ LM iterations, [0-9.
   fail "bench: no counters"
 if grep -q "^cpu MHz" /proc/cpuinfo; then  # the peak needs the clock (backend/cpu/flop_count.hpp)
   grep -qE "GFLOP/s = [0-9.]+% of the baseline peak" bench.txt || fail "bench: no peak share"
+  # The clock and its source (issue 53: an add chain a core shortcuts read 5x the real clock).
+  grep -qE "x [0-9.]+ GHz x 4 FLOP/cycle; clock: (measured|cpufreq|/proc/cpuinfo)" bench.txt ||
+    fail "bench: no clock source"
 fi
 # The host's feed estimate (issue 26): one thread's read and prepare rates of the format and the
 # threads for --feed-rate, which must be feed x (1/read + 1/prepare) as printed (0.1 rounding).

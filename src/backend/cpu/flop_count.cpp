@@ -1,5 +1,7 @@
 #include "backend/cpu/flop_count.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -52,7 +54,7 @@ double emulator_flops(const FlopShape& s) {
 double profile_arm(const FlopShape& s, double n, int np, bool jac) {
   const double nc = s.cont_deg + 1, ntri = nc * (nc + 1) / 2, leg = legendre_flops(s.cont_deg);
   double per_pix = leg + nc + 3.0 + gram(ntri + nc);  // pass 1
-  per_pix += leg + 2.0 * nc + 4.0;                       // pass 2: continuum and residual
+  per_pix += leg + 2.0 * nc + 4.0;                    // pass 2: continuum and residual
   if (jac)
     per_pix += nc + np + 2.0 + gram(1.0 + np * (np + 1) / 2.0 + np + nc * np);
   else
@@ -68,9 +70,8 @@ FlopShape flop_shape(const Packed& pk, const kern::PipelineConfig& pc, const Tem
   FlopShape s;
   for (int a = 0; a < pk.n_arms; ++a) {
     const int n = pk.arm_start[a + 1] - pk.arm_start[a];
-    const int nf = a < static_cast<int>(pk.full_lnlam.size())
-                       ? static_cast<int>(pk.full_lnlam[a].size())
-                       : 0;
+    const int nf =
+        a < static_cast<int>(pk.full_lnlam.size()) ? static_cast<int>(pk.full_lnlam[a].size()) : 0;
     s.n_used.push_back(n);
     s.n_points.push_back(nf > 0 ? nf : n);
     s.ndiag.push_back(nf > 0 && a < static_cast<int>(pk.ndiag.size()) ? pk.ndiag[a] : 0);
@@ -145,26 +146,79 @@ double flop_per_cycle(CpuIsa isa) {
   return NAN;
 }
 
-double core_ghz() {
+namespace {
+
 #if defined(__x86_64__)
-  // Short runs (about 1 ms), best of 30: a run that the scheduler interrupted (other processes
-  // on the core) only lowers its own estimate.
-  constexpr long kAdds = 1L << 22;
+// Billions of chain steps per second: the best of 30 runs of `steps` dependent instructions
+// (short runs, about 1 ms: a run that the scheduler interrupted only lowers its own reading).
+template <class Run>
+double best_rate(long steps, Run run) {
   double best = 0.0;
   for (int rep = 0; rep < 30; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
-    unsigned long x = 0;
-    for (long i = 0; i < kAdds / 8; ++i)  // 8 dependent adds per trip; the loop counter is free
-      asm volatile(
-          "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
-          "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0"
-          : "+r"(x));
+    run(steps);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s > 0) best = std::max(best, kAdds / s / 1e9);
+    if (s > 0) best = std::max(best, steps / s / 1e9);
   }
-  if (best > 0) return best;
+  return best > 0 ? best : NAN;
+}
+
+// 8 dependent instructions per trip (the loop counter is free): `imul` (3 cycles each; an odd
+// start keeps the squares odd and never trivial) or `add $1` (1 cycle each, unless the core
+// folds them).
+#define VELOX_TIMES8(text) text text text text text text text text
+template <bool kImul>
+void chain(long steps) {
+  unsigned long x = kImul ? 0x9E3779B97F4A7C15ul : 0;
+  for (long i = 0; i < steps / 8; ++i) {
+    if constexpr (kImul)
+      asm volatile(VELOX_TIMES8("imul %0, %0\n\t") : "+r"(x));
+    else
+      asm volatile(VELOX_TIMES8("add $1, %0\n\t") : "+r"(x));
+  }
+}
+#undef VELOX_TIMES8
 #endif
-  return cpuinfo_ghz();
+
+}  // namespace
+
+CoreClock pick_core_clock(double add_ghz, double imul_ghz, double max_ghz, double cpuinfo) {
+  CoreClock c;
+  const bool add_ok = add_ghz > 0, imul_ok = imul_ghz > 0;
+  if (add_ok || imul_ok) {
+    // Each chain errs only high (a shortcut add, an imul slower than 3 cycles): the smaller one.
+    const bool imul = imul_ok && (!add_ok || imul_ghz <= add_ghz);
+    c.ghz = imul ? imul_ghz : add_ghz;
+    if (add_ok && imul_ok && std::fabs(add_ghz / imul_ghz - 1.0) <= 0.1) {
+      c.source = "measured: dependent imul and add chains agree";
+    } else {
+      c.source = fmt::format("measured: dependent {} chain", imul ? "imul" : "add");
+      if (add_ok && imul_ok)
+        c.source += fmt::format(" (the {} chain read {:.2f} GHz: {})", imul ? "add" : "imul",
+                                imul ? add_ghz : imul_ghz,
+                                imul ? "shortcut by this core" : "imul slower than 3 cycles here");
+    }
+    if (max_ghz > 0 && c.ghz > 1.05 * max_ghz)
+      return {max_ghz, fmt::format("cpufreq cpuinfo_max_freq (the chains read {:.2f} GHz, above "
+                                   "the maximum boost)",
+                                   c.ghz)};
+    if (!(max_ghz > 0) && cpuinfo > 0 && c.ghz > 2.0 * cpuinfo)
+      return {cpuinfo,
+              fmt::format("/proc/cpuinfo (the chains read {:.2f} GHz, over twice it)", c.ghz)};
+    return c;
+  }
+  if (max_ghz > 0) return {max_ghz, "cpufreq cpuinfo_max_freq (not measured on this CPU)"};
+  if (cpuinfo > 0) return {cpuinfo, "/proc/cpuinfo (not measured on this CPU)"};
+  return {NAN, "unknown"};
+}
+
+CoreClock core_clock() {
+  double add_ghz = NAN, imul_ghz = NAN;
+#if defined(__x86_64__)
+  add_ghz = best_rate(1L << 22, chain<false>);
+  imul_ghz = 3.0 * best_rate(1L << 20, chain<true>);
+#endif
+  return pick_core_clock(add_ghz, imul_ghz, cpufreq_max_ghz(), cpuinfo_ghz());
 }
 
 double cpuinfo_ghz() {
@@ -178,6 +232,13 @@ double cpuinfo_ghz() {
     if (v > 0 && !(mhz >= v)) mhz = v;
   }
   return mhz / 1000.0;
+}
+
+double cpufreq_max_ghz() {
+  std::ifstream in("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");
+  double khz = NAN;
+  if (!(in >> khz) || !(khz > 0)) return NAN;  // absent (most VMs) or unreadable: not used
+  return khz / 1e6;
 }
 
 }  // namespace velox

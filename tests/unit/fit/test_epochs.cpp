@@ -105,3 +105,71 @@ TEST_CASE("joint fit of epochs: shared labels, per-epoch VRADs, RV_VARIABLE",
   CHECK(flagged_const == 0);
   CHECK(flagged_binary == n_star / 2);
 }
+
+namespace {
+
+// A library that fit_params can read (labels and their box; no spectra are evaluated).
+TemplateLibrary label_only_library() {
+  TemplateLibrary lib;
+  lib.n_label = 3;
+  lib.label_names = {"LOG10_TEFF", "LOGG", "FEH"};
+  lib.label_min = {3.5, 0.0, -2.5};
+  lib.label_max = {4.0, 5.0, 0.5};
+  lib.dlnlam = 5e-5;
+  return lib;
+}
+
+// An epoch row fitted with the given S/N and VSINI: a detection (err > 0) or, with `upper`
+// finite, an upper limit (VSINI_ERR NaN, FIT_INFO VSINI_UPPER_LIMIT) as finish_row writes it.
+CatalogRow vsini_epoch(double sn, double vsini, double err, double upper) {
+  CatalogRow r;
+  r.SUCCESS = true;
+  r.VRAD = 10.0;
+  r.VRAD_ERR = r.VRAD_ERR_STAT = 1.0;
+  r.SN = sn;
+  r.TEFF = 5500.0, r.TEFF_ERR_STAT = 50.0;
+  r.LOGG = 4.0, r.LOGG_ERR_STAT = 0.1;
+  r.FEH = -0.2, r.FEH_ERR_STAT = 0.05;
+  r.VSINI = vsini;
+  r.VSINI_ERR = err;
+  r.VSINI_UPPER = upper;
+  if (std::isfinite(upper)) r.FIT_INFO |= info::kVsiniUpperLimit;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("star row: VSINI, VSINI_UPPER and the limit bit describe the combined value",
+          "[epochs]") {
+  // Issue 53: the base epoch (highest S/N) is an upper limit, the other two detect 40 and 50
+  // km/s (errors 5): the star's VSINI is their mean, 45, which kept the base epoch's limit bit.
+  const TemplateLibrary lib = label_only_library();
+  const FitConfig cfg;
+  const std::vector<CatalogRow> ep = {vsini_epoch(50.0, 5.0, NAN, 30.0),
+                                      vsini_epoch(20.0, 40.0, 5.0, NAN),
+                                      vsini_epoch(20.0, 50.0, 5.0, NAN)};
+  const JointLabels j = joint_labels(ep, lib, cfg);
+  REQUIRE(j.base == 0);
+  // Floors of 25 km/s: 45 is a detection, with the mean's error and no limit.
+  const CatalogRow det = star_row(ep, j, lib, cfg, "lamost-dr8", "", {25.0, 25.0, 25.0});
+  CHECK(det.VSINI == Approx(45.0));
+  // 5 / sqrt(2), scaled by sqrt(chi^2 / dof) = sqrt(2): the two detections differ by 2 sigma.
+  CHECK(det.VSINI_ERR == Approx(5.0));
+  CHECK(std::isnan(det.VSINI_UPPER));
+  CHECK((det.FIT_INFO & info::kVsiniUpperLimit) == 0);
+  // A floor of 60 km/s on one usable epoch (the largest counts): the mean is an upper limit at
+  // the floor (above 45 + 2 x 5), as one spectrum's would be.
+  const CatalogRow lim = star_row(ep, j, lib, cfg, "lamost-dr8", "", {25.0, 60.0, 25.0});
+  CHECK(lim.VSINI == Approx(45.0));
+  CHECK(lim.VSINI_UPPER == 60.0);
+  CHECK(std::isnan(lim.VSINI_ERR));
+  CHECK((lim.FIT_INFO & info::kVsiniUpperLimit) != 0);
+  // No epoch detected rotation: the base epoch's value and limit stand, still consistent.
+  const std::vector<CatalogRow> none = {vsini_epoch(50.0, 5.0, NAN, 30.0),
+                                        vsini_epoch(20.0, 8.0, NAN, 35.0)};
+  const CatalogRow up =
+      star_row(none, joint_labels(none, lib, cfg), lib, cfg, "lamost-dr8", "", {25.0, 25.0});
+  CHECK(up.VSINI == 5.0);
+  CHECK(up.VSINI_UPPER == 30.0);
+  CHECK((up.FIT_INFO & info::kVsiniUpperLimit) != 0);
+}

@@ -13,9 +13,11 @@ TEST_CASE("MILES library: 985 files, 945 with valid labels, vacuum wavelengths",
   const auto set = read_templates(test::data("templates/miles"));
   CHECK(set.kind == "miles");
   CHECK(set.spectra.size() + set.skipped.size() == 985);
-  // 39 stars have a 9999 label, m0221 is not in MILES_params.db.
+  // 39 stars have a 9999 label, m0221 is not in MILES_params.db (its row reads "022."): all 40
+  // are gaps of the catalogue (an info line, issue 53), none an unreadable file (a warning).
   CHECK(set.spectra.size() == 945);
   CHECK(set.skipped.size() == 40);
+  CHECK(set.n_unlabelled == 40);
   CHECK(set.fwhm_A == 2.5);
   CHECK(std::isnan(set.resolution_R));
   CHECK_FALSE(set.has_alpha);
@@ -97,5 +99,22 @@ TEST_CASE("PHOENIX-format directory: labels from PHX keys, shared WAVE file", "[
 TEST_CASE("read_templates on a missing or empty directory throws IoError", "[io][templates]") {
   CHECK_THROWS_AS(read_templates(test::data("no/such/dir")), IoError);
   const auto dir = test::tmp_dir("empty_templates");
-  CHECK_THROWS_WITH(read_templates(dir), Catch::Contains("no usable"));
+  CHECK_THROWS_WITH(read_templates(dir),
+                    Catch::Contains("no usable templates: found no FITS files"));
+}
+
+TEST_CASE("read_templates on a folder of spectra says what it found and what it expects",
+          "[io][templates]") {
+  // Issue 53: the message named a MILES header keyword (MLOGT) that the user never chose.
+  try {
+    (void)read_templates(test::data("spectra/lamost_dr10_pylasp/fits"));
+    FAIL("a folder of spectra read as templates");
+  } catch (const IoError& e) {
+    const std::string m = e.what();
+    CHECK(m.find("found 25 FITS files, e.g. 3703110.fits: a lamost-dr10 spectrum (an input of "
+                 "velox fit, not a template)") != std::string::npos);
+    CHECK(m.find("A template folder holds MILES") != std::string::npos);
+    CHECK(m.find("--preset") != std::string::npos);
+    CHECK(m.find("CFITSIO") == std::string::npos);
+  }
 }

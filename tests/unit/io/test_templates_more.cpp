@@ -41,6 +41,7 @@ TEST_CASE("STELIB: 255 files, 203 with all three labels, air converted, gaps tri
     // conversion would show 0.
     CHECK(t.wave_vac_A.front() - vacuum_to_air_A(t.wave_vac_A.front()) > 0.85);
   }
+  CHECK(set.n_unlabelled == 52);  // the README: 52 without all three labels
   // HD005820 has '-' labels (header strings): skipped with a reason.
   bool listed = false;
   for (const auto& s : set.skipped) listed = listed || s.rfind("HD005820:", 0) == 0;

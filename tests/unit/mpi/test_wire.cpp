@@ -26,6 +26,8 @@ TEST_CASE("a result sent between ranks arrives bit for bit, NaN payloads include
   r.ok = false;
   r.error = "bad\tfile";
   r.n_targets = 2;
+  r.n_fitted = 1;
+  r.targetids_listed = {39627652257399884, -1};
   r.seconds = 0.125;
   r.rank = 3;
   r.side_hdus = false;  // the default is true: a lost flag would show
@@ -43,6 +45,8 @@ TEST_CASE("a result sent between ranks arrives bit for bit, NaN payloads include
   CHECK(!back.ok);
   CHECK(back.error == r.error);
   CHECK(back.n_targets == 2);
+  CHECK(back.n_fitted == 1);
+  CHECK(back.targetids_listed == r.targetids_listed);
   CHECK(back.seconds == 0.125);
   CHECK(back.rank == 3);
   CHECK_FALSE(back.side_hdus);
