@@ -235,10 +235,11 @@ TEST_CASE("idle readers prepare queued tasks ahead of one worker, each task once
   // Only the first input's first task cannot be prepared ahead (the worker takes it at once);
   // a slow machine may let the worker reach a few more first: at least 90% by the reader.
   CHECK(r.n_pre >= 86);
-  // The worker's time is then 96 fits plus what it prepared itself: within 10% (late wake-ups
-  // of a loaded machine, the first read) of 96 x 10 ms, not the 96 x 11 ms of a worker that
-  // prepares everything.
-  CHECK(r.wall_s <= 1.10 * (96 * 10.0 + r.n_pre_by_run * 1.0 + 2.0) / 1e3);
+  // The worker never waits for the readers: the wall time is within 10% (+ 20 ms for the first
+  // read) of the measured time of its own tasks (the fits plus the few first parts it prepared).
+  // Measured, not nominal (96 x 10 ms): a loaded machine's late wake-ups lengthen both sides
+  // (the nominal bound failed under the sanitizers in CI: wall 1.24 s, work 1.20 s).
+  CHECK(r.wall_s <= 1.10 * r.work_s + 0.020);
 }
 
 TEST_CASE("readers and 16 fast workers share the first parts without doing one twice", "[stream]") {
