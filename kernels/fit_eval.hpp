@@ -48,12 +48,12 @@ VX_HD VX_INLINE int n_fit_params(int n_label, int fit_vsini) {
 struct CpuFitExtras;
 
 // What one arm's kept rows (FitData::Tv) hold: the template's grid rows s0 .. s1 convolved with
-// the rotation kernel at vsini (km/s; M taps each side), from basis `basis` and the emulator
-// coefficients of generation `gen` (EvalWork::c_gen). basis == nullptr: nothing kept.
+// the rotation kernel at vsini (km/s; the kernel, its width included, follows from it), from
+// basis `basis` and the emulator coefficients of generation `gen` (EvalWork::c_gen).
+// basis == nullptr: nothing kept.
 struct KeptRows {
   const float* basis;
   unsigned gen;
-  int M;
   double vsini;
   int s0, s1;
 };
@@ -848,8 +848,8 @@ VX_HD void kept_rows_pixels(const Team& team, const GridView& g, const FitData& 
   rotated_row_span(g, ll, n_eval, lnd, 0, &lo_t, &hi_t, &r0, &r1);
   KeptRows* kr = d.tv_keep + k;
   double* Tc = d.Tv + (size_t)k * d.tv_stride;
-  const bool kept = kr->basis == B && kr->gen == w->c_gen && kr->M == M && kr->vsini == vsini &&
-                    kr->s0 <= r0 && kr->s1 >= r1;
+  const bool kept =
+      kr->basis == B && kr->gen == w->c_gen && kr->vsini == vsini && kr->s0 <= r0 && kr->s1 >= r1;
   if (!kept) {
     const int p0 = r0 - kKeptRowsPad > 0 ? r0 - kKeptRowsPad : 0;
     const int p1 = r1 + kKeptRowsPad < S - 1 ? r1 + kKeptRowsPad : S - 1;
@@ -877,7 +877,7 @@ VX_HD void kept_rows_pixels(const Team& team, const GridView& g, const FitData& 
       });
     }
     team.sync();
-    team.single([&] { *kr = KeptRows{B, w->c_gen, M, vsini, p0, p1}; });
+    team.single([&] { *kr = KeptRows{B, w->c_gen, vsini, p0, p1}; });
   }
   team.for_each(n_eval, [&](int j) {
     double wt[4], dwt[4];
