@@ -24,7 +24,8 @@ set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 # kernel's launch, over the CPU backend's host batch packing; velox_app links it.
 file(GLOB VELOX_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.cu)
 add_library(velox_backend_cuda STATIC ${VELOX_CUDA_SOURCES})
-target_link_libraries(velox_backend_cuda PUBLIC velox_backend_cpu CUDA::cudart)
+# cuBLAS is loaded at run time (dlopen) by the staged engine only: its headers, not its library.
+target_link_libraries(velox_backend_cuda PUBLIC velox_backend_cpu CUDA::cudart ${CMAKE_DL_LIBS})
 set_target_properties(velox_backend_cuda PROPERTIES POSITION_INDEPENDENT_CODE ON)
 list(APPEND VELOX_LAYER_TARGETS velox_backend_cuda)
 # Calling host code from device code is an error: Eigen's solvers, std:: algorithms etc. would

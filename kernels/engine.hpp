@@ -12,7 +12,10 @@
 // The device runs the same functions as kernels (src/backend/cuda/engine_kernel.cu); the host
 // executor here (engine_run) runs them in order, as the CI's check of the schedule.
 #pragma once
+#include <stdexcept>
+
 #include "kernels/batch.hpp"
+#include "kernels/rows_stage.hpp"
 
 namespace velox::kern {
 
@@ -29,6 +32,9 @@ struct EngineCtl {
   int count[kNumReqKinds] = {};   // requests of each kind this round
   int* list = nullptr;            // [kNumReqKinds][b.n_slots] the slots of each kind's requests
   int* slot_spec = nullptr;       // [b.n_slots] a spectrum index, kSlotFree or kSlotDrained
+  // The staged engine (kernels/rows_stage.hpp): full evaluations go to rows->list and are served
+  // by the row stages; nullptr: every evaluation is served by engine_serve<kReqEval>.
+  RowsRound* rows = nullptr;
 };
 
 // Passes a request kind is served in: an evaluation's template and continuum stages, one pass
@@ -72,6 +78,11 @@ VX_HD VX_NOINLINE void engine_step(EngineCtl* ctl, int slot) {
                                   &b.results[s], &sh->rq)
                 : fit_step<Team>(sh->fm, b.em.n_label, b.grid, d, b.n_ccf, b.ccf_labels, b.cfg,
                                  sc, sh, &b.results[s], &sh->rq);
+    if (more && ctl->rows && rows_request(sh->rq)) {  // the row stages (rows_stage.hpp)
+      ctl->rows->list[engine_fetch_add(&ctl->rows->count, 1)] = slot;
+      engine_fetch_add(&ctl->n_active, 1);
+      break;
+    }
     if (more) {
       const int k = sh->rq.kind;
       ctl->list[k * b.n_slots + engine_fetch_add(&ctl->count[k], 1)] = slot;
@@ -102,10 +113,44 @@ VX_HD VX_INLINE void engine_serve(const Team& team, const EngineCtl* ctl, int st
   team.sync();  // every worker is done with the views before they are rewritten
 }
 
+// Plan row request idx of this round (rows_plan: its column blocks and rows).
+VX_HD VX_INLINE void engine_plan_rows(const EngineCtl* ctl, int idx) {
+  const int slot = ctl->rows->list[idx];
+  rows_plan(ctl->rows, ctl->b, slot, ctl->slot_spec[slot], ctl->b.shared[slot].rq);
+}
+
+// Serve row request idx of this round, stage 0 (coefficients), 1 (pixels from the group rows) or
+// 2 (continuum and chi^2: serve_eval_stage's stage 1), with the team (kernels/rows_stage.hpp).
+// The groups' rows are computed between stages 0 and 1 (rows_gemm_host, or cuBLAS on the
+// device). d, sc, tmpl: as engine_serve.
+template <class Team>
+VX_HD VX_INLINE void engine_serve_rows(const Team& team, const EngineCtl* ctl, int stage, int idx,
+                                       FitData* d, PipelineScratch* sc, const float** tmpl) {
+  const BatchView& b = ctl->b;
+  const RowsRound* r = ctl->rows;
+  const int slot = r->list[idx];
+  const int s = ctl->slot_spec[slot];
+  PipelineShared* sh = &b.shared[slot];
+  const BatchSpectrum& bs = b.spec[s];
+  if (stage == 0) {
+    rows_coef(team, r, slot, bs, &sh->rq, b.em, b.grid, &sh->w);
+    return;
+  }
+  team.single([&] { batch_views(b, s, slot, d, sc, tmpl); });
+  team.sync();
+  if (stage == 1)
+    rows_pixels(team, r, slot, bs, &sh->rq, b.em.n_label, b.grid, *d, &sh->w, sc->T, sc->dT);
+  else
+    serve_eval_stage(team, 1, &sh->rq, b.em, b.grid, *d, b.cfg, *sc, sh);
+  team.sync();  // every worker is done with the views before they are rewritten
+}
+
 // Per-run counts of the host executor: rounds, requests served per kind, the widest round.
 struct EngineStats {
   long rounds = 0;
   long served[kNumReqKinds] = {};
+  long served_rows = 0;  // full evaluations served by the row stages (staged engine)
+  long gemms = 0;        // the row stages' group GEMMs
   int widest_round = 0;
   bool finished = true;  // every machine ended within max_rounds
 };
@@ -125,8 +170,33 @@ void engine_serve_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
   st->served[Kind] += ctl->count[Kind];
 }
 
+// The row stages of a round on the host, in the device's order: every request's coefficients,
+// one GEMM per group with requests, every request's pixels, every request's continuum.
+// Throws std::length_error when the round's blocks exceed the buffers (a sizing bug).
+template <class Team>
+void engine_rows_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
+  RowsRound* r = ctl->rows;
+  if (!r || r->count == 0) return;
+  for (int i = 0; i < r->count; ++i) engine_plan_rows(ctl, i);
+  long long nc = 0, no = 0;
+  rows_layout(r, &nc, &no);
+  if (nc > r->coef_cap || no > r->out_cap) throw std::length_error("engine_rows_all: row buffers");
+  FitData d;
+  PipelineScratch sc;
+  const float* tmpl[kMaxArms];
+  for (int i = 0; i < r->count; ++i) engine_serve_rows(team, ctl, 0, i, &d, &sc, tmpl);
+  for (int g = 0; g < r->n_groups; ++g)
+    if (r->g_count[g] > 0 && r->g_hi[g] >= r->g_lo[g]) {
+      rows_gemm_host(r, g, ctl->b.basis[g]);
+      ++st->gemms;
+    }
+  for (int stage = 1; stage < 3; ++stage)
+    for (int i = 0; i < r->count; ++i) engine_serve_rows(team, ctl, stage, i, &d, &sc, tmpl);
+  st->served_rows += r->count;
+}
+
 // The host executor: the device's rounds in order on one team. ctl->b, ctl->list and
-// ctl->slot_spec set by the caller.
+// ctl->slot_spec set by the caller; ctl->rows (optional) with its arrays and buffers.
 template <class Team>
 EngineStats engine_run(const Team& team, EngineCtl* ctl, long max_rounds = 1000000) {
   EngineStats st;
@@ -135,6 +205,10 @@ EngineStats engine_run(const Team& team, EngineCtl* ctl, long max_rounds = 10000
   for (;;) {
     ctl->n_active = 0;
     for (int k = 0; k < kNumReqKinds; ++k) ctl->count[k] = 0;
+    if (ctl->rows) {
+      ctl->rows->count = 0;
+      for (int g = 0; g < ctl->rows->n_groups; ++g) rows_reset_group(ctl->rows, g);
+    }
     for (int slot = 0; slot < ctl->b.n_slots; ++slot) engine_step<Team>(ctl, slot);
     if (ctl->n_active == 0) break;
     if (st.rounds == max_rounds) {
@@ -149,6 +223,7 @@ EngineStats engine_run(const Team& team, EngineCtl* ctl, long max_rounds = 10000
     engine_serve_all<kReqGridPrep>(team, ctl, &st);
     engine_serve_all<kReqGrid>(team, ctl, &st);
     engine_serve_all<kReqEmu>(team, ctl, &st);
+    engine_rows_all(team, ctl, &st);
     engine_serve_all<kReqEval>(team, ctl, &st);
     engine_serve_all<kReqClip>(team, ctl, &st);
     engine_serve_all<kReqArmPixels>(team, ctl, &st);

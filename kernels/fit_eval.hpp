@@ -887,6 +887,25 @@ VX_HD void kept_rows_pixels(const Team& team, const GridView& g, const FitData& 
   });
 }
 
+// Arm a's used pixels from its full-grid model t_out[n_full] and Jacobian dt_out[n_full][np]
+// through the resolution matrix, one pixel per worker (the single-lane teams' form of
+// apply_rmat_rows): T[i], and with need_jac dT[i][0 .. np). The staged engine's pixel stage
+// (rows_stage.hpp) calls it; template_at_pixels keeps the same loop written in place: through this
+// function the warp kernel's evaluate_template<false> spilled 52/208 B instead of 40/148 B
+// (ptxas, sm_90), on the per-pixel hot path.
+template <class Team>
+VX_HD VX_INLINE void apply_rmat_lanes(const Team& team, const FitData& d, int a,
+                                      const double* t_out, const double* dt_out, int np,
+                                      bool need_jac, double* T, double* dT) {
+  const int i0 = d.arm_start[a];
+  team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
+    const int i = i0 + ii;
+    T[i] = apply_rmat(d, a, i, t_out, 1, 0);
+    if (need_jac)
+      for (int q = 0; q < np; ++q) dT[i * np + q] = apply_rmat(d, a, i, dt_out, np, q);
+  });
+}
+
 // Template value and derivatives at every pixel: T[n_pix], dT[n_pix][np] with
 // np = n_fit_params(L, w->fit_vsini): dT[.][0] = dT/dv, dT[.][1+l] = dT/dlabel_l and, when VSINI
 // is fitted, dT[.][1+L] = dT/dvsini. With em == nullptr, T = 1 (continuum-only model).

@@ -21,11 +21,14 @@
 #   prod      velox fit --device auto vs --device cpu over REPS x 134 LAMOST files (links)
 #   sanitize  compute-sanitizer memcheck and racecheck on one LAMOST spectrum and memcheck on
 #             the 29-fibre DESI-layout coadd (desi.h5)
-#   engine    the batched engine (VELOX_GPU_ENGINE=kinds) against the warp kernel: velox bench
-#             --device gpu with each (DESI-layout with desi.h5, LAMOST with MILES), the
-#             DESI-layout catalogs of each to $OUT/engine-{warp,kinds}.h5 (compare them here with
-#             scripts/compare_devices.py), gpu.parity, and memcheck and racecheck of the engine on
-#             one LAMOST spectrum and memcheck on the DESI-layout coadd
+#   engine    the batched engines (VELOX_GPU_ENGINE=kinds, and staged: the row GEMMs with cuBLAS)
+#             against the warp kernel: velox bench --device gpu with each (DESI-layout with
+#             desi.h5, LAMOST with MILES), the DESI-layout catalogs of each to
+#             $OUT/engine-{warp,kinds,staged}.h5 (compare them here with
+#             scripts/compare_devices.py), gpu.parity of both engines, memcheck and racecheck of
+#             the staged engine and memcheck of the kinds engine on one LAMOST spectrum, and
+#             memcheck of the staged engine on the DESI-layout coadd. ENGINES picks the benched
+#             engines (default "warp kinds staged")
 # Env: VXB (default /tmp/vxb), OUT (logs; default /tmp/vx-out), THREADS (16), REPLICATE (25000),
 #      REPS (75: 10 050 files).
 set -euo pipefail
@@ -33,6 +36,11 @@ VXB=${VXB:-/tmp/vxb}
 OUT=${OUT:-/tmp/vx-out}
 THREADS=${THREADS:-16}
 mkdir -p "$OUT"
+# The staged engine loads cuBLAS at run time (libcublas.so.13): the GPU host's CUDA toolkit has it,
+# the bundle does not carry it (its 600 MB are over the 64 MiB a device call carries).
+if [[ -d /usr/local/cuda/lib64 ]]; then
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64
+fi
 vx=$VXB/bin/velox
 lib=$VXB/miles.h5
 desi_lib=$VXB/desi.h5
@@ -132,7 +140,7 @@ for stage in "$@"; do
         echo "sanitize desi: exit $?"
       tail -3 "$OUT/sanitize-desi.log" ;;
     engine)
-      for eng in warp kinds; do
+      for eng in ${ENGINES:-warp kinds staged}; do
         VELOX_GPU_ENGINE=$eng "$vx" bench --templates "$desi_lib" --device gpu --threads "$THREADS" \
           --replicate "${REPLICATE_DESI:-4000}" --repeat 3 "$data"/desi_lamost/*.fits \
           2>>"$OUT/engine.err" | sed "s/^/$eng desi: /"
@@ -143,20 +151,25 @@ for stage in "$@"; do
           --output "$OUT/engine-$eng.h5" --overwrite "$data"/desi_lamost/*.fits \
           2>>"$OUT/engine.err" || echo "engine $eng: fit exit $?"
       done | tee "$OUT/engine.log"
-      VELOX_GPU_ENGINE=kinds "$VXB/bin/velox_gpu_parity" 2>&1 | tee "$OUT/engine-parity.log" |
-        tail -5
-      for tool in memcheck racecheck; do
-        VELOX_GPU_ENGINE=kinds timeout 150 compute-sanitizer --tool "$tool" "$vx" fit \
-          --templates "$lib" --device gpu --threads 1 --output "/tmp/vx-eng-$tool.h5" \
-          --overwrite "${lamost[0]}" >"$OUT/engine-sanitize-$tool.log" 2>&1 ||
-          echo "engine sanitize $tool: exit $?"
-        tail -3 "$OUT/engine-sanitize-$tool.log"
+      for eng in kinds staged; do
+        VELOX_GPU_ENGINE=$eng "$VXB/bin/velox_gpu_parity" 2>&1 | tee "$OUT/engine-parity-$eng.log" |
+          tail -5 | sed "s/^/$eng parity: /"
       done
-      VELOX_GPU_ENGINE=kinds timeout 150 compute-sanitizer --tool memcheck "$vx" fit \
+      # The sanitizers on the staged engine (its row stages and cuBLAS are the new code) and
+      # memcheck on the kinds engine.
+      for run in staged:memcheck staged:racecheck kinds:memcheck; do
+        eng=${run%%:*} tool=${run#*:}
+        VELOX_GPU_ENGINE=$eng timeout 150 compute-sanitizer --tool "$tool" "$vx" fit \
+          --templates "$lib" --device gpu --threads 1 --output "/tmp/vx-eng-$eng-$tool.h5" \
+          --overwrite "${lamost[0]}" >"$OUT/engine-sanitize-$eng-$tool.log" 2>&1 ||
+          echo "engine sanitize $eng $tool: exit $?"
+        tail -3 "$OUT/engine-sanitize-$eng-$tool.log" | sed "s/^/$eng $tool: /"
+      done
+      VELOX_GPU_ENGINE=staged timeout 150 compute-sanitizer --tool memcheck "$vx" fit \
         --templates "$desi_lib" --device gpu --threads 1 --output /tmp/vx-eng-desi.h5 \
         --overwrite "$data/desi_lamost/coadd-lamost-dr10.fits" >"$OUT/engine-sanitize-desi.log" \
         2>&1 || echo "engine sanitize desi: exit $?"
-      tail -3 "$OUT/engine-sanitize-desi.log" ;;
+      tail -3 "$OUT/engine-sanitize-desi.log" | sed "s/^/staged memcheck desi: /" ;;
     *) echo "gpu-acceptance.sh: unknown stage '$stage'" >&2; exit 2 ;;
   esac
 done

@@ -4,10 +4,12 @@
 // that repeats its rounds. One translation unit, so that both share one compiled copy of the
 // out-of-line device functions (evaluate and its stages, profile_continuum, the steps). No
 // physics here: this file only maps threads and warps to slots and spectra, and launches.
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
+#include "backend/cuda/cublas_rt.hpp"
 #include "backend/cuda/fit_kernel.hpp"
 #include "kernels/engine.hpp"
 #include "kernels/team_cuda.hpp"
@@ -98,10 +100,11 @@ __global__ void engine_cond_kernel(const kern::EngineCtl* ctl, cudaGraphConditio
   cudaGraphSetConditional(h, ctl->n_active > 0 && ctl->rounds < kEngineMaxRounds ? 1u : 0u);
 }
 
-// Every request of kind Kind this round, pass Stage: one warp per request (grid-stride).
-template <int Kind, int Stage>
-__global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
-    engine_serve_kernel(const kern::EngineCtl* ctl) {
+// Requests 0 .. n - 1 of a serve kernel: one warp per request (grid-stride), with the warp's
+// views (FitData, PipelineScratch, CCF template sets) and reduce_gram tile in shared memory;
+// serve(team, idx, d, sc, tmpl) serves one.
+template <class Serve>
+__device__ __forceinline__ void serve_per_warp(int n, Serve&& serve) {
   __shared__ alignas(kern::FitData) unsigned char d_raw[kServeWarps][sizeof(kern::FitData)];
   __shared__ alignas(kern::PipelineScratch) unsigned char
       sc_raw[kServeWarps][sizeof(kern::PipelineScratch)];
@@ -111,12 +114,236 @@ __global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
   const kern::WarpTeam team{static_cast<int>(threadIdx.x % kern::kWarpLanes), tile[warp]};
   auto* d = reinterpret_cast<kern::FitData*>(d_raw[warp]);
   auto* sc = reinterpret_cast<kern::PipelineScratch*>(sc_raw[warp]);
-  const int n = ctl->count[Kind];
   for (int idx = blockIdx.x * kServeWarps + warp; idx < n; idx += gridDim.x * kServeWarps)
-    kern::engine_serve<Kind>(team, ctl, Stage, idx, d, sc, tmpl[warp]);
+    serve(team, idx, d, sc, tmpl[warp]);
+}
+
+// Every request of kind Kind this round, pass Stage.
+template <int Kind, int Stage>
+__global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
+    engine_serve_kernel(const kern::EngineCtl* ctl) {
+  serve_per_warp(ctl->count[Kind], [&](const kern::WarpTeam& team, int idx, kern::FitData* d,
+                                       kern::PipelineScratch* sc, const float** tmpl) {
+    kern::engine_serve<Kind>(team, ctl, Stage, idx, d, sc, tmpl);
+  });
+}
+
+// ---- The staged engine (kernels/rows_stage.hpp) -------------------------------------------
+
+// Round start of the staged engine: the kinds' counts, the row requests and every group.
+__global__ void staged_reset_kernel(kern::EngineCtl* ctl, int n_groups) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < kern::kNumReqKinds) ctl->count[i] = 0;
+  if (i == 0) {
+    ctl->n_active = 0;
+    ++ctl->rounds;
+    ctl->rows->count = 0;
+  }
+  if (i < n_groups) kern::rows_reset_group(ctl->rows, i);
+}
+
+// Plan every row request of the round (kern::rows_plan): one thread each.
+__global__ void __launch_bounds__(kEngineStepThreads)
+    engine_plan_kernel(const kern::EngineCtl* ctl) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < ctl->rows->count) kern::engine_plan_rows(ctl, i);
+}
+
+// Every row request of the round, stage Stage (0 coefficients, 1 pixels, 2 continuum).
+template <int Stage>
+__global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
+    engine_rows_kernel(const kern::EngineCtl* ctl) {
+  serve_per_warp(ctl->rows->count, [&](const kern::WarpTeam& team, int idx, kern::FitData* d,
+                                       kern::PipelineScratch* sc, const float** tmpl) {
+    kern::engine_serve_rows(team, ctl, Stage, idx, d, sc, tmpl);
+  });
 }
 
 }  // namespace
+
+StagedEngine::StagedEngine(int n_slots, cudaStream_t stream) : n_slots_(n_slots), stream_(stream) {
+  try {
+    blas_ = new BlasHandle(stream_);
+    const size_t ns = static_cast<size_t>(n_slots);
+    check(cudaMalloc(&ctl_, sizeof(kern::EngineCtl)), "cudaMalloc (engine control)");
+    check(cudaMalloc(&rows_, sizeof(kern::RowsRound)), "cudaMalloc (row stages)");
+    check(cudaMalloc(&list_, sizeof(int) * kern::kNumReqKinds * ns), "cudaMalloc (engine lists)");
+    check(cudaMalloc(&slot_spec_, sizeof(int) * ns), "cudaMalloc (engine slots)");
+    check(cudaMalloc(&rlist_, sizeof(int) * ns), "cudaMalloc (row list)");
+    check(cudaMalloc(&col_, sizeof(int) * kern::kMaxArms * ns), "cudaMalloc (row columns)");
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+StagedEngine::~StagedEngine() { release(); }
+
+void StagedEngine::release() {
+  delete static_cast<BlasHandle*>(blas_);
+  for (void* p : {ctl_, rows_, static_cast<void*>(list_), static_cast<void*>(slot_spec_),
+                  static_cast<void*>(rlist_), static_cast<void*>(col_), groups_,
+                  static_cast<void*>(coef_), static_cast<void*>(out_)})
+    if (p) cudaFree(p);
+  if (staging_) cudaFreeHost(staging_);
+  blas_ = ctl_ = rows_ = groups_ = staging_ = nullptr;
+  list_ = slot_spec_ = rlist_ = col_ = nullptr;
+  coef_ = out_ = nullptr;
+}
+
+void StagedEngine::grow(void** p, size_t* cap, size_t bytes) {
+  if (bytes <= *cap) return;
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (row buffers)");
+  if (*p) cudaFree(*p);
+  *p = nullptr;
+  *cap = 0;
+  check(cudaMalloc(p, bytes), "cudaMalloc (row buffers)");
+  *cap = bytes;
+}
+
+size_t StagedEngine::row_buffer_bytes(int n_slots, int max_arms, int n_tpix, int n_label, int K1) {
+  long long c = 0, o = 0;
+  kern::rows_buffer_bound(n_slots, max_arms, n_tpix, kern::rows_ncol(n_label), K1, &c, &o);
+  return static_cast<size_t>(c + o) * sizeof(double);
+}
+
+void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*>& basis_d,
+                       int max_arms) {
+  rounds_ = gemms_ = 0;
+  if (b.n_spec <= 0) return;
+  if (b.n_slots != n_slots_) throw std::logic_error("StagedEngine: batch with another slot count");
+  const int G = static_cast<int>(basis_d.size());
+  const int K1 = b.em.n_comp, ncol = kern::rows_ncol(b.em.n_label);
+  long long coef_n = 0, out_n = 0;
+  kern::rows_buffer_bound(n_slots_, std::max(max_arms, 1), b.grid.n_tpix, ncol, K1, &coef_n,
+                          &out_n);
+  grow(reinterpret_cast<void**>(&coef_), &coef_cap_, static_cast<size_t>(coef_n) * sizeof(double));
+  grow(reinterpret_cast<void**>(&out_), &out_cap_, static_cast<size_t>(out_n) * sizeof(double));
+  const size_t gi = sizeof(int) * static_cast<size_t>(std::max(G, 1));
+  const size_t gl = sizeof(long long) * static_cast<size_t>(std::max(G, 1));
+  grow(&groups_, &groups_cap_, 3 * gi + 2 * gl);
+  // Pinned staging: [EngineCtl][RowsRound][g_count][g_lo][g_hi][g_coef][g_out].
+  const size_t o_rows = sizeof(kern::EngineCtl), o_g = o_rows + sizeof(kern::RowsRound);
+  const size_t staging = o_g + 3 * gi + 2 * gl;
+  if (staging > staging_cap_) {
+    if (staging_) cudaFreeHost(staging_);
+    staging_ = nullptr;
+    staging_cap_ = 0;
+    check(cudaMallocHost(&staging_, staging), "cudaMallocHost (staged engine)");
+    staging_cap_ = staging;
+  }
+  auto* hs = static_cast<unsigned char*>(staging_);
+  auto* dg = static_cast<unsigned char*>(groups_);
+  // The device's round plan.
+  kern::RowsRound r;
+  r.n_groups = G;
+  r.K1 = K1;
+  r.ncol = ncol;
+  r.list = rlist_;
+  r.g_count = reinterpret_cast<int*>(dg);
+  r.g_lo = reinterpret_cast<int*>(dg + gi);
+  r.g_hi = reinterpret_cast<int*>(dg + 2 * gi);
+  r.g_coef = reinterpret_cast<long long*>(dg + 3 * gi);
+  r.g_out = reinterpret_cast<long long*>(dg + 3 * gi + gl);
+  r.col = col_;
+  r.coef = coef_;
+  r.out = out_;
+  r.coef_cap = coef_n;
+  r.out_cap = out_n;
+  kern::EngineCtl c;
+  c.b = b;
+  c.list = list_;
+  c.slot_spec = slot_spec_;
+  c.rows = static_cast<kern::RowsRound*>(rows_);
+  std::memcpy(hs, &c, sizeof c);
+  std::memcpy(hs + o_rows, &r, sizeof r);
+  check(cudaMemcpyAsync(ctl_, hs, sizeof c, cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync (engine control)");
+  check(cudaMemcpyAsync(rows_, hs + o_rows, sizeof r, cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync (row stages)");
+  auto* ctl = static_cast<kern::EngineCtl*>(ctl_);
+  const unsigned step_blocks = (n_slots_ + kEngineStepThreads - 1) / kEngineStepThreads;
+  engine_init_kernel<<<step_blocks, kEngineStepThreads, 0, stream_>>>(ctl);
+  check(cudaGetLastError(), "engine_init_kernel launch");
+  const int reset_n = std::max(G, 32);
+  const unsigned max_serve = (n_slots_ + kServeWarps - 1) / kServeWarps;
+  auto blocks = [&](int n) {
+    return std::min<unsigned>(max_serve,
+                              (static_cast<unsigned>(n) + kServeWarps - 1) / kServeWarps);
+  };
+  kern::EngineCtl hc;
+  kern::RowsRound hr;
+  auto* blas = static_cast<BlasHandle*>(blas_);
+  for (;;) {
+    staged_reset_kernel<<<(reset_n + 127) / 128, 128, 0, stream_>>>(ctl, G);
+    engine_step_kernel<<<step_blocks, kEngineStepThreads, 0, stream_>>>(ctl);
+    engine_plan_kernel<<<step_blocks, kEngineStepThreads, 0, stream_>>>(ctl);
+    check(cudaGetLastError(), "staged engine: step launch");
+    // The round's counts and plan down (the staging's upload part was read before: the stream
+    // orders these copies after the first uploads).
+    check(cudaMemcpyAsync(hs, ctl_, sizeof c, cudaMemcpyDeviceToHost, stream_),
+          "cudaMemcpyAsync (engine counts)");
+    check(cudaMemcpyAsync(hs + o_rows, rows_, sizeof r, cudaMemcpyDeviceToHost, stream_),
+          "cudaMemcpyAsync (row plan)");
+    check(cudaMemcpyAsync(hs + o_g, dg, 3 * gi, cudaMemcpyDeviceToHost, stream_),
+          "cudaMemcpyAsync (row groups)");
+    check(cudaStreamSynchronize(stream_), "staged engine round");
+    std::memcpy(&hc, hs, sizeof hc);
+    std::memcpy(&hr, hs + o_rows, sizeof hr);
+    if (hc.n_active == 0) break;
+    if (++rounds_ >= kEngineMaxRounds)
+      throw std::runtime_error("the staged GPU engine stopped after " + std::to_string(rounds_) +
+                               " rounds with " + std::to_string(hc.n_active) +
+                               " fits unfinished (a fit that never ends: please report)");
+    auto serve = [&](auto kind, auto stage) {
+      constexpr int K = decltype(kind)::value, S = decltype(stage)::value;
+      if (hc.count[K] > 0)
+        engine_serve_kernel<K, S><<<blocks(hc.count[K]), kServeThreads, 0, stream_>>>(ctl);
+    };
+    using kern::IntC;
+    serve(IntC<kern::kReqFold>{}, IntC<0>{});
+    serve(IntC<kern::kReqCcfPrep>{}, IntC<0>{});
+    serve(IntC<kern::kReqCcf>{}, IntC<0>{});
+    serve(IntC<kern::kReqGrid>{}, IntC<0>{});
+    serve(IntC<kern::kReqEmu>{}, IntC<0>{});
+    if (hr.count > 0) {
+      // The groups' blocks (host), up; then coefficients, one GEMM per group, pixels, continuum.
+      kern::RowsRound lay = hr;
+      lay.g_count = reinterpret_cast<int*>(hs + o_g);
+      lay.g_lo = reinterpret_cast<int*>(hs + o_g + gi);
+      lay.g_hi = reinterpret_cast<int*>(hs + o_g + 2 * gi);
+      lay.g_coef = reinterpret_cast<long long*>(hs + o_g + 3 * gi);
+      lay.g_out = reinterpret_cast<long long*>(hs + o_g + 3 * gi + gl);
+      long long nc = 0, no = 0;
+      kern::rows_layout(&lay, &nc, &no);
+      if (nc > coef_n || no > out_n) throw std::logic_error("StagedEngine: row buffers too small");
+      check(
+          cudaMemcpyAsync(dg + 3 * gi, hs + o_g + 3 * gi, 2 * gl, cudaMemcpyHostToDevice, stream_),
+          "cudaMemcpyAsync (row layout)");
+      const unsigned rb = blocks(hr.count);
+      engine_rows_kernel<0><<<rb, kServeThreads, 0, stream_>>>(ctl);
+      check(cudaGetLastError(), "staged engine: coefficient launch");
+      for (int g = 0; g < G; ++g) {
+        const int lo = lay.g_lo[g], span = lay.g_hi[g] - lo + 1, n = lay.g_count[g] * ncol;
+        if (lay.g_count[g] == 0 || span <= 0) continue;
+        // R (span x n) = B[lo .. lo + span) C: B is stored [row][K1], i.e. K1 x rows
+        // column-major (op T makes it rows x K1); C is K1 x n and R span x n, column-major.
+        blas->dgemm_tn(span, n, K1, basis_d[g] + static_cast<size_t>(lo) * K1, K1,
+                       coef_ + lay.g_coef[g], K1, out_ + lay.g_out[g], span);
+        ++gemms_;
+      }
+      engine_rows_kernel<1><<<rb, kServeThreads, 0, stream_>>>(ctl);
+      engine_rows_kernel<2><<<rb, kServeThreads, 0, stream_>>>(ctl);
+      check(cudaGetLastError(), "staged engine: row stage launch");
+    }
+    serve(IntC<kern::kReqEval>{}, IntC<0>{});
+    serve(IntC<kern::kReqEval>{}, IntC<1>{});
+    serve(IntC<kern::kReqClip>{}, IntC<0>{});
+    serve(IntC<kern::kReqArmPixels>{}, IntC<0>{});
+    serve(IntC<kern::kReqVGrid>{}, IntC<0>{});
+    check(cudaGetLastError(), "staged engine: serve launch");
+  }
+}
 
 EngineLauncher::EngineLauncher(int n_slots, cudaStream_t stream)
     : n_slots_(n_slots), stream_(stream) {

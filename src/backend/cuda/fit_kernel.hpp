@@ -1,4 +1,4 @@
-// The CUDA fit kernels. Two engines, selected by VELOX_GPU_ENGINE (docs/gpu.md):
+// The CUDA fit kernels. Three engines, selected by VELOX_GPU_ENGINE (docs/gpu.md):
 //  - warp (default): kernels/fit_pipeline.hpp with one warp per spectrum (kern::WarpTeam).
 //    Persistent warps: fit_kernel_slots() warps are launched, and each takes the next spectrum of
 //    the batch from a device counter until none is left, so slow spectra do not leave SMs idle
@@ -7,9 +7,14 @@
 //    (one thread per slot steps its fit and refills finished slots), then one kernel per request
 //    kind (an evaluation: one per stage) over the slots that asked for it, repeated by a
 //    conditional while node until no slot has a request. The host does not take part in a round.
+//  - staged: the same rounds driven from the host, with the round's full evaluations served by
+//    the row stages (kernels/rows_stage.hpp): the template rows of all of them as one cuBLAS
+//    DGEMM per arm model. The host reads each round's counts to size the launches and GEMMs.
 // Included only by .cu files; no physics here.
 #pragma once
 #include <cuda_runtime.h>
+
+#include <vector>
 
 #include "kernels/batch.hpp"
 
@@ -53,6 +58,52 @@ class EngineLauncher {
   void* staging_ = nullptr;    // pinned: the BatchView up, the end state down
   void* graph_ = nullptr;      // cudaGraph_t
   void* exec_ = nullptr;       // cudaGraphExec_t
+};
+
+// The staged engine over `n_slots` slots on one stream (VELOX_GPU_ENGINE=staged; docs/gpu.md
+// "Template rows as one GEMM"): each round the control kernel steps every slot, the host reads
+// the round's counts (one small copy and a wait on the stream), then launches the serve kernels
+// of the kinds with requests and the row stages: coefficients, one cuBLAS DGEMM per arm model
+// over its requests' columns (the basis in FP64), pixels, continuum. cuBLAS is loaded at run time
+// (dlopen of libcublas.so.13, .12 or .so), so that the other engines run without it.
+// Synchronous: run() returns when the batch is done (the backend calls it on a thread of its
+// own). Throws std::runtime_error on CUDA or cuBLAS errors and when the rounds reach their cap.
+class StagedEngine {
+ public:
+  StagedEngine(int n_slots, cudaStream_t stream);
+  ~StagedEngine();
+  StagedEngine(const StagedEngine&) = delete;
+  StagedEngine& operator=(const StagedEngine&) = delete;
+  // Fit every spectrum of `b` (device pointers, b.n_slots == n_slots). basis_d[g]: arm model g's
+  // basis in FP64 ([n_tpix][K+1], device), in b.basis' order; max_arms: the most arms of a
+  // spectrum of the batch (the row buffers' size).
+  void run(const kern::BatchView& b, const std::vector<const double*>& basis_d, int max_arms);
+  // Device bytes of the row buffers for n_slots slots of max_arms arms (rows_buffer_bound).
+  static size_t row_buffer_bytes(int n_slots, int max_arms, int n_tpix, int n_label, int K1);
+  long rounds() const { return rounds_; }  // of the last run
+  long gemms() const { return gemms_; }
+
+ private:
+  void release();
+  void grow(void** p, size_t* cap, size_t bytes);
+  int n_slots_;
+  cudaStream_t stream_;
+  void* blas_ = nullptr;      // BlasHandle (cublas_rt.hpp)
+  void* ctl_ = nullptr;       // kern::EngineCtl, device
+  void* rows_ = nullptr;      // kern::RowsRound, device
+  int* list_ = nullptr;       // [kNumReqKinds][n_slots], device
+  int* slot_spec_ = nullptr;  // [n_slots], device
+  int* rlist_ = nullptr;      // [n_slots] the row requests' slots, device
+  int* col_ = nullptr;        // [n_slots][kMaxArms], device
+  void* groups_ = nullptr;    // g_count, g_lo, g_hi (ints), g_coef, g_out (long long), device
+  size_t groups_cap_ = 0;
+  double* coef_ = nullptr;
+  size_t coef_cap_ = 0;  // bytes
+  double* out_ = nullptr;
+  size_t out_cap_ = 0;       // bytes
+  void* staging_ = nullptr;  // pinned: control, round plan and group arrays up and down
+  size_t staging_cap_ = 0;
+  long rounds_ = 0, gemms_ = 0;
 };
 
 }  // namespace velox

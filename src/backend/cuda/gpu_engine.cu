@@ -8,10 +8,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
 
 #include "backend/cuda/fit_kernel.hpp"
 #include "backend/gpu.hpp"
@@ -94,6 +98,9 @@ struct BufferSet {
   DevArray<int> t0, counter;
   DevArray<kern::PipelineShared> shared;
   std::unique_ptr<EngineLauncher> engine;  // VELOX_GPU_ENGINE=kinds: the batched engine
+  std::unique_ptr<StagedEngine> staged;    // VELOX_GPU_ENGINE=staged: its rounds, host-driven
+  std::thread runner;                      // staged: runs the batch's rounds, then the copies
+  std::exception_ptr error;                // what the runner threw
   SlotSizes slots;                         // what the slot scratch is sized for
   PinnedBytes up;                          // inputs, staged for cudaMemcpyAsync
   PinnedBytes down;                        // results then ivar
@@ -114,17 +121,20 @@ class CudaBackend final : public Backend {
     check(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
     name_ = std::string("cuda:") + std::to_string(device_) + " (" + prop.name + ")";
     n_slots_ = fit_kernel_slots(device_);
-    // The engine (fit_kernel.hpp): the warp kernel unless VELOX_GPU_ENGINE says kinds. The warp
-    // kernel stays the default until a device has measured the batched engine faster
+    // The engine (fit_kernel.hpp): the warp kernel unless VELOX_GPU_ENGINE says kinds or staged.
+    // The warp kernel stays the default until a device has measured the batched engine faster
     // (docs/gpu.md "The batched engine").
     if (const char* e = std::getenv("VELOX_GPU_ENGINE")) {
       const std::string v = e;
       if (v == "kinds")
         kinds_engine_ = true;
+      else if (v == "staged")
+        staged_engine_ = true;
       else if (!v.empty() && v != "warp")
-        throw std::runtime_error("VELOX_GPU_ENGINE=" + v + ": expected warp or kinds");
+        throw std::runtime_error("VELOX_GPU_ENGINE=" + v + ": expected warp, kinds or staged");
     }
     if (kinds_engine_) name_ += ", batched engine";
+    if (staged_engine_) name_ += ", staged engine";
     em_ = lib.view();
     train_x_.upload(lib.train_x.data(), lib.train_x.size());
     alpha_.upload(lib.alpha.data(), lib.alpha.size());
@@ -136,11 +146,14 @@ class CudaBackend final : public Backend {
     for (auto& s : sets_) {
       check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
       check(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate");
+      // cuBLAS loads here: a machine without it fails at the start, not at the first batch.
+      if (staged_engine_) s.staged = std::make_unique<StagedEngine>(n_slots_, s.stream);
     }
   }
   ~CudaBackend() override {
     cudaSetDevice(device_);
     for (auto& s : sets_) {
+      if (s.runner.joinable()) s.runner.join();
       if (s.stream) cudaStreamSynchronize(s.stream);
       if (s.done) cudaEventDestroy(s.done);
       if (s.stream) cudaStreamDestroy(s.stream);
@@ -222,9 +235,16 @@ class CudaBackend final : public Backend {
     }
     size_t free_b = 0, total_b = 0;
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-    const size_t fixed = static_cast<size_t>(kSets) * n_slots_ *
-                         gpu_bytes_per_slot(s.slot_pix, s.slot_full, s.np, s.n_out, s.emu,
-                                            s.slot_grid, s.slot_rm, s.slot_vrows);
+    size_t fixed = static_cast<size_t>(kSets) * n_slots_ *
+                   gpu_bytes_per_slot(s.slot_pix, s.slot_full, s.np, s.n_out, s.emu, s.slot_grid,
+                                      s.slot_rm, s.slot_vrows);
+    if (staged_engine_) {  // the row stages' buffers (StagedEngine::row_buffer_bytes), per set
+      int arms = 1;
+      for (const auto* p : specs) arms = std::max(arms, p->n_arms);
+      fixed +=
+          static_cast<size_t>(kSets) *
+          StagedEngine::row_buffer_bytes(n_slots_, arms, lib_.n_tpix, lib_.n_label, em_.n_comp);
+    }
     // What this engine already holds for batches is reusable: count it as free.
     const size_t n =
         gpu_batch_size(free_b + held_bytes_, kMemSafety, fixed, per, kSets, preferred_batch());
@@ -236,6 +256,7 @@ class CudaBackend final : public Backend {
 
   const float* const* model_table(const HostBatch& hb, std::vector<const float*>* tmpl) {
     std::vector<const float*> basis;
+    model_basis_d_.clear();
     for (const ArmModel* m : hb.models) {
       auto it = models_.find(m);
       if (it == models_.end()) {
@@ -243,11 +264,16 @@ class CudaBackend final : public Backend {
                  .emplace(std::piecewise_construct, std::forward_as_tuple(m),
                           std::forward_as_tuple())
                  .first;
-        it->second.first.upload(m->basis.data(), m->basis.size());
-        it->second.second.upload(m->ccf_templates.data(), m->ccf_templates.size());
+        std::get<0>(it->second).upload(m->basis.data(), m->basis.size());
+        std::get<1>(it->second).upload(m->ccf_templates.data(), m->ccf_templates.size());
+        if (staged_engine_) {  // the row GEMMs' FP64 copy (exact: every float is a double)
+          const std::vector<double> bd(m->basis.begin(), m->basis.end());
+          std::get<2>(it->second).upload(bd.data(), bd.size());
+        }
       }
-      basis.push_back(it->second.first.p);
-      tmpl->push_back(it->second.second.p);
+      basis.push_back(std::get<0>(it->second).p);
+      tmpl->push_back(std::get<1>(it->second).p);
+      model_basis_d_.push_back(std::get<2>(it->second).p);
     }
     model_basis_ = std::move(basis);
     return model_basis_.data();
@@ -360,21 +386,43 @@ class CudaBackend final : public Backend {
     v.acc = set.acc.p;
     v.emu = set.emu.p;
     v.shared = set.shared.p;
-    if (kinds_engine_) {
-      if (!set.engine) set.engine = std::make_unique<EngineLauncher>(n_slots_, set.stream);
-      set.engine->launch(v);
-    } else {
-      launch_fit_batch(v, set.counter.p, set.stream);
-    }
     const size_t res_bytes = ns * sizeof(kern::PipelineResult);
     set.ivar_bytes_off = align256(res_bytes);
     set.down.ensure(set.ivar_bytes_off + np_ * sizeof(float));
-    check(cudaMemcpyAsync(set.down.p, set.results.p, res_bytes, cudaMemcpyDeviceToHost, set.stream),
+    // After the fits: results and ivar down, then the set's event.
+    auto download = [this, &set, res_bytes, np_] {
+      check(
+          cudaMemcpyAsync(set.down.p, set.results.p, res_bytes, cudaMemcpyDeviceToHost, set.stream),
           "cudaMemcpyAsync (results)");
-    check(cudaMemcpyAsync(set.down.p + set.ivar_bytes_off, set.ivar.p, np_ * sizeof(float),
-                          cudaMemcpyDeviceToHost, set.stream),
-          "cudaMemcpyAsync (ivar)");
-    check(cudaEventRecord(set.done, set.stream), "cudaEventRecord");
+      check(cudaMemcpyAsync(set.down.p + set.ivar_bytes_off, set.ivar.p, np_ * sizeof(float),
+                            cudaMemcpyDeviceToHost, set.stream),
+            "cudaMemcpyAsync (ivar)");
+      check(cudaEventRecord(set.done, set.stream), "cudaEventRecord");
+    };
+    if (staged_engine_) {
+      // The host drives the rounds: on a thread of the set's own, so that this thread packs the
+      // next batch meanwhile (finish() joins it).
+      int arms = 1;
+      for (const auto& bs : hb.spec) arms = std::max(arms, bs.n_arms);
+      set.error = nullptr;
+      set.runner = std::thread([this, &set, v, bd = model_basis_d_, arms, download] {
+        try {
+          check(cudaSetDevice(device_), "cudaSetDevice (staged engine)");
+          set.staged->run(v, bd, arms);
+          download();
+        } catch (...) {
+          set.error = std::current_exception();
+        }
+      });
+    } else {
+      if (kinds_engine_) {
+        if (!set.engine) set.engine = std::make_unique<EngineLauncher>(n_slots_, set.stream);
+        set.engine->launch(v);
+      } else {
+        launch_fit_batch(v, set.counter.p, set.stream);
+      }
+      download();
+    }
     set.busy = true;
     set.ticket = ticket;
     set.first = first;
@@ -383,6 +431,13 @@ class CudaBackend final : public Backend {
 
   // Wait for the set's batch and move its results into the output of the submit it belongs to.
   void finish(BufferSet& set) {
+    if (set.runner.joinable()) {
+      set.runner.join();
+      if (set.error) {
+        set.busy = false;
+        std::rethrow_exception(std::exchange(set.error, nullptr));
+      }
+    }
     check(cudaEventSynchronize(set.done), "fit kernel batch");
     set.busy = false;
     if (kinds_engine_) set.engine->check_finished();
@@ -408,10 +463,13 @@ class CudaBackend final : public Backend {
   std::string name_;
   int n_slots_ = 1;
   bool kinds_engine_ = false;
+  bool staged_engine_ = false;
   kern::EmulatorView em_;
   DevArray<double> train_x_, alpha_, poly_, ccf_labels_;
-  std::map<const ArmModel*, std::pair<DevArray<float>, DevArray<float>>> models_;
+  // Per arm model: its basis, CCF templates and (staged engine) FP64 basis.
+  std::map<const ArmModel*, std::tuple<DevArray<float>, DevArray<float>, DevArray<double>>> models_;
   std::vector<const float*> model_basis_;
+  std::vector<const double*> model_basis_d_;  // the batch's FP64 bases, in model_basis_' order
   BufferSet sets_[kSets];
   int next_set_ = 0;
   size_t held_bytes_ = 0;

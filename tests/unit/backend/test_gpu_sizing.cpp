@@ -45,3 +45,14 @@ TEST_CASE("GPU target batch fills every slot several times within the limits", "
   CHECK(gpu_target_batch(10, 16, 2048, 65536) == 2048);     // at least the minimum batch
   CHECK(gpu_target_batch(8000, 16, 2048, 65536) == 65536);  // at most the maximum
 }
+
+#ifdef VELOX_HAVE_CUDA
+#include "backend/cuda/cublas_rt.hpp"
+// The staged engine's cuBLAS is loaded at run time (dlopen, not linked): a CUDA build's toolkit
+// has it, and the four functions BlasHandle calls resolve under the names it asks for. Needs no
+// device (the handle itself does).
+TEST_CASE("the staged engine's cuBLAS loads at run time with the functions it calls",
+          "[gpu][cublas]") {
+  CHECK(cublas_load_error() == "");
+}
+#endif

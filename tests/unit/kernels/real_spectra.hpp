@@ -5,6 +5,7 @@
 #pragma once
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -17,6 +18,21 @@
 
 namespace velox::test {
 
+// The files of `rel` under the data folder: a folder's files sorted, the first `cap` of them, or
+// the file itself.
+inline std::vector<std::string> input_paths(const std::string& rel, size_t cap) {
+  std::vector<std::string> paths;
+  if (std::filesystem::is_directory(data(rel))) {
+    for (const auto& e : std::filesystem::directory_iterator(data(rel)))
+      paths.push_back(e.path().string());
+    std::sort(paths.begin(), paths.end());
+    paths.resize(std::min(paths.size(), cap));
+  } else {
+    paths.push_back(data(rel));
+  }
+  return paths;
+}
+
 // f(p, ctx, path, row) for every prepared spectrum of the sample.
 template <class F>
 void each_real_spectrum(const TemplateLibrary& lib, ArmModelCache& cache, const FitConfig& cfg,
@@ -25,17 +41,8 @@ void each_real_spectrum(const TemplateLibrary& lib, ArmModelCache& cache, const 
       {"spectra/lamost_dr10_pylasp/fits", "lamost-dr10"},
       {"spectra/desi_lamost/coadd-lamost-dr10.fits", "desi"}};
   for (const auto& [rel, format] : inputs) {
-    std::vector<std::string> paths;
-    if (std::filesystem::is_directory(data(rel))) {
-      for (const auto& e : std::filesystem::directory_iterator(data(rel)))
-        paths.push_back(e.path().string());
-      std::sort(paths.begin(), paths.end());
-      paths.resize(std::min(paths.size(), cap));
-    } else {
-      paths.push_back(data(rel));
-    }
     const FitContext ctx{lib, cache, cfg, format};
-    for (const auto& path : paths) {
+    for (const auto& path : input_paths(rel, cap)) {
       const auto file = read_spectra(path);
       size_t in_file = 0;
       for (const auto& spec : file.spectra) {
@@ -46,6 +53,28 @@ void each_real_spectrum(const TemplateLibrary& lib, ArmModelCache& cache, const 
       }
     }
   }
+}
+
+// Every ready spectrum of the shared LAMOST DR10 (25) and DR8 (109) files and the two DESI-layout
+// coadds (85 fibres, resolution matrices), prepared with `cfg`, in that order; `cache` must
+// outlive them. Issue 51's sample for the host executor against fit_one.
+inline std::vector<PreparedSpectrum> all_real_spectra(const TemplateLibrary& lib,
+                                                      ArmModelCache& cache, const FitConfig& cfg) {
+  std::vector<PreparedSpectrum> out;
+  const std::vector<std::pair<std::string, std::string>> inputs = {
+      {"spectra/lamost_dr10_pylasp/fits", "lamost-dr10"},
+      {"spectra/lamost_dr8/fits", "lamost-dr8"},
+      {"spectra/desi_lamost/coadd-lamost-dr8.fits", "desi"},
+      {"spectra/desi_lamost/coadd-lamost-dr10.fits", "desi"}};
+  for (const auto& [rel, format] : inputs) {
+    const FitContext ctx{lib, cache, cfg, format};
+    for (const auto& path : input_paths(rel, SIZE_MAX))
+      for (const auto& spec : read_spectra(path).spectra) {
+        auto p = prepare_spectrum(spec, ctx);
+        if (p.ready) out.push_back(std::move(p));
+      }
+  }
+  return out;
 }
 
 // The sample's prepared spectra, in order (each_real_spectrum's). `cache` must outlive them: their

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -24,6 +25,74 @@
 
 using namespace velox;
 
+namespace {
+
+// A batch of every spectrum twice: a full fit, and a held-label fit of --epochs at the first one's
+// result with VRAD moved 5 km/s. ref, ivar_ref: fit_one and fit_velocity_held alone with the lane
+// team, spectrum after spectrum, in slot 0 (with the warp's kept rows, FitData::Tv); the batch is
+// then left with its original ivar and empty results. engine(n_slots): the control of a run over
+// n_slots slots (fewer than spectra: finished slots take new ones).
+struct EngineCase {
+  static std::vector<const Packed*> twice(const std::vector<PreparedSpectrum>& prepared) {
+    std::vector<const Packed*> specs;
+    for (int pass = 0; pass < 2; ++pass)
+      for (const auto& p : prepared) specs.push_back(&p.packed);
+    return specs;
+  }
+  EngineCase(const TemplateLibrary& lib, const FitConfig& cfg,
+             const std::vector<PreparedSpectrum>& prepared)
+      : n(static_cast<int>(prepared.size())), hb(twice(prepared), lib, pipeline_config(cfg, lib)) {
+    const std::vector<float> ivar0 = hb.ivar;
+    SlotScratch one;
+    one.ensure(1, hb.sizes_kept_rows());
+    kern::BatchView b1 = hb.view(one);
+    auto alone = [&](int s) {
+      kern::FitData d;
+      kern::PipelineScratch sc;
+      const float* tmpl[kern::kMaxArms];
+      kern::batch_views(b1, s, 0, &d, &sc, tmpl);
+      if (b1.spec[s].held)
+        kern::fit_velocity_held(team, b1.em, b1.grid, d, b1.cfg, b1.spec[s].held_theta, sc,
+                                &b1.shared[0], &b1.results[s]);
+      else
+        kern::fit_one(team, b1.em, b1.grid, d, tmpl, b1.n_ccf, b1.ccf_labels, b1.cfg, sc,
+                      &b1.shared[0], &b1.results[s]);
+    };
+    for (int s = 0; s < n; ++s) alone(s);
+    for (int s = 0; s < n; ++s) {
+      kern::BatchSpectrum& h = hb.spec[n + s];
+      h.held = 1;
+      for (int q = 0; q < kern::kMaxParams; ++q) h.held_theta[q] = hb.results[s].best.theta[q];
+      h.held_theta[0] += 5.0;  // VRAD moved 5 km/s from the joint value
+    }
+    for (int s = n; s < 2 * n; ++s) alone(s);
+    ref = hb.results;
+    ivar_ref = hb.ivar;
+    hb.ivar = ivar0;
+    std::fill(hb.results.begin(), hb.results.end(), kern::PipelineResult{});
+  }
+  kern::EngineCtl engine(int n_slots) {
+    scratch.ensure(n_slots, hb.sizes_kept_rows());
+    kern::EngineCtl ctl;
+    ctl.b = hb.view(scratch);
+    ctl.b.n_slots = n_slots;
+    list.assign(static_cast<size_t>(kern::kNumReqKinds) * n_slots, 0);
+    slot_spec.assign(n_slots, 0);
+    ctl.list = list.data();
+    ctl.slot_spec = slot_spec.data();
+    return ctl;
+  }
+  const kern::LaneTeam team{};
+  int n;
+  HostBatch hb;
+  std::vector<kern::PipelineResult> ref;
+  std::vector<float> ivar_ref;
+  SlotScratch scratch;
+  std::vector<int> list, slot_spec;
+};
+
+}  // namespace
+
 TEST_CASE("the batched engine's rounds with refill fit real spectra bit for bit as fit_one",
           "[kernels][engine][real]") {
   const auto& lib = test::thin_library();
@@ -32,61 +101,22 @@ TEST_CASE("the batched engine's rounds with refill fit real spectra bit for bit 
   ArmModelCache cache(lib);
   const std::vector<PreparedSpectrum> prepared = test::real_spectra(lib, cache, cfg, 4);
   REQUIRE(prepared.size() >= 8);
-  const int n = static_cast<int>(prepared.size());
-  // Each spectrum twice: a full fit, and a held-label fit (set below) at the first one's result.
-  std::vector<const Packed*> specs;
-  for (int pass = 0; pass < 2; ++pass)
-    for (const auto& p : prepared) specs.push_back(&p.packed);
-  HostBatch hb(specs, lib, pipeline_config(cfg, lib));
-  const std::vector<float> ivar0 = hb.ivar;
-  const kern::LaneTeam team;
-
-  // Reference: fit_one and fit_velocity_held alone, spectrum after spectrum, in slot 0.
-  SlotScratch one;
-  one.ensure(1, hb.sizes_kept_rows());  // with the warp's kept rows (FitData::Tv)
-  kern::BatchView b1 = hb.view(one);
-  auto alone = [&](int s) {
-    kern::FitData d;
-    kern::PipelineScratch sc;
-    const float* tmpl[kern::kMaxArms];
-    kern::batch_views(b1, s, 0, &d, &sc, tmpl);
-    if (b1.spec[s].held)
-      kern::fit_velocity_held(team, b1.em, b1.grid, d, b1.cfg, b1.spec[s].held_theta, sc,
-                              &b1.shared[0], &b1.results[s]);
-    else
-      kern::fit_one(team, b1.em, b1.grid, d, tmpl, b1.n_ccf, b1.ccf_labels, b1.cfg, sc,
-                    &b1.shared[0], &b1.results[s]);
-  };
-  for (int s = 0; s < n; ++s) alone(s);
-  for (int s = 0; s < n; ++s) {
-    kern::BatchSpectrum& h = hb.spec[n + s];
-    h.held = 1;
-    for (int q = 0; q < kern::kMaxParams; ++q) h.held_theta[q] = hb.results[s].best.theta[q];
-    h.held_theta[0] += 5.0;  // VRAD moved 5 km/s from the joint value
-  }
-  for (int s = n; s < 2 * n; ++s) alone(s);
-  const std::vector<kern::PipelineResult> ref = hb.results;
-  const std::vector<float> ivar_ref = hb.ivar;
-
-  // The engine: fewer slots than spectra, from the original ivar.
-  hb.ivar = ivar0;
-  std::fill(hb.results.begin(), hb.results.end(), kern::PipelineResult{});
+  EngineCase c(lib, cfg, prepared);
+  const int n = c.n;
+  const auto& ref = c.ref;
+  const auto& hb = c.hb;
   const int n_slots = std::max(3, n / 3);
-  SlotScratch scratch;
-  scratch.ensure(n_slots, hb.sizes_kept_rows());
-  kern::EngineCtl ctl;
-  ctl.b = hb.view(scratch);
-  ctl.b.n_slots = n_slots;
-  std::vector<int> list(static_cast<size_t>(kern::kNumReqKinds) * n_slots), slot_spec(n_slots);
-  ctl.list = list.data();
-  ctl.slot_spec = slot_spec.data();
+  kern::EngineCtl ctl = c.engine(n_slots);
+  const auto& slot_spec = c.slot_spec;
+  const auto& scratch = c.scratch;
+  const auto& team = c.team;
   const auto st = kern::engine_run(team, &ctl, 100000);
   REQUIRE(st.finished);
   for (int s = 0; s < 2 * n; ++s) {
     INFO("spectrum " << s << (s >= n ? " (held labels)" : ""));
     test::require_same_fit(hb.results[s], ref[s]);
   }
-  CHECK(hb.ivar == ivar_ref);  // the same pixels clipped
+  CHECK(hb.ivar == c.ivar_ref);  // the same pixels clipped
   for (int slot = 0; slot < n_slots; ++slot) CHECK(slot_spec[slot] == kern::kSlotDrained);
   // The velocity-only evaluations took the kept rows (reset when a slot takes a new spectrum).
   int n_kept = 0;
@@ -112,4 +142,118 @@ TEST_CASE("the batched engine's rounds with refill fit real spectra bit for bit 
   }
   CHECK(st.widest_round == n_slots);
   CHECK(served > st.rounds * n_slots / 4);
+}
+
+// The staged engine (kernels/rows_stage.hpp): the round's full evaluations in row stages (the
+// coefficients per request, one GEMM per arm model over all of the round's requests, the pixels
+// from the rows per request), against fit_one with the same lane team. The rows sum the model in
+// another order than the lane team's unrotated per-pixel sums (rows first, then the stencil; with
+// rotation the sums are the same), so the bar is the lane-vs-serial team bar of test_teams.cpp:
+// the same status, iterations, evaluations and clipped pixels, chi^2 to 1e-10 relative,
+// parameters to 1e-6 sigma (round-off moves LM's path by ~1e-12 sigma; an error in a row, a
+// column or a span moves the model by far more than that: a column read one row off fails 58
+// checks, a span one row short 51). Each spectrum is fitted twice: a full fit and a held-label
+// fit of --epochs at the first one's labels. Returns the rotated fits (VSINI > 10 km/s).
+static int staged_against_fit_one(const TemplateLibrary& lib, const FitConfig& cfg,
+                                  const std::vector<PreparedSpectrum>& prepared) {
+  EngineCase c(lib, cfg, prepared);
+  const int n = c.n;
+  const auto& ref = c.ref;
+  const auto& hb = c.hb;
+  const int n_slots = std::max(3, n / 3);
+  kern::EngineCtl ctl = c.engine(n_slots);
+  // The row stages' plan and buffers, sized as the device sizes them (rows_buffer_bound).
+  kern::RowsRound rows;
+  rows.n_groups = static_cast<int>(hb.models.size());
+  rows.K1 = lib.n_comp;
+  rows.ncol = kern::rows_ncol(lib.n_label);
+  const int n_groups = rows.n_groups;
+  std::vector<int> r_list(n_slots), g_count(n_groups), g_lo(n_groups), g_hi(n_groups),
+      col(static_cast<size_t>(n_slots) * kern::kMaxArms);
+  std::vector<long long> g_coef(n_groups), g_out(n_groups);
+  int max_arms = 1;
+  for (const auto& bs : hb.spec) max_arms = std::max(max_arms, bs.n_arms);
+  kern::rows_buffer_bound(n_slots, max_arms, lib.n_tpix, rows.ncol, rows.K1, &rows.coef_cap,
+                          &rows.out_cap);
+  std::vector<double> coef(rows.coef_cap), out(rows.out_cap);
+  rows.list = r_list.data();
+  rows.g_count = g_count.data();
+  rows.g_lo = g_lo.data();
+  rows.g_hi = g_hi.data();
+  rows.g_coef = g_coef.data();
+  rows.g_out = g_out.data();
+  rows.col = col.data();
+  rows.coef = coef.data();
+  rows.out = out.data();
+  ctl.rows = &rows;
+  const auto st = kern::engine_run(c.team, &ctl, 1000000);
+  REQUIRE(st.finished);
+  int n_rot = 0;
+  double worst_chi2 = 0.0, worst_sigma = 0.0;
+  for (int s = 0; s < 2 * n; ++s) {
+    INFO("spectrum " << s << (s >= n ? " (held labels)" : ""));
+    const auto& a = hb.results[s];
+    const auto& r = ref[s];
+    REQUIRE(a.status == r.status);
+    if (r.status != kern::kPipeOk) continue;
+    CHECK(a.best.chi2 == Approx(r.best.chi2).epsilon(1e-10));
+    worst_chi2 = std::max(worst_chi2, std::fabs(a.best.chi2 / r.best.chi2 - 1.0));
+    CHECK(a.best.niter == r.best.niter);
+    REQUIRE(a.best.np == r.best.np);
+    for (int q = 0; q < r.best.np; ++q) {
+      const double sig = std::sqrt(r.best.cov[q * r.best.np + q]);
+      if (std::isfinite(sig)) {
+        CHECK(std::fabs(a.best.theta[q] - r.best.theta[q]) < 1e-6 * sig);
+        worst_sigma = std::max(worst_sigma, std::fabs(a.best.theta[q] - r.best.theta[q]) / sig);
+      } else {
+        CHECK(a.best.theta[q] == r.best.theta[q]);
+      }
+    }
+    CHECK(a.n_clipped == r.n_clipped);
+    for (int k = 0; k < 3; ++k) CHECK(a.n_eval[k] == r.n_eval[k]);  // the same evaluations
+    n_rot += s < n && r.best.np > 1 + lib.n_label && r.best.theta[1 + lib.n_label] > 10.0;
+  }
+  CHECK(hb.ivar == c.ivar_ref);  // the same pixels clipped
+  for (int slot = 0; slot < n_slots; ++slot) CHECK(c.slot_spec[slot] == kern::kSlotDrained);
+  // The full evaluations all went through the row stages (none left to engine_serve<kReqEval>
+  // but velocity-only, segment and continuum-only ones; the outlier clip's evaluation, counted
+  // in n_eval[0] too, is served with its kReqClip request), several per round and per GEMM.
+  long full = 0;
+  for (int s = 0; s < 2 * n; ++s) full += ref[s].n_eval[0] + ref[s].n_eval[1];
+  CHECK(st.served_rows == full - st.served[kern::kReqClip]);
+  CHECK(st.gemms > 0);
+  CHECK(st.served_rows > st.gemms);
+  std::fprintf(stderr,
+               "staged engine: %d fits over %d slots, %ld rounds, %ld full evaluations in %ld row "
+               "GEMMs, %d rotated fits; worst chi2 %.2e relative, parameters %.2e sigma\n",
+               2 * n, n_slots, st.rounds, st.served_rows, st.gemms, n_rot, worst_chi2, worst_sigma);
+  return n_rot;
+}
+
+TEST_CASE("the staged engine's template rows as one GEMM per arm model fit real spectra as fit_one",
+          "[kernels][engine][real]") {
+  const auto& lib = test::thin_library();
+  FitConfig cfg;  // resolution matrices on (the DESI default)
+  cfg.fit_vsini = true;
+  ArmModelCache cache(lib);
+  const std::vector<PreparedSpectrum> prepared = test::real_spectra(lib, cache, cfg, 4);
+  REQUIRE(prepared.size() >= 8);
+  const int n_rot = staged_against_fit_one(lib, cfg, prepared);
+  CHECK(n_rot >= 1);  // the rotated path (2M + 4 rows per point) was served too
+}
+
+// Issue 51's sample: all 134 shared LAMOST spectra and the 85 DESI-layout stars.
+TEST_CASE("the staged engine fits every shared LAMOST and DESI-layout spectrum as fit_one",
+          "[kernels][engine][real][all]") {
+  const auto& lib = test::thin_library();
+  FitConfig cfg;
+  cfg.fit_vsini = true;
+  ArmModelCache cache(lib);
+  const std::vector<PreparedSpectrum> prepared = test::all_real_spectra(lib, cache, cfg);
+  int n_desi = 0;
+  for (const auto& p : prepared) n_desi += p.packed.n_full_total() > 0;
+  CHECK(prepared.size() - n_desi >= 130);  // 134 LAMOST files, a few without usable pixels
+  CHECK(n_desi >= 80);                     // 85 DESI-layout fibres
+  const int n_rot = staged_against_fit_one(lib, cfg, prepared);
+  CHECK(n_rot >= 5);
 }

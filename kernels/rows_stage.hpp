@@ -1,0 +1,227 @@
+// The staged engine's template evaluation (issue 51; docs/gpu.md "Template rows as one GEMM"):
+// a round's full evaluations (kReqEval at new labels: the LM's Jacobian and chi^2 evaluations),
+// served in stages over all of them at once instead of one team per request summing the basis:
+//  1. plan (one thread per request, after engine_step listed it): each arm of the request takes a
+//     column block in its arm model's group (the batch's basis table, BatchSpectrum::model) and
+//     widens the group's span of template-grid rows [g_lo, g_hi] to the rows its points need;
+//  2. layout (host): each group's offsets in the round's coefficient and row buffers
+//     (rows_layout);
+//  3. coefficients (one team per request): the emulator's c and dc at the labels
+//     (emulator_coeffs_into), the rotation kernel, and the columns [c, dc_0 .. dc_{L-1}] into the
+//     group's coefficient matrix (K1 x N, column-major);
+//  4. rows (one GEMM per group): R = B[g_lo .. g_hi] C, the template rows and their label
+//     derivatives for every request of the group at once (span x N, column-major). The device
+//     calls cuBLAS (FP64 basis copy, DGEMM); the host executor sums each element with row_dot<4>,
+//     the single-lane teams' row products;
+//  5. pixels (one team per request): each point's 2M + 4 rows of R convolved with the cubic
+//     stencil and the rotation kernel (rotated_pixel, M = 0 without rotation), then the
+//     resolution matrix; T, dT as template_at_pixels writes them;
+//  6. continuum (one team per request): serve_eval_stage's stage 1, unchanged.
+// The model is the one template_at_pixels computes, summed in another order without rotation
+// (rows first, then the stencil: the CPU's convolved-row order); with rotation the host
+// executor's sums are bitwise the single-lane teams' (the same row products and taps).
+#pragma once
+#include <climits>
+
+#include "kernels/batch.hpp"
+
+namespace velox::kern {
+
+// Whether the staged engine serves a request through the row stages: a full evaluation with the
+// emulator (velocity-only, segment and continuum-only evaluations keep their serve).
+VX_HD VX_INLINE bool rows_request(const FitRequest& rq) {
+  return rq.kind == kReqEval && rq.seg < 0 && !rq.vel_only && !rq.no_emu;
+}
+
+// Template columns per request and arm: the value and its L label derivatives.
+VX_HD VX_INLINE int rows_ncol(int n_label) { return 1 + n_label; }
+
+// rotation_weights' half-width M alone (the same operations, so the same M): the plan needs the
+// rows a rotated evaluation touches before the coefficient stage computes the kernel.
+VX_HD VX_INLINE int rotation_half(double vsini_kms, double dlnlam, int max_half) {
+  const double c_kms = 299792.458;
+  const double ds_dv = 1.0 / (c_kms * dlnlam);
+  double s = vsini_kms * ds_dv;
+  if (!(s >= 0.5)) return 0;
+  if (s > max_half + 0.5) s = max_half + 0.5;
+  return (int)ceil(s - 0.5);
+}
+
+// A round's row stages: the plan, the layout and the buffers (device memory on the GPU; the
+// host executor's vectors). Sizes: n_slots requests at most, each with kMaxArms column blocks of
+// ncol columns; coef holds sum_g g_count[g] ncol K1 doubles, out sum_g g_count[g] ncol
+// (g_hi[g] - g_lo[g] + 1) (rows_buffer_bound gives an upper bound).
+struct RowsRound {
+  int n_groups = 0;             // arm models of the batch (BatchView::basis entries)
+  int K1 = 0;                   // basis components (EmulatorView::n_comp)
+  int ncol = 0;                 // rows_ncol(L)
+  int count = 0;                // row requests this round
+  int* list = nullptr;          // [n_slots] their slots
+  int* g_count = nullptr;       // [n_groups] column blocks taken this round
+  int* g_lo = nullptr;          // [n_groups] first grid row any of them needs (INT_MAX: none)
+  int* g_hi = nullptr;          // [n_groups] last (-1: none)
+  long long* g_coef = nullptr;  // [n_groups] the group's block in coef (doubles)
+  long long* g_out = nullptr;   // [n_groups] the group's block in out (doubles)
+  int* col = nullptr;           // [n_slots][kMaxArms] an arm's column block in its group
+  double* coef = nullptr;       // per group: K1 x (g_count ncol), column-major
+  double* out = nullptr;        // per group: span x (g_count ncol), column-major
+  long long coef_cap = 0, out_cap = 0;  // doubles allocated
+};
+
+// Upper bounds of coef and out (doubles) for n_slots slots of at most n_arms arms on a grid of
+// n_tpix rows.
+inline void rows_buffer_bound(int n_slots, int n_arms, int n_tpix, int ncol, int K1,
+                              long long* coef, long long* out) {
+  *coef = (long long)n_slots * n_arms * ncol * K1;
+  *out = (long long)n_slots * n_arms * ncol * n_tpix;
+}
+
+// Round start: no requests, empty groups.
+VX_HD VX_INLINE void rows_reset_group(RowsRound* r, int g) {
+  r->g_count[g] = 0;
+  r->g_lo[g] = INT_MAX;
+  r->g_hi[g] = -1;
+}
+
+VX_HD VX_INLINE void rows_atomic_min(int* p, int v) {
+#ifdef __CUDA_ARCH__
+  atomicMin(p, v);
+#else
+  if (v < *p) *p = v;
+#endif
+}
+VX_HD VX_INLINE void rows_atomic_max(int* p, int v) {
+#ifdef __CUDA_ARCH__
+  atomicMax(p, v);
+#else
+  if (v > *p) *p = v;
+#endif
+}
+VX_HD VX_INLINE int rows_fetch_add(int* p, int v) {
+#ifdef __CUDA_ARCH__
+  return atomicAdd(p, v);
+#else
+  const int old = *p;
+  *p += v;
+  return old;
+#endif
+}
+
+// Stage 1, for the round's row request of slot `slot` (listed by engine_step): a column block per
+// arm of its spectrum s and the rows the arm's points (its used pixels, or its full grid with a
+// matrix) need at theta's velocity and VSINI (rotated_row_span with rotation_half). Reads the
+// batch's arrays directly (no FitData: the plan kernel keeps no stack frame).
+VX_HD VX_INLINE void rows_plan(RowsRound* r, const BatchView& b, int slot, int s,
+                               const FitRequest& rq) {
+  const BatchSpectrum& bs = b.spec[s];
+  const GridView& g = b.grid;
+  const int M = rotation_half(rq.theta[vsini_index(b.em.n_label)], g.dlnlam, kMaxRotHalf);
+  const double lnd = ln_doppler(rq.theta[0]);
+  long long full = bs.full_off;
+  for (int a = 0; a < bs.n_arms; ++a) {
+    const int grp = bs.model[a];
+    r->col[slot * kMaxArms + a] = rows_fetch_add(&r->g_count[grp], 1);
+    const bool rm = bs.n_full[a] > 0;
+    const int n = rm ? bs.n_full[a] : bs.arm_start[a + 1] - bs.arm_start[a];
+    const double* ll = rm ? b.full_lnlam + full : b.lnlam + bs.pix_off + bs.arm_start[a];
+    full += bs.n_full[a];
+    if (n <= 0) continue;
+    int lo_t, hi_t, r0, r1;
+    rotated_row_span(g, ll, n, lnd, M, &lo_t, &hi_t, &r0, &r1);
+    rows_atomic_min(&r->g_lo[grp], r0);
+    rows_atomic_max(&r->g_hi[grp], r1);
+  }
+}
+
+// Stage 2 (host): each group's blocks, groups in order; *n_coef, *n_out: the doubles they take.
+inline void rows_layout(RowsRound* r, long long* n_coef, long long* n_out) {
+  long long c = 0, o = 0;
+  for (int g = 0; g < r->n_groups; ++g) {
+    r->g_coef[g] = c;
+    r->g_out[g] = o;
+    const long long ncols = (long long)r->g_count[g] * r->ncol;
+    c += ncols * r->K1;
+    if (r->g_hi[g] >= r->g_lo[g]) o += ncols * (r->g_hi[g] - r->g_lo[g] + 1);
+  }
+  *n_coef = c;
+  *n_out = o;
+}
+
+// Stage 3: request idx's coefficients, rotation kernel and coefficient columns. rq->theta holds
+// [v, labels, VSINI]; bs the spectrum. Counts the evaluation as evaluate_template does.
+template <class Team>
+VX_HD VX_NOINLINE void rows_coef(const Team& team, const RowsRound* r, int slot,
+                                 const BatchSpectrum& bs, const FitRequest* rq,
+                                 const EmulatorView& em, const GridView& g, EvalWork* w) {
+  const int L = em.n_label, K1 = r->K1, nc = r->ncol;
+  team.single([&] { ++w->n_eval[rq->jac ? 1 : 0]; });
+  emulator_coeffs_into(team, em, rq->theta + 1, w);
+  team.single([&] {
+    w->rot_half = rotation_weights(rq->theta[vsini_index(L)], w->limb_eps, g.dlnlam, kMaxRotHalf,
+                                   w->rot, w->drot);
+  });
+  for (int a = 0; a < bs.n_arms; ++a) {
+    const int grp = bs.model[a];
+    double* cb = r->coef + r->g_coef[grp] + (long long)r->col[slot * kMaxArms + a] * nc * K1;
+    team.for_each(nc * K1, [&](int i) {
+      const int q = i / K1, k = i - q * K1;
+      cb[i] = q == 0 ? w->c[k] : w->dc[(q - 1) * K1 + k];
+    });
+  }
+  team.sync();
+}
+
+// Stage 4 on the host: group grp's rows, each element with row_dot<4> (the single-lane teams'
+// row products: FP64 sums of the FP32 basis in 4 partial sums).
+inline void rows_gemm_host(const RowsRound* r, int grp, const float* B) {
+  const int lo = r->g_lo[grp], span = r->g_hi[grp] - lo + 1, K1 = r->K1;
+  if (span <= 0) return;
+  const long long N = (long long)r->g_count[grp] * r->ncol;
+  const double* C = r->coef + r->g_coef[grp];
+  double* R = r->out + r->g_out[grp];
+  for (long long n = 0; n < N; ++n)
+    for (int x = 0; x < span; ++x)
+      R[n * span + x] = row_dot<4>(C + n * K1, B + (size_t)(lo + x) * K1, K1);
+}
+
+// Stage 5: request rq's template and Jacobian at the points from the group rows (after
+// rows_coef set w's kernel), then the resolution matrix: T, dT as template_at_pixels<false>.
+template <class Team>
+VX_HD VX_NOINLINE void rows_pixels(const Team& team, const RowsRound* r, int slot,
+                                   const BatchSpectrum& bs, const FitRequest* rq, int n_label,
+                                   const GridView& g, const FitData& d, const EvalWork* w,
+                                   double* T, double* dT) {
+  const int L = n_label, nc = r->ncol;
+  const bool need_jac = rq->jac != 0, jac_vsini = w->fit_vsini != 0;
+  const int np = n_fit_params(L, w->fit_vsini);
+  const int M = w->rot_half;
+  const double lnd = ln_doppler(rq->theta[0]);
+  const double du_dv = -dln_doppler_dv(rq->theta[0]) / g.dlnlam;
+  for (int a = 0; a < d.n_arms; ++a) {
+    const int grp = bs.model[a];
+    const int lo = r->g_lo[grp];
+    const long long span = r->g_hi[grp] - lo + 1;
+    const double* R = r->out + r->g_out[grp] + (long long)r->col[slot * kMaxArms + a] * nc * span;
+    const bool rm = d.n_full[a] > 0;
+    const int i0 = d.arm_start[a];
+    const int n_eval = rm ? d.n_full[a] : d.arm_start[a + 1] - i0;
+    const double* ll = rm ? d.full_lnlam[a] : d.lnlam + i0;
+    double* t_out = rm ? d.Tf + d.full_off[a] : T + i0;
+    double* dt_out = rm ? d.dTf + (size_t)d.full_off[a] * np : dT + (size_t)i0 * np;
+    team.for_each(n_eval, [&](int j) {
+      rotated_pixel<false>(g, w, ll[j], lnd, du_dv, M, L, need_jac, jac_vsini, &t_out[j],
+                           &dt_out[j * np], [&](int row, double* bc, double* bdc) {
+                             const double* x = R + (row - lo);
+                             *bc = x[0];
+                             if (need_jac)
+                               for (int l = 0; l < L; ++l) bdc[l] = x[(1 + l) * span];
+                           });
+    });
+    if (!rm) continue;
+    team.sync();
+    apply_rmat_lanes(team, d, a, t_out, dt_out, np, need_jac, T, dT);
+  }
+  team.sync();
+}
+
+}  // namespace velox::kern
