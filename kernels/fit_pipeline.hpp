@@ -116,6 +116,8 @@ struct PipelineShared {
   LMState cur, best;
   double grid_chi2[kMaxCcfTemplates];
   int grid_idx[kMaxCcfTemplates];
+  double grid_raw[kMaxCcfTemplates];  // kReqGrid: each template's chi^2 (w->chi2), in j order
+  int grid_ok[kMaxCcfTemplates];      // and its w->ok
   int n_grid;
   double pbest, v_ccf;
   int jbest, obest;
@@ -353,19 +355,21 @@ VX_HD VX_NOINLINE bool fit_step(FitMachine& m, int L, const GridView& g, const F
   rq->kind = kReqGridPrep;
   rq->v = sh->v_ccf;
   VX_YIELD(m, 5);
+  // Every template in one request (one engine round instead of n_ccf), served in j order.
+  rq->kind = kReqGrid;
+  rq->j = 0;
+  rq->n_k = m.n_ccf;
+  rq->v = sh->v_ccf;
+  VX_YIELD(m, 6);
   for (m.j = 0; m.j < m.n_ccf; ++m.j) {
-    rq->kind = kReqGrid;
-    rq->j = m.j;
-    rq->v = sh->v_ccf;
-    VX_YIELD(m, 6);
-    if (w->ok) {
+    if (sh->grid_ok[m.j]) {
       int k = sh->n_grid++;
-      while (k > 0 && sh->grid_chi2[k - 1] > w->chi2) {
+      while (k > 0 && sh->grid_chi2[k - 1] > sh->grid_raw[m.j]) {
         sh->grid_chi2[k] = sh->grid_chi2[k - 1];
         sh->grid_idx[k] = sh->grid_idx[k - 1];
         --k;
       }
-      sh->grid_chi2[k] = w->chi2;
+      sh->grid_chi2[k] = sh->grid_raw[m.j];
       sh->grid_idx[k] = m.j;
     }
   }
@@ -726,11 +730,18 @@ VX_HD VX_INLINE void serve_kind(const Team& team, FitRequest* rq, const Emulator
     // LM).
     if (Team::kVec > 1) grid_stencils_at(team, g, d, rq->v, sc.t0, sc.frac);
   } else if constexpr (Kind == kReqGrid) {
-    if (Team::kVec > 1)
-      fixed_template_stencils(team, g, d, ccf_tmpl, rq->j, sc.t0, sc.frac, sc.T);
-    else
-      fixed_template_at_pixels(team, g, d, ccf_tmpl, rq->j, rq->v, sc.T);
-    profile_continuum(team, d, cfg.cont_deg, 1, false, sc.T, sc.dT, w);
+    for (int j = rq->j; j < rq->j + rq->n_k; ++j) {
+      if (Team::kVec > 1)
+        fixed_template_stencils(team, g, d, ccf_tmpl, j, sc.t0, sc.frac, sc.T);
+      else
+        fixed_template_at_pixels(team, g, d, ccf_tmpl, j, rq->v, sc.T);
+      profile_continuum(team, d, cfg.cont_deg, 1, false, sc.T, sc.dT, w);
+      team.single([&] {
+        sh->grid_raw[j] = w->chi2;
+        sh->grid_ok[j] = w->ok;
+      });
+      team.sync();
+    }
   } else if constexpr (Kind == kReqEmu) {
     emulator_coeffs_into(team, em, rq->theta + 1, w);
   } else if constexpr (Kind == kReqEval) {

@@ -25,7 +25,8 @@ enum FitRequestKind : int {
   kReqCcfPrep,     // pseudo_normalise + pixel_positions (the CCF's inputs)
   kReqCcf,         // cross_correlate(template j, lags lag0 + k lag_step, k < n_lags) -> sc.ccf
   kReqGridPrep,    // the chi^2 grid's stencils at velocity v (teams with SIMD forms only)
-  kReqGrid,        // coarse template j at velocity v, continuum profiled: w->ok, w->chi2
+  kReqGrid,        // coarse templates j .. j + n_k - 1 at velocity v, each continuum profiled:
+                   // their w->chi2 and w->ok into PipelineShared::grid_raw, grid_ok
   kReqEmu,         // emulator_coeffs_into(theta + 1): the labels of the velocity-only evaluations
   kReqEval,        // evaluate(theta) -> ok, w (chi2, grad, hess, continuum), T, dT
   kReqClip,        // clip_outliers(theta) -> out->n_clipped, sc.ivar
@@ -36,7 +37,7 @@ enum FitRequestKind : int {
 
 struct FitRequest {
   int kind = kReqNone;
-  int j = 0, lag0 = 0, n_lags = 0, lag_step = 1;  // kReqCcf, kReqGrid (j)
+  int j = 0, lag0 = 0, n_lags = 0, lag_step = 1;  // kReqCcf (j), kReqGrid (first j)
   double v = 0.0;                                 // kReqGridPrep, kReqGrid: km/s
   double theta[kMaxParams] = {};  // kReqEval, kReqEmu, kReqClip: [v, labels, VSINI]
   int jac = 0;       // kReqEval: with the gradient and Hessian
@@ -44,7 +45,8 @@ struct FitRequest {
   int no_emu = 0;    // kReqEval: the continuum-only model (T = 1)
   int seg = -1;      // kReqEval: segment_view(d, seg) and its slice of T, dT; -1: all of d
   int ok = 0;        // kReqEval: evaluate's result, written by the driver
-  int k0 = 0, n_k = 0;  // kReqVGrid: the grid's points k0 .. k0 + n_k - 1 (v: their step, km/s)
+  int k0 = 0, n_k = 0;  // kReqVGrid: the grid's points k0 .. k0 + n_k - 1 (v: their step, km/s);
+                        // kReqGrid: n_k templates from j
 };
 
 // Points of a kReqVGrid request at most (PipelineShared::vgrid_chi2): the moments grid's 13
