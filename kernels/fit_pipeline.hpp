@@ -116,6 +116,8 @@ struct PipelineShared {
   LMState cur, best;
   double grid_chi2[kMaxCcfTemplates];
   int grid_idx[kMaxCcfTemplates];
+  double ccf_peak[kMaxCcfTemplates];  // kReqCcf over n_k templates: each one's highest CCF
+  int ccf_peak_lag[kMaxCcfTemplates];  // and its first lag index reaching it
   double grid_raw[kMaxCcfTemplates];  // kReqGrid: each template's chi^2 (w->chi2), in j order
   int grid_ok[kMaxCcfTemplates];      // and its w->ok
   int n_grid;
@@ -313,24 +315,27 @@ VX_HD VX_NOINLINE bool fit_step(FitMachine& m, int L, const GridView& g, const F
   sh->pbest = -INFINITY;
   sh->jbest = 0;
   sh->obest = 0;
-  for (m.j = 0; m.j < m.n_use; ++m.j) {
-    rq->kind = kReqCcf;
-    rq->j = m.j;
-    rq->lag0 = m.lag_lo;
-    rq->n_lags = m.n_out;
-    rq->lag_step = m.lag_step;
-    VX_YIELD(m, 3);
-    for (int o = 0; o < m.n_out; ++o)
-      if (sc.ccf[o] > sh->pbest) {
-        sh->pbest = sc.ccf[o];
-        sh->jbest = m.j;
-        sh->obest = o;
-      }
-  }
+  // Every template in one request (one engine round instead of n_use): each template's first
+  // highest lag, then the first highest over the templates in order (the first maximum over
+  // templates and lags, as when each CCF was its own request).
+  rq->kind = kReqCcf;
+  rq->j = 0;
+  rq->n_k = m.n_use;
+  rq->lag0 = m.lag_lo;
+  rq->n_lags = m.n_out;
+  rq->lag_step = m.lag_step;
+  VX_YIELD(m, 3);
+  for (m.j = 0; m.j < m.n_use; ++m.j)
+    if (sh->ccf_peak[m.j] > sh->pbest) {
+      sh->pbest = sh->ccf_peak[m.j];
+      sh->jbest = m.j;
+      sh->obest = sh->ccf_peak_lag[m.j];
+    }
   // Fine lags around the best template's peak, then a parabola through the top three.
   m.lag_c = m.lag_lo + sh->obest * m.lag_step;
   rq->kind = kReqCcf;
   rq->j = sh->jbest;
+  rq->n_k = 0;  // one template, its lags into sc.ccf
   rq->lag0 = m.lag_c - 3;
   rq->n_lags = 7;
   rq->lag_step = 1;
@@ -722,8 +727,25 @@ VX_HD VX_INLINE void serve_kind(const Team& team, FitRequest* rq, const Emulator
     pseudo_normalise(team, d, cfg.ccf_cont_deg, 4, w, sc.fn, sc.wts);
     pixel_positions(team, g, d, sc.t0, sc.frac);
   } else if constexpr (Kind == kReqCcf) {
-    cross_correlate(team, g, d, ccf_tmpl, rq->j, rq->lag0, rq->n_lags, rq->lag_step, sc.t0,
-                    sc.frac, sc.fn, sc.wts, w, sc.acc, sc.ccf);
+    const int n = rq->n_k > 0 ? rq->n_k : 1;
+    for (int i = 0; i < n; ++i) {
+      cross_correlate(team, g, d, ccf_tmpl, rq->j + i, rq->lag0, rq->n_lags, rq->lag_step, sc.t0,
+                      sc.frac, sc.fn, sc.wts, w, sc.acc, sc.ccf);
+      if (rq->n_k > 0) {
+        team.single([&] {
+          double p = -INFINITY;
+          int ob = 0;
+          for (int o = 0; o < rq->n_lags; ++o)
+            if (sc.ccf[o] > p) {
+              p = sc.ccf[o];
+              ob = o;
+            }
+          sh->ccf_peak[rq->j + i] = p;
+          sh->ccf_peak_lag[rq->j + i] = ob;
+        });
+        team.sync();
+      }
+    }
   } else if constexpr (Kind == kReqGridPrep) {
     // The CPU computes the stencils once for all templates (sc.t0 and sc.frac are free after
     // the CCF; an arm with a resolution matrix keeps its full grid's in d.dTf, free until the

@@ -23,7 +23,9 @@ enum FitRequestKind : int {
   kReqNone = 0,    // nothing: the machine is done
   kReqFold,        // fold_rows(d): the resolution-matrix rows into the scratch
   kReqCcfPrep,     // pseudo_normalise + pixel_positions (the CCF's inputs)
-  kReqCcf,         // cross_correlate(template j, lags lag0 + k lag_step, k < n_lags) -> sc.ccf
+  kReqCcf,         // cross_correlate(template j, lags lag0 + k lag_step, k < n_lags) -> sc.ccf;
+                   // n_k > 0: templates j .. j + n_k - 1, each one's peak into
+                   // PipelineShared::ccf_peak, ccf_peak_lag
   kReqGridPrep,    // the chi^2 grid's stencils at velocity v (teams with SIMD forms only)
   kReqGrid,        // coarse templates j .. j + n_k - 1 at velocity v, each continuum profiled:
                    // their w->chi2 and w->ok into PipelineShared::grid_raw, grid_ok
@@ -46,7 +48,7 @@ struct FitRequest {
   int seg = -1;      // kReqEval: segment_view(d, seg) and its slice of T, dT; -1: all of d
   int ok = 0;        // kReqEval: evaluate's result, written by the driver
   int k0 = 0, n_k = 0;  // kReqVGrid: the grid's points k0 .. k0 + n_k - 1 (v: their step, km/s);
-                        // kReqGrid: n_k templates from j
+                        // kReqGrid, kReqCcf: n_k templates from j (kReqCcf: 0, template j alone)
 };
 
 // Points of a kReqVGrid request at most (PipelineShared::vgrid_chi2): the moments grid's 13
