@@ -11,6 +11,7 @@
 #include "kernels/linalg.hpp"
 #include "kernels/lm.hpp"
 #include "kernels/physics.hpp"
+#include "kernels/rows_stage.hpp"
 
 using namespace velox::kern;
 
@@ -212,4 +213,27 @@ TEST_CASE("joined_basin: inside an earlier minimum's quadratic basin, by its cov
   CHECK_FALSE(at(0.1, 0.1, 101.0, 25.0));  // no usable covariance
   a.hess_ok = 1;
   CHECK_FALSE(joined_basin(a, a.theta, 101.0, 3, 25.0));  // another parameter set (VSINI fitted)
+}
+
+// The staged engine plans a rotated evaluation's rows with rotation_half before the coefficient
+// stage computes the kernel (kernels/rows_stage.hpp): its M must be rotation_weights' M for every
+// VSINI, or the pixel stage would read rows outside its group's span. VSINI from 0 to 600 km/s in
+// 0.01 km/s steps (the half-bin edges at s = m + 1/2 fall between steps many times over) at the
+// desi and MILES grids' spacings, the kernel's cap, and NaN and negative values.
+TEST_CASE("rotation_half gives rotation_weights' half-width for every VSINI",
+          "[kernels][engine]") {
+  double w[2 * kMaxRotHalf + 1], dw[2 * kMaxRotHalf + 1];
+  int n_rotated = 0, n_capped = 0;
+  for (const double dlnlam : {1.0e-4, 2.4e-5, 3.3e-5}) {
+    for (int i = -100; i <= 60000; ++i) {
+      const double v = i * 0.01;
+      const int m = rotation_weights(v, 0.6, dlnlam, kMaxRotHalf, w, dw);
+      REQUIRE(rotation_half(v, dlnlam, kMaxRotHalf) == m);
+      n_rotated += m > 0;
+      n_capped += m == kMaxRotHalf;
+    }
+    CHECK(rotation_half(NAN, dlnlam, kMaxRotHalf) == 0);
+  }
+  CHECK(n_rotated > 1000);  // the sweep crossed into the rotated kernels
+  CHECK(n_capped > 0);      // and reached the cap
 }
