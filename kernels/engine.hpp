@@ -41,16 +41,6 @@ struct EngineCtl {
 // for every other kind.
 VX_HD VX_INLINE int engine_stages(int kind) { return kind == kReqEval ? 2 : 1; }
 
-VX_HD VX_INLINE int engine_fetch_add(int* p, int v) {
-#ifdef __CUDA_ARCH__
-  return atomicAdd(p, v);
-#else
-  const int old = *p;  // the host executor steps its slots one at a time
-  *p += v;
-  return old;
-#endif
-}
-
 // Step slot `slot` to its next request and enqueue it (round part 1); a slot whose fit ends
 // takes the next spectrum. The result of a finished fit is in b.results[its spectrum].
 template <class Team>

@@ -97,7 +97,9 @@ VX_HD VX_INLINE void rows_atomic_max(int* p, int v) {
   if (v > *p) *p = v;
 #endif
 }
-VX_HD VX_INLINE int rows_fetch_add(int* p, int v) {
+// The engine's atomic add (its step, the row plan): the old value. The host executor steps its
+// slots one at a time.
+VX_HD VX_INLINE int engine_fetch_add(int* p, int v) {
 #ifdef __CUDA_ARCH__
   return atomicAdd(p, v);
 #else
@@ -120,7 +122,7 @@ VX_HD VX_INLINE void rows_plan(RowsRound* r, const BatchView& b, int slot, int s
   long long full = bs.full_off;
   for (int a = 0; a < bs.n_arms; ++a) {
     const int grp = bs.model[a];
-    r->col[slot * kMaxArms + a] = rows_fetch_add(&r->g_count[grp], 1);
+    r->col[slot * kMaxArms + a] = engine_fetch_add(&r->g_count[grp], 1);
     const bool rm = bs.n_full[a] > 0;
     const int n = rm ? bs.n_full[a] : bs.arm_start[a + 1] - bs.arm_start[a];
     const double* ll = rm ? b.full_lnlam + full : b.lnlam + bs.pix_off + bs.arm_start[a];
