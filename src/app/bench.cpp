@@ -62,6 +62,9 @@ struct BenchResult {
   // One host thread's prepare time per input format (after the runs, for the first device only;
   // the median of `repeat` passes).
   SecondsPerFormat prepare_1t;
+  // The batch thread's packing (HostBatch: one thread copies a batch's prepared spectra into the
+  // arrays that go to the device), per input format; the median of `repeat` passes.
+  SecondsPerFormat pack_1t;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -160,6 +163,22 @@ BenchResult bench_device(const FitOptions& base, const std::string& device, int 
       ++n;
     }
   b.prepare_1t = median_pass(passes);
+  std::map<std::string, std::vector<PreparedSpectrum>> by_format;
+  for (const FitJob& job : jobs) {
+    PreparedSpectrum p = prepare_spectrum(*job.spectrum, *job.ctx);
+    if (p.ready) by_format[job.ctx->format].push_back(std::move(p));
+  }
+  std::vector<SecondsPerFormat> packs(passes.size());
+  for (SecondsPerFormat& pass : packs)
+    for (const auto& [format, prep] : by_format) {
+      std::vector<const Packed*> ptrs;
+      for (const auto& p : prep) ptrs.push_back(&p.packed);
+      const FitContext& ctx = *ctxs.front();
+      const auto t0 = std::chrono::steady_clock::now();
+      const HostBatch hb(ptrs, ctx.lib, pipeline_config(ctx.cfg, ctx.lib));
+      pass[format] = {seconds_since(t0), ptrs.size()};
+    }
+  b.pack_1t = median_pass(packs);
   return b;
 }
 
@@ -201,9 +220,17 @@ void print_host_feed(const SecondsPerFormat& reads, const BenchResult& b, double
     fmt::print(
         "velox bench [host]: {}: 1 thread reads {:.0f} spectra/s and prepares {:.0f} "
         "spectra/s; feeding {:.0f} spectra/s takes {:.1f} host threads (read {:.1f} + "
-        "prepare {:.1f})\n",
+        "prepare {:.1f})",
         format, 1.0 / t_read, 1.0 / t_prep, feed_rate, feed_rate * (t_read + t_prep),
         feed_rate * t_read, feed_rate * t_prep);
+    // The batch is packed on one thread: its rate caps the feed whatever the thread count.
+    auto pk = b.pack_1t.find(format);
+    if (pk != b.pack_1t.end() && pk->second.second > 0 && pk->second.first > 0) {
+      const double t_pack = pk->second.first / pk->second.second;
+      fmt::print("; the batch thread packs {:.0f} spectra/s ({:.0f}% of one thread at {:.0f}/s)",
+                 1.0 / t_pack, 100.0 * feed_rate * t_pack, feed_rate);
+    }
+    fmt::print("\n");
   }
 }
 

@@ -1,12 +1,13 @@
 #include "app/fit_run.hpp"
 
-#include <cerrno>
 #include <fmt/format.h>
 #include <fnmatch.h>
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <ctime>
 #include <deque>
@@ -147,7 +148,7 @@ FitEngine::FitEngine(const FitOptions& opt, int threads, std::shared_ptr<const T
       // GPU as well, with auto it runs on the CPU.
       gpu_chunk_ = static_cast<size_t>(std::max(1, opt.gpu_min_batch));
       const size_t min_batch = opt.device == "gpu" ? 1 : gpu_chunk_;
-      gpu_ = make_cuda_backend(*lib_, pc, dev, min_batch);
+      gpu_ = make_cuda_backend(*lib_, pc, dev, min_batch, pool_.get());
       spdlog::info("device {}: CUDA device {} of {}: {} (chunks of >= {} spectra{})", opt.device,
                    dev, g.device_count, gpu_->name(), gpu_chunk_,
                    min_batch > 1 ? "; smaller ones on the CPU" : "");
@@ -162,12 +163,14 @@ FitEngine::FitEngine(const FitOptions& opt, int threads, std::shared_ptr<const T
   }
 }
 
-std::vector<PreparedSpectrum> FitEngine::prepare(const std::vector<FitJob>& jobs) {
+std::vector<PreparedSpectrum> FitEngine::prepare(const std::vector<FitJob>& jobs,
+                                                 const std::function<void(size_t)>& prepared) {
   std::vector<PreparedSpectrum> prep(jobs.size());
   pool_->for_each(jobs.size(), [&](size_t i, int) {
     const FitJob& j = jobs[i];
     prep[i] = j.arms ? prepare_spectrum(*j.spectrum, *j.arms, *j.ctx)
                      : prepare_spectrum(*j.spectrum, *j.ctx);
+    if (prepared) prepared(i);
   });
   return prep;
 }
@@ -183,26 +186,40 @@ Backend& FitEngine::route(const BatchRequest& r) {
 
 EngineBatch FitEngine::submit(std::vector<FitJob> jobs, bool want_models,
                               const std::function<void(size_t)>& on_fitted,
-                              const std::function<void()>& prepared) {
+                              const std::function<void(size_t)>& prepared) {
   const auto t0 = std::chrono::steady_clock::now();
   EngineBatch b;
   b.jobs = std::move(jobs);
   b.want_models = want_models;
-  b.prep = prepare(b.jobs);
-  if (prepared) prepared();
+  b.prep = prepare(b.jobs, prepared);
   std::vector<const Packed*> ready;
+  std::vector<size_t> job_of;  // per ready spectrum: its job
   BatchRequest req;
   req.models = want_models;
-  for (const auto& p : b.prep) {
+  for (size_t i = 0; i < b.prep.size(); ++i) {
+    const auto& p = b.prep[i];
     b.fitted.push_back(p.ready ? ready.size() : EngineBatch::npos);
     if (!p.ready) continue;
     ready.push_back(&p.packed);
+    job_of.push_back(i);
     for (const auto& f : p.packed.full_lnlam) req.matrices = req.matrices || !f.empty();
   }
   req.n_spectra = ready.size();
   if (!ready.empty()) {
     b.backend = &route(req);
-    b.backend->submit(std::move(ready), want_models, on_fitted);
+    // Once the backend has copied a spectrum into its batch, finish_row reads its flux and arm
+    // slots alone: the rest goes at once, so that a batch is not held twice while it is packed
+    // nor at all while it is on the device (docs/gpu.md "Host memory of a GPU rank"). The
+    // diagnostics (want_models) read every array.
+    // Freed arrays stay in glibc's arenas (about as large as the copy being built) unless they
+    // are trimmed; every 256 spectra (about 100 MB of DESI spectra) they are given back.
+    std::function<void(size_t)> packed;
+    if (!want_models)
+      packed = [&b, &job_of](size_t k) {
+        b.prep[job_of[k]].packed.release_fit_arrays();
+        if (k % 256 == 255) malloc_trim(0);
+      };
+    b.backend->submit(std::move(ready), want_models, on_fitted, packed);
   }
   b.seconds = seconds_since(t0);
   seconds_fit_ += b.seconds;

@@ -100,11 +100,13 @@ class FitEngine {
 
   // Prepare `jobs` on the engine's threads and submit the ready ones to the backend route()
   // picks; `on_fitted` as in fit_stream. Batches are finished in the order they were submitted.
-  // `prepared` (may be empty) runs once the jobs are prepared, before the backend gets them: the
-  // caller may then free the inputs' pixels.
+  // `prepared(i)` (may be empty) runs on an engine thread once job i is prepared, before the
+  // backend gets the batch: the caller may then free that job's input pixels, so that a batch
+  // does not hold its inputs and its prepared copies at once (jobs are distinct spectra: calls
+  // for different i may run concurrently).
   EngineBatch submit(std::vector<FitJob> jobs, bool want_models,
                      const std::function<void(size_t)>& on_fitted = {},
-                     const std::function<void()>& prepared = {});
+                     const std::function<void(size_t)>& prepared = {});
   // Wait for a submitted batch and finish its rows (in parallel); with want_models, `diags`
   // (may be null) gets the diagnostics of every job.
   void finish(EngineBatch& b, std::vector<FitDiagnostics>* diags = nullptr);
@@ -114,7 +116,9 @@ class FitEngine {
     return FitContext{*lib_, *cache_, cfg_, format, survey};
   }
   // prepare_spectrum for every job, in parallel on the engine's threads; input order.
-  std::vector<PreparedSpectrum> prepare(const std::vector<FitJob>& jobs);
+  // `prepared(i)` (may be empty) runs after job i's.
+  std::vector<PreparedSpectrum> prepare(const std::vector<FitJob>& jobs,
+                                        const std::function<void(size_t)>& prepared = {});
   // The backend a batch goes to: the GPU when there is one and it supports the request, else the
   // CPU. Logs each distinct reason for not using the GPU once.
   Backend& route(const BatchRequest& r);

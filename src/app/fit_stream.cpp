@@ -6,6 +6,7 @@
 //    submit/finish, batch k on the device while batch k+1 is prepared (the device wants
 //    thousands of spectra at once). `--cpu-batch N` runs the CPU this way too (a test of the
 //    GPU's path without a device).
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -297,18 +298,21 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
         auto& in = static_cast<InputFile&>(*item);
         jobs.push_back({&in.file.spectra[in.spectra[t]], in.ctx.get()});
       }
-      // Once the batch is prepared (its packed copies are what the backend and finish_row read),
-      // the inputs' pixel arrays are not needed again: a GPU rank holds them only for the spectra
+      // Once a spectrum is prepared (its packed copy is what the backend and finish_row read),
+      // its input pixel arrays are not needed again: a GPU rank holds them only for the spectra
       // still queued (docs/gpu.md "Host memory"). --epochs prepares its epochs again in step 3.
-      auto release = [&tasks, this] {
-        if (epochs_) return;
-        for (const auto& [item, t] : tasks) {
-          auto& in = static_cast<InputFile&>(*item);
-          release_pixels(in.file.spectra[in.spectra[t]]);
-        }
-      };
+      std::function<void(size_t)> release;
+      if (!epochs_)
+        release = [&tasks](size_t k) {
+          auto& in = static_cast<InputFile&>(*tasks[k].first);
+          release_pixels(in.file.spectra[in.spectra[tasks[k].second]]);
+        };
       auto b =
           std::make_shared<EngineBatch>(submit(std::move(jobs), want_diag, on_fitted, release));
+      // The batch's input pixels and prepared arrays are freed, and the packed copy went up
+      // (GPU) or was fitted (CPU): give glibc's free pages back rather than hold a batch's
+      // worth of them in its arenas (docs/gpu.md "Host memory of a GPU rank").
+      malloc_trim(0);
       return [this, b, tasks, want_diag] {
         std::vector<FitDiagnostics> diags;
         finish(*b, &diags);

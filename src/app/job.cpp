@@ -109,8 +109,12 @@ class Progress {
     if (quiet_ || t - last_ < interval_) return;
     last_ = t;
     const double frac = n_bytes_ ? static_cast<double>(bytes_) / n_bytes_ : 0.0;
-    const double eta = frac > 0 ? t / frac - t : NAN;
-    const double est = frac > 0 ? targets_ / frac : NAN;
+    if (frac <= 0) {  // nothing to extrapolate from yet (a GPU rank's first batch, a large file)
+      spdlog::info("progress: 0/{} files after {:.0f} s: no input finished yet", n_files_, t);
+      return;
+    }
+    const double eta = t / frac - t;
+    const double est = targets_ / frac;
     spdlog::info(
         "progress: {}/{} files, {}/~{:.0f} targets read, {} spectra fitted = {:.1f} spectra/s, "
         "ETA {:.0f} s",

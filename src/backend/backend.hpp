@@ -42,19 +42,22 @@ class Backend {
   virtual size_t preferred_batch() const = 0;
 
   // Start fitting `specs`: the packed arrays of ready spectra (PreparedSpectrum::packed; the
-  // backend sees no catalog row), alive and unmodified until collect() returns their output.
+  // backend sees no catalog row). The backend reads them only until submit returns: it copies
+  // each into its batch (HostBatch), then calls `on_packed(i)` (may be empty) on the calling
+  // thread, after which the caller may free spec i's arrays (Packed::release_fit_arrays).
   // `on_done(n)` (may be empty) reports spectra completed in this batch, from any thread. A backend
   // may fit synchronously here (CPU) or asynchronously (CUDA). Throws std::runtime_error on device
   // errors.
   virtual void submit(std::vector<const Packed*> specs, bool want_models,
-                      std::function<void(size_t)> on_done) = 0;
+                      std::function<void(size_t)> on_done,
+                      std::function<void(size_t)> on_packed) = 0;
   // The output of the oldest submitted batch not yet collected; blocks until it is done.
   virtual BatchOutput collect() = 0;
 
   // submit + collect.
   BatchOutput run(std::vector<const Packed*> specs, bool want_models = false,
                   std::function<void(size_t)> on_done = {}) {
-    submit(std::move(specs), want_models, std::move(on_done));
+    submit(std::move(specs), want_models, std::move(on_done), {});
     return collect();
   }
 };
@@ -69,7 +72,7 @@ class CpuBackend : public Backend {
   std::string unsupported(const BatchRequest&) const override { return {}; }
   size_t preferred_batch() const override { return 4 * static_cast<size_t>(pool_.size()); }
   void submit(std::vector<const Packed*> specs, bool want_models,
-              std::function<void(size_t)> on_done) override;
+              std::function<void(size_t)> on_done, std::function<void(size_t)> on_packed) override;
   BatchOutput collect() override;
 
   // Fit one spectrum now, on the calling thread, which must be worker `worker` of the pool (its

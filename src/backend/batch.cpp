@@ -22,29 +22,22 @@ void SlotScratch::ensure(int n, const SlotSizes& s) {
 }
 
 HostBatch::HostBatch(const std::vector<const Packed*>& specs, const TemplateLibrary& lib,
-                     const kern::PipelineConfig& pc)
+                     const kern::PipelineConfig& pc, const std::function<void(size_t)>& copied,
+                     ThreadPool* pool)
     : em(lib.view()), grid(lib.grid()), cfg(pc), ccf_labels(lib.ccf_labels.data()) {
   if (specs.empty()) throw std::invalid_argument("HostBatch: no spectra");
-  size_t n_pix = 0, n_full = 0;
-  for (const Packed* p : specs) {
+  for (const Packed* p : specs)
     if (p->n_arms < 1 || p->flux.empty())
       throw std::invalid_argument("HostBatch: spectrum is not ready for fitting (no arm)");
-    n_pix += p->flux.size();
-    n_full += p->n_full_total();
-  }
   const bool with_fold = any_fold(specs);
   spec.resize(specs.size());
   results.resize(specs.size());
-  lnlam.reserve(n_pix);
-  xleg.reserve(n_pix);
-  flux.reserve(n_pix);
-  ivar.reserve(n_pix);
-  full_idx.reserve(n_pix);
-  full_lnlam.reserve(n_full);
-  if (with_fold) fold.reserve(3 * n_pix);
   sizes_.np = kern::n_fit_params(lib.n_label, 1);
   sizes_.n_out = std::max(kern::ccf_lags(pc, grid), 7);
   sizes_.emu = kern::emulator_scratch_size(em);
+  // Pass 1, in order: each spectrum's offsets and the model table (models in order of first
+  // use), every check before anything is copied.
+  long long n_pix = 0, n_full = 0;
   for (size_t s = 0; s < specs.size(); ++s) {
     const Packed& pk = *specs[s];
     kern::BatchSpectrum& bs = spec[s];
@@ -58,8 +51,8 @@ HostBatch::HostBatch(const std::vector<const Packed*>& specs, const TemplateLibr
     if (pk.fit_vsini && pc.fit_vsini) sizes_.slot_grid = grid.n_tpix;
     for (int k = 0; k <= kern::kMaxSeg; ++k) bs.seg_start[k] = pk.seg_start[k];
     for (int k = 0; k < kern::kMaxSeg; ++k) bs.seg_arm[k] = pk.seg_arm[k];
-    bs.pix_off = static_cast<long long>(flux.size());
-    bs.full_off = static_cast<long long>(full_lnlam.size());
+    bs.pix_off = n_pix;
+    bs.full_off = n_full;
     long long full = 0, rm = 0;
     for (int a = 0; a < pk.n_arms; ++a) {
       const ArmModel* m = pk.models[a].get();
@@ -83,30 +76,54 @@ HostBatch::HostBatch(const std::vector<const Packed*>& specs, const TemplateLibr
       if (a < static_cast<int>(pk.full_lnlam.size()) && !pk.full_lnlam[a].empty()) {
         bs.n_full[a] = static_cast<int>(pk.full_lnlam[a].size());
         bs.ndiag[a] = pk.ndiag[a];
-        full_lnlam.insert(full_lnlam.end(), pk.full_lnlam[a].begin(), pk.full_lnlam[a].end());
         full += bs.n_full[a];
         rm += static_cast<long long>(bs.n_full[a]) * bs.ndiag[a];
       }
     }
-    lnlam.insert(lnlam.end(), pk.lnlam.begin(), pk.lnlam.end());
-    xleg.insert(xleg.end(), pk.xleg.begin(), pk.xleg.end());
-    flux.insert(flux.end(), pk.flux.begin(), pk.flux.end());
-    ivar.insert(ivar.end(), pk.ivar.begin(), pk.ivar.end());
-    full_idx.insert(full_idx.end(), pk.full_idx.begin(), pk.full_idx.end());
     // A matrix arm's rows are built by the fit from the fold parameters: without them it would
     // read its slot's scratch as rows.
     if (full > 0 && pk.fold.size() != 3 * pk.flux.size())
       throw std::invalid_argument("HostBatch: a matrix arm without its fold parameters");
-    if (with_fold) {
-      if (pk.fold.empty())
-        fold.resize(fold.size() + 3 * pk.flux.size(), 0.0);
-      else
-        fold.insert(fold.end(), pk.fold.begin(), pk.fold.end());
-    }
+    n_pix += bs.n_pix;
+    n_full += full;
     sizes_.slot_rm = std::max(sizes_.slot_rm, rm);
     sizes_.slot_pix = std::max<long long>(sizes_.slot_pix, bs.n_pix);
     sizes_.slot_full = std::max(sizes_.slot_full, full);
   }
+  // Pass 2: the copies, each spectrum at its offsets (in parallel on `pool`; the arrays are
+  // written in full, so they are not zeroed first).
+  const auto np = static_cast<size_t>(n_pix);
+  lnlam.resize(np);
+  xleg.resize(np);
+  flux.resize(np);
+  ivar.resize(np);
+  full_idx.resize(np);
+  full_lnlam.resize(static_cast<size_t>(n_full));
+  if (with_fold) fold.resize(3 * np);
+  auto copy = [&](size_t s) {
+    const Packed& pk = *specs[s];
+    const kern::BatchSpectrum& bs = spec[s];
+    const auto o = static_cast<size_t>(bs.pix_off);
+    std::copy(pk.lnlam.begin(), pk.lnlam.end(), lnlam.begin() + o);
+    std::copy(pk.xleg.begin(), pk.xleg.end(), xleg.begin() + o);
+    std::copy(pk.flux.begin(), pk.flux.end(), flux.begin() + o);
+    std::copy(pk.ivar.begin(), pk.ivar.end(), ivar.begin() + o);
+    std::copy(pk.full_idx.begin(), pk.full_idx.end(), full_idx.begin() + o);
+    auto f = full_lnlam.begin() + bs.full_off;
+    for (int a = 0; a < pk.n_arms; ++a)
+      if (bs.n_full[a] > 0) f = std::copy(pk.full_lnlam[a].begin(), pk.full_lnlam[a].end(), f);
+    if (with_fold) {
+      if (pk.fold.empty())
+        std::fill(fold.begin() + 3 * o, fold.begin() + 3 * (o + bs.n_pix), 0.0);
+      else
+        std::copy(pk.fold.begin(), pk.fold.end(), fold.begin() + 3 * o);
+    }
+    if (copied) copied(s);
+  };
+  if (pool && specs.size() > 1)
+    pool->for_each(specs.size(), [&](size_t s, int) { copy(s); });
+  else
+    for (size_t s = 0; s < specs.size(); ++s) copy(s);
 }
 
 kern::BatchView HostBatch::view(SlotScratch& sc) {

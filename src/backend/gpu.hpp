@@ -22,10 +22,11 @@ GpuInfo query_gpus();
 // more, and two buffer sets on two streams overlap one batch's copies and kernel with the host's
 // packing of the next. Batches with fewer than `min_batch` spectra, or that want best-fit models,
 // are unsupported (the engine sends them to the CPU backend). Throws std::runtime_error
-// ("CUDA: <call>: <reason>") on CUDA errors, here and in submit/collect.
+// ("CUDA: <call>: <reason>") on CUDA errors, here and in submit/collect. `pool` (may be null:
+// one thread) packs the batches (HostBatch) in submit; it must outlive the backend.
 std::unique_ptr<Backend> make_cuda_backend(const TemplateLibrary& lib,
                                            const kern::PipelineConfig& pc, int device,
-                                           size_t min_batch);
+                                           size_t min_batch, ThreadPool* pool = nullptr);
 
 // ---- Batch sizing (gpu_sizing.cpp, unit-tested) --------------------------------------------
 

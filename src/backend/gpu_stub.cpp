@@ -12,8 +12,8 @@ GpuInfo query_gpus() {
   return g;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(const TemplateLibrary&, const kern::PipelineConfig&,
-                                           int, size_t) {
+std::unique_ptr<Backend> make_cuda_backend(const TemplateLibrary&, const kern::PipelineConfig&, int,
+                                           size_t, ThreadPool*) {
   throw std::runtime_error("velox was built without the CUDA backend");
 }
 

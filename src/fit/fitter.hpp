@@ -73,6 +73,21 @@ struct Packed {
     return n;
   }
 
+  // Frees the arrays only the backend reads (lnlam, xleg, ivar, input_pixel, full-grid
+  // ln(lambda), full_idx, fold): once a backend has packed the spectrum (HostBatch copies them),
+  // finish_row needs flux (the arms' S/N), the arm slots and the segments alone. Keeps a batch
+  // on the device at 4 B per pixel of host memory instead of about 36 (docs/gpu.md "Host memory
+  // of a GPU rank"). view() is not usable afterwards.
+  void release_fit_arrays() {
+    UninitVector<double>().swap(lnlam);
+    UninitVector<double>().swap(xleg);
+    UninitVector<float>().swap(ivar);
+    UninitVector<int>().swap(input_pixel);
+    std::vector<UninitVector<double>>().swap(full_lnlam);
+    UninitVector<int>().swap(full_idx);
+    UninitVector<double>().swap(fold);
+  }
+
   // Views for the kernels; Tf/dTf: scratch of n_full_total() and n_full_total() * np doubles;
   // rm: scratch of n_rm_total() floats, where the fit writes the matrix rows (kernels/fold.hpp).
   kern::FitData view(double* Tf = nullptr, double* dTf = nullptr, float* rm = nullptr) const {

@@ -33,12 +33,13 @@ BatchOutput outputs_of(const HostBatch& hb, std::vector<std::vector<double>>&& m
 }  // namespace
 
 void CpuBackend::submit(std::vector<const Packed*> specs, bool want_models,
-                        std::function<void(size_t)> on_done) {
+                        std::function<void(size_t)> on_done,
+                        std::function<void(size_t)> on_packed) {
   if (specs.empty()) {
     done_.emplace_back();
     return;
   }
-  HostBatch hb(specs, lib_, pc_);
+  HostBatch hb(specs, lib_, pc_, on_packed, &pool_);
   scratch_.ensure(pool_.size(), hb.sizes());
   const kern::BatchView b = hb.view(scratch_);
   std::vector<std::vector<double>> models(want_models ? specs.size() : 0);

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <exception>
 #include <map>
@@ -83,8 +82,8 @@ struct PinnedBytes {
 
 size_t align256(size_t n) { return (n + 255) & ~size_t{255}; }
 
-// One buffer set: a stream, the device arrays of one batch and its slots, pinned staging, and
-// the batch it holds while in flight.
+// One buffer set: a stream, the device arrays of one batch and its slots, the pinned buffer of
+// its results, and the batch it holds while in flight.
 struct BufferSet {
   cudaStream_t stream = nullptr;
   cudaEvent_t done = nullptr;
@@ -102,7 +101,6 @@ struct BufferSet {
   std::thread runner;                      // staged: runs the batch's rounds, then the copies
   std::exception_ptr error;                // what the runner threw
   SlotSizes slots;                         // what the slot scratch is sized for
-  PinnedBytes up;                          // inputs, staged for cudaMemcpyAsync
   PinnedBytes down;                        // results then ivar
   // In flight:
   bool busy = false;
@@ -114,8 +112,12 @@ struct BufferSet {
 class CudaBackend final : public Backend {
  public:
   CudaBackend(const TemplateLibrary& lib, const kern::PipelineConfig& pc, int device,
-              size_t min_batch)
-      : lib_(lib), pc_(pc), device_(device), min_batch_(std::max<size_t>(1, min_batch)) {
+              size_t min_batch, ThreadPool* pool)
+      : lib_(lib),
+        pc_(pc),
+        device_(device),
+        min_batch_(std::max<size_t>(1, min_batch)),
+        pool_(pool) {
     check(cudaSetDevice(device_), "cudaSetDevice");
     cudaDeviceProp prop;
     check(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
@@ -172,7 +174,8 @@ class CudaBackend final : public Backend {
   }
 
   void submit(std::vector<const Packed*> specs, bool /*want_models*/,
-              std::function<void(size_t)> on_done) override {
+              std::function<void(size_t)> on_done,
+              std::function<void(size_t)> on_packed) override {
     check(cudaSetDevice(device_), "cudaSetDevice");
     Pending p;
     p.ticket = next_ticket_++;
@@ -185,7 +188,12 @@ class CudaBackend final : public Backend {
     for (size_t b0 = 0; b0 < specs.size(); b0 += batch) {
       const size_t nb = std::min(batch, specs.size() - b0);
       // Pack on the host while the other set's batch runs, then wait for this set to be free.
-      HostBatch hb({specs.begin() + b0, specs.begin() + b0 + nb}, lib_, pc_);
+      HostBatch hb(
+          {specs.begin() + b0, specs.begin() + b0 + nb}, lib_, pc_,
+          [&](size_t s) {
+            if (on_packed) on_packed(b0 + s);
+          },
+          pool_);
       BufferSet& set = sets_[next_set_];
       next_set_ = (next_set_ + 1) % kSets;
       if (set.busy) finish(set);
@@ -297,14 +305,17 @@ class CudaBackend final : public Backend {
     grow(set.counter, 1);
   }
 
-  // Stage hb's arrays in pinned memory, copy them up, launch, and copy results and ivar down,
-  // all asynchronously on set.stream.
+  // Copy hb's arrays up, launch, and copy results and ivar down, asynchronously on set.stream.
+  // The uploads read hb's pageable memory: cudaMemcpyAsync returns once the driver has staged
+  // the bytes (CUDA Runtime API, "API synchronization behavior"), so hb may go when this
+  // returns, and the rank holds no pinned copy of a batch's inputs (2 x 330 MB for 2048 DESI
+  // spectra in two sets; docs/gpu.md "Host memory of a GPU rank"). The host spends the copy's
+  // time here, as it spent it before on a memcpy into pinned staging.
   void launch(BufferSet& set, const HostBatch& hb, size_t ticket, size_t first) {
     std::vector<const float*> tmpl;
     const float* const* basis = model_table(hb, &tmpl);
     const size_t n_models = tmpl.size();
     const size_t ns = hb.spec.size(), np_ = hb.flux.size();
-    // Staging layout: one aligned block per array.
     struct Part {
       const void* src;
       size_t bytes;
@@ -334,16 +345,10 @@ class CudaBackend final : public Backend {
         {basis, n_models * sizeof(const float*), set.basis.p},
         {tmpl.data(), n_models * sizeof(const float*), set.ccf_tmpl.p},
     };
-    size_t total = 0;
-    for (const auto& pt : parts) total += align256(pt.bytes);
-    set.up.ensure(total);
-    size_t off = 0;
     for (const auto& pt : parts) {
       if (pt.bytes == 0) continue;
-      std::memcpy(set.up.p + off, pt.src, pt.bytes);
-      check(cudaMemcpyAsync(pt.dst, set.up.p + off, pt.bytes, cudaMemcpyHostToDevice, set.stream),
+      check(cudaMemcpyAsync(pt.dst, pt.src, pt.bytes, cudaMemcpyHostToDevice, set.stream),
             "cudaMemcpyAsync (batch upload)");
-      off += align256(pt.bytes);
     }
     kern::BatchView v;
     v.em = em_;
@@ -460,6 +465,7 @@ class CudaBackend final : public Backend {
   kern::PipelineConfig pc_;
   int device_;
   size_t min_batch_;
+  ThreadPool* pool_;  // packs the batches (may be null)
   std::string name_;
   int n_slots_ = 1;
   bool kinds_engine_ = false;
@@ -496,8 +502,8 @@ GpuInfo query_gpus() {
 
 std::unique_ptr<Backend> make_cuda_backend(const TemplateLibrary& lib,
                                            const kern::PipelineConfig& pc, int device,
-                                           size_t min_batch) {
-  return std::make_unique<CudaBackend>(lib, pc, device, min_batch);
+                                           size_t min_batch, ThreadPool* pool) {
+  return std::make_unique<CudaBackend>(lib, pc, device, min_batch, pool);
 }
 
 }  // namespace velox

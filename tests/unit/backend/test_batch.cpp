@@ -110,6 +110,29 @@ TEST_CASE("HostBatch packing shows each spectrum as Packed::view() does", "[back
     CHECK(b.slot_pix >= got.n_pix);
   }
   CHECK(n_matrix > 0);  // the DESI spectra brought resolution matrices
+  // Packed on a pool of 3 threads (what the engine does): the same arrays byte for byte, every
+  // spectrum reported copied once.
+  {
+    ThreadPool pool(3);
+    std::vector<int> copied(ptrs.size(), 0);
+    const HostBatch par(
+        ptrs, lib, pipeline_config(cfg, lib), [&](size_t s) { ++copied[s]; }, &pool);
+    for (int c : copied) CHECK(c == 1);
+    auto same_vec = [](const auto& a, const auto& b) {
+      return a.size() == b.size() && same_array(a.data(), b.data(), a.size());
+    };
+    CHECK(same_vec(par.lnlam, hb.lnlam));
+    CHECK(same_vec(par.xleg, hb.xleg));
+    CHECK(same_vec(par.flux, hb.flux));
+    CHECK(same_vec(par.ivar, hb.ivar));
+    CHECK(same_vec(par.full_idx, hb.full_idx));
+    CHECK(same_vec(par.full_lnlam, hb.full_lnlam));
+    CHECK(same_vec(par.fold, hb.fold));
+    CHECK(!par.fold.empty());
+    REQUIRE(par.spec.size() == hb.spec.size());
+    CHECK(std::memcmp(par.spec.data(), hb.spec.data(), hb.spec.size() * sizeof(hb.spec[0])) == 0);
+    CHECK(par.models == hb.models);
+  }
   // A matrix arm without its fold parameters is refused: the fit would read its slot's scratch
   // as the rows.
   int n_refused = 0;
@@ -150,9 +173,24 @@ TEST_CASE("CPU backend results equal fit_spectrum bit for bit with 1, 2 and 3 th
       prep.push_back(prepare_spectrum(*specs[i], *spec_ctx[i]));
     for (const auto& p : prep)
       if (p.ready) ready.push_back(&p.packed);
-    // Two batches through the same backend: scratch reused from one to the next.
+    // Two batches through the same backend: scratch reused from one to the next. The second
+    // frees each spectrum's arrays once the backend has copied it (on_packed; what FitEngine
+    // does): the fit and finish_row, which then read the flux alone, must not change.
     const BatchOutput first = cpu.run({ready.begin(), ready.begin() + ready.size() / 2});
-    const BatchOutput second = cpu.run({ready.begin() + ready.size() / 2, ready.end()});
+    const size_t half = ready.size() / 2;
+    // (on_packed runs on the pool's threads: each call touches its own spectrum and counter)
+    std::vector<int> packed(ready.size() - half, 0);
+    cpu.submit({ready.begin() + half, ready.end()}, false, {}, [&](size_t k) {
+      ++packed.at(k);
+      const_cast<Packed*>(ready[half + k])->release_fit_arrays();
+    });
+    const BatchOutput second = cpu.collect();
+    for (size_t k = 0; k < packed.size(); ++k) {
+      CHECK(packed[k] == 1);  // once each
+      CHECK(ready[half + k]->lnlam.empty());
+      CHECK(ready[half + k]->fold.empty());
+      CHECK(!ready[half + k]->flux.empty());
+    }
     size_t k = 0;
     for (size_t i = 0; i < prep.size(); ++i) {
       if (!prep[i].ready) continue;

@@ -42,7 +42,7 @@ struct EngineCase {
   EngineCase(const TemplateLibrary& lib, const FitConfig& cfg,
              const std::vector<PreparedSpectrum>& prepared)
       : n(static_cast<int>(prepared.size())), hb(twice(prepared), lib, pipeline_config(cfg, lib)) {
-    const std::vector<float> ivar0 = hb.ivar;
+    const UninitVector<float> ivar0 = hb.ivar;
     SlotScratch one;
     one.ensure(1, hb.sizes_kept_rows());
     kern::BatchView b1 = hb.view(one);
@@ -86,7 +86,7 @@ struct EngineCase {
   int n;
   HostBatch hb;
   std::vector<kern::PipelineResult> ref;
-  std::vector<float> ivar_ref;
+  UninitVector<float> ivar_ref;
   SlotScratch scratch;
   std::vector<int> list, slot_spec;
 };
