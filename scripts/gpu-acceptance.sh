@@ -16,7 +16,8 @@
 #   desi      velox bench --device cpu,gpu on the DESI-layout coadds (resolution matrices on),
 #             MILES and desi.h5
 #   whole     velox fit --device gpu vs cpu on 60 copies of coadd-lamost-dr8.fits (3840 DESI
-#             spectra), MILES and desi.h5, two rounds: fit stage rate, wall and peak RSS
+#             spectra), MILES and desi.h5, two rounds: fit stage rate, wall and peak RSS; the GPU
+#             with each engine of WHOLE_ENGINES (default "warp staged")
 #   stages    the GPU backend with one fit stage left out at a time (desi.h5; config variants)
 #   prod      velox fit --device auto vs --device cpu over REPS x 134 LAMOST files (links)
 #   sanitize  compute-sanitizer memcheck and racecheck on one LAMOST spectrum and memcheck on
@@ -30,7 +31,7 @@
 #             memcheck of the staged engine on the DESI-layout coadd. ENGINES picks the benched
 #             engines (default "warp kinds staged")
 # Env: VXB (default /tmp/vxb), OUT (logs; default /tmp/vx-out), THREADS (16), REPLICATE (25000),
-#      REPS (75: 10 050 files).
+#      REPS (75: 10 050 files), ENGINES (engine), WHOLE_ENGINES (whole).
 set -euo pipefail
 VXB=${VXB:-/tmp/vxb}
 OUT=${OUT:-/tmp/vx-out}
@@ -104,12 +105,17 @@ for stage in "$@"; do
     whole)
       rm -rf /tmp/vx-c60 && mkdir -p /tmp/vx-c60
       for k in $(seq 1 60); do ln -s "$data/desi_lamost/coadd-lamost-dr8.fits" "/tmp/vx-c60/c$k.fits"; done
+      # The GPU with each engine of WHOLE_ENGINES (the host's memory and feed are the same code
+      # for all; staged adds cuBLAS), then the CPU.
       for round in 1 2; do
         for l in "$desi_lib" "$lib"; do
-          for dev in gpu cpu; do
-            peak "$(basename "$l" .h5)-$dev-$round" "$vx" fit --templates "$l" --device "$dev" \
-              --threads "$THREADS" --input-dir /tmp/vx-c60 --output "/tmp/vx-w-$dev.h5" --overwrite
+          for eng in ${WHOLE_ENGINES:-warp staged}; do
+            VELOX_GPU_ENGINE=$eng peak "$(basename "$l" .h5)-gpu-$eng-$round" "$vx" fit \
+              --templates "$l" --device gpu --threads "$THREADS" --input-dir /tmp/vx-c60 \
+              --output "/tmp/vx-w-gpu.h5" --overwrite
           done
+          peak "$(basename "$l" .h5)-cpu-$round" "$vx" fit --templates "$l" --device cpu \
+            --threads "$THREADS" --input-dir /tmp/vx-c60 --output "/tmp/vx-w-cpu.h5" --overwrite
         done
       done | tee "$OUT/whole.txt" ;;
     stages)
