@@ -108,9 +108,14 @@ class Progress {
     const double t = elapsed();
     if (quiet_ || t - last_ < interval_) return;
     last_ = t;
-    const double frac = n_bytes_ ? static_cast<double>(bytes_) / n_bytes_ : 0.0;
-    if (frac <= 0) {  // nothing to extrapolate from yet (a GPU rank's first batch, a large file)
+    if (files_ == 0) {  // nothing to extrapolate from yet (a GPU rank's first batch, a large file)
       spdlog::info("progress: 0/{} files after {:.0f} s: no input finished yet", n_files_, t);
+      return;
+    }
+    const double frac = n_bytes_ ? static_cast<double>(bytes_) / n_bytes_ : 0.0;
+    if (frac <= 0) {  // the inputs' sizes are unknown: no estimate, no ETA
+      spdlog::info("progress: {}/{} files, {} targets read, {} spectra fitted = {:.1f} spectra/s",
+                   files_, n_files_, targets_, fitted_, rate());
       return;
     }
     const double eta = t / frac - t;

@@ -43,8 +43,9 @@ class Backend {
 
   // Start fitting `specs`: the packed arrays of ready spectra (PreparedSpectrum::packed; the
   // backend sees no catalog row). The backend reads them only until submit returns: it copies
-  // each into its batch (HostBatch), then calls `on_packed(i)` (may be empty) on the calling
-  // thread, after which the caller may free spec i's arrays (Packed::release_fit_arrays).
+  // each into its batch (HostBatch), then calls `on_packed(i)` (may be empty), after which the
+  // caller may free spec i's arrays (Packed::release_fit_arrays). on_packed runs on the
+  // backend's pool threads, for several i at once: it must be thread-safe.
   // `on_done(n)` (may be empty) reports spectra completed in this batch, from any thread. A backend
   // may fit synchronously here (CPU) or asynchronously (CUDA). Throws std::runtime_error on device
   // errors.

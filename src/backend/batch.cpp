@@ -26,9 +26,15 @@ HostBatch::HostBatch(const std::vector<const Packed*>& specs, const TemplateLibr
                      ThreadPool* pool)
     : em(lib.view()), grid(lib.grid()), cfg(pc), ccf_labels(lib.ccf_labels.data()) {
   if (specs.empty()) throw std::invalid_argument("HostBatch: no spectra");
-  for (const Packed* p : specs)
+  for (const Packed* p : specs) {
     if (p->n_arms < 1 || p->flux.empty())
       throw std::invalid_argument("HostBatch: spectrum is not ready for fitting (no arm)");
+    // The copies below place every array by flux's length.
+    const size_t n = p->flux.size();
+    if (p->lnlam.size() != n || p->xleg.size() != n || p->ivar.size() != n ||
+        p->full_idx.size() != n || (!p->fold.empty() && p->fold.size() != 3 * n))
+      throw std::invalid_argument("HostBatch: a spectrum's pixel arrays differ in length");
+  }
   const bool with_fold = any_fold(specs);
   spec.resize(specs.size());
   results.resize(specs.size());

@@ -76,8 +76,8 @@ struct Packed {
   // Frees the arrays only the backend reads (lnlam, xleg, ivar, input_pixel, full-grid
   // ln(lambda), full_idx, fold): once a backend has packed the spectrum (HostBatch copies them),
   // finish_row needs flux (the arms' S/N), the arm slots and the segments alone. Keeps a batch
-  // on the device at 4 B per pixel of host memory instead of about 36 (docs/gpu.md "Host memory
-  // of a GPU rank"). view() is not usable afterwards.
+  // on the device at 4 B per pixel of host memory instead of about 40, 64 with a resolution
+  // matrix (docs/gpu.md "Each batch held once"). view() is not usable afterwards.
   void release_fit_arrays() {
     UninitVector<double>().swap(lnlam);
     UninitVector<double>().swap(xleg);

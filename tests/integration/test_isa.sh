@@ -39,16 +39,19 @@ if grep -q "^cpu MHz" /proc/cpuinfo; then  # the peak needs the clock (backend/c
   grep -qE "x [0-9.]+ GHz x 4 FLOP/cycle; clock: (measured|cpufreq|/proc/cpuinfo)" bench.txt ||
     fail "bench: no clock source"
 fi
-# The host's feed estimate (issue 26): one thread's read and prepare rates of the format and the
-# threads for --feed-rate, which must be feed x (1/read + 1/prepare) as printed (0.1 rounding).
+# The host's feed estimate (issues 26, 51): one thread's read, prepare and pack rates of the
+# format and the threads for --feed-rate, which must be feed x (1/read + 1/prepare + 1/pack) as
+# printed (0.1 rounding; the rates are rounded to whole spectra/s).
 "$PY" - bench.txt <<'PY' || fail "bench: host feed line"
 import re, sys
-m = re.search(r"\[host\]: lamost-dr8: 1 thread reads (\d+) spectra/s and prepares (\d+) spectra/s; "
-              r"feeding 5000 spectra/s takes ([0-9.]+) host threads", open(sys.argv[1]).read())
+m = re.search(r"\[host\]: lamost-dr8: 1 thread reads (\d+) spectra/s, prepares (\d+) spectra/s "
+              r"and packs (\d+) spectra/s; feeding 5000 spectra/s takes ([0-9.]+) host threads",
+              open(sys.argv[1]).read())
 assert m, "no host line"
-read, prep, threads = float(m[1]), float(m[2]), float(m[3])
-assert read > 0 and prep > 0
-assert abs(threads - 5000 * (1 / read + 1 / prep)) < 0.05 + 0.01 * threads, (read, prep, threads)
+read, prep, pack, threads = float(m[1]), float(m[2]), float(m[3]), float(m[4])
+assert read > 0 and prep > 0 and pack > 0
+want = 5000 * (1 / read + 1 / prep + 1 / pack)
+assert abs(threads - want) < 0.05 + 0.01 * threads, (read, prep, pack, threads)
 PY
 run_rc rc "$VELOX" bench --templates "$LIB" --isa avx9 "${inputs[@]}" 2> bad-bench.log
 [[ $rc -eq 2 ]] || fail "bench --isa avx9: exit $rc, want 2"

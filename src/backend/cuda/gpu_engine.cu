@@ -306,11 +306,13 @@ class CudaBackend final : public Backend {
   }
 
   // Copy hb's arrays up, launch, and copy results and ivar down, asynchronously on set.stream.
-  // The uploads read hb's pageable memory: cudaMemcpyAsync returns once the driver has staged
-  // the bytes (CUDA Runtime API, "API synchronization behavior"), so hb may go when this
-  // returns, and the rank holds no pinned copy of a batch's inputs (2 x 330 MB for 2048 DESI
-  // spectra in two sets; docs/gpu.md "Host memory of a GPU rank"). The host spends the copy's
-  // time here, as it spent it before on a memcpy into pinned staging.
+  // The uploads read hb's pageable memory, and launch waits for them before it returns (the
+  // set's stream is idle before them, so the wait is the copies' own time): hb, the model
+  // tables and `tmpl` may then go. cudaMemcpyAsync from pageable memory may return before the
+  // device has read it where the driver does not stage it (CUDA Runtime API, "API
+  // synchronization behavior"). The rank thus holds no pinned copy of a batch's inputs (about
+  // 0.8 GB per buffer set for 2048 DESI spectra; docs/gpu.md "Each batch held once"); the host
+  // spends the copy's time here, as it spent it before on a memcpy into pinned staging.
   void launch(BufferSet& set, const HostBatch& hb, size_t ticket, size_t first) {
     std::vector<const float*> tmpl;
     const float* const* basis = model_table(hb, &tmpl);
@@ -350,6 +352,7 @@ class CudaBackend final : public Backend {
       check(cudaMemcpyAsync(pt.dst, pt.src, pt.bytes, cudaMemcpyHostToDevice, set.stream),
             "cudaMemcpyAsync (batch upload)");
     }
+    check(cudaStreamSynchronize(set.stream), "cudaStreamSynchronize (batch upload)");
     kern::BatchView v;
     v.em = em_;
     v.grid = hb.grid;
