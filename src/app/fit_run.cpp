@@ -220,6 +220,9 @@ EngineBatch FitEngine::submit(std::vector<FitJob> jobs, bool want_models,
         if (k % 256 == 255) malloc_trim(0);
       };
     b.backend->submit(std::move(ready), want_models, on_fitted, packed);
+    // The batch's input pixels and prepared arrays are freed, and the packed copy went up
+    // (GPU) or was fitted (CPU): the rest of the free pages go back too.
+    malloc_trim(0);
   }
   b.seconds = seconds_since(t0);
   seconds_fit_ += b.seconds;

@@ -6,7 +6,6 @@
 //    submit/finish, batch k on the device while batch k+1 is prepared (the device wants
 //    thousands of spectra at once). `--cpu-batch N` runs the CPU this way too (a test of the
 //    GPU's path without a device).
-#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -309,10 +308,6 @@ void FitEngine::fit_stream(const NextInput& next, const std::function<void(FileR
         };
       auto b =
           std::make_shared<EngineBatch>(submit(std::move(jobs), want_diag, on_fitted, release));
-      // The batch's input pixels and prepared arrays are freed, and the packed copy went up
-      // (GPU) or was fitted (CPU): give glibc's free pages back rather than hold a batch's
-      // worth of them in its arenas (docs/gpu.md "Host memory of a GPU rank").
-      malloc_trim(0);
       return [this, b, tasks, want_diag] {
         std::vector<FitDiagnostics> diags;
         finish(*b, &diags);

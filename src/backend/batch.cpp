@@ -26,15 +26,6 @@ HostBatch::HostBatch(const std::vector<const Packed*>& specs, const TemplateLibr
                      ThreadPool* pool)
     : em(lib.view()), grid(lib.grid()), cfg(pc), ccf_labels(lib.ccf_labels.data()) {
   if (specs.empty()) throw std::invalid_argument("HostBatch: no spectra");
-  for (const Packed* p : specs) {
-    if (p->n_arms < 1 || p->flux.empty())
-      throw std::invalid_argument("HostBatch: spectrum is not ready for fitting (no arm)");
-    // The copies below place every array by flux's length.
-    const size_t n = p->flux.size();
-    if (p->lnlam.size() != n || p->xleg.size() != n || p->ivar.size() != n ||
-        p->full_idx.size() != n || (!p->fold.empty() && p->fold.size() != 3 * n))
-      throw std::invalid_argument("HostBatch: a spectrum's pixel arrays differ in length");
-  }
   const bool with_fold = any_fold(specs);
   spec.resize(specs.size());
   results.resize(specs.size());
@@ -46,8 +37,15 @@ HostBatch::HostBatch(const std::vector<const Packed*>& specs, const TemplateLibr
   long long n_pix = 0, n_full = 0;
   for (size_t s = 0; s < specs.size(); ++s) {
     const Packed& pk = *specs[s];
+    if (pk.n_arms < 1 || pk.flux.empty())
+      throw std::invalid_argument("HostBatch: spectrum is not ready for fitting (no arm)");
+    // Pass 2 places every array by flux's length.
+    const size_t n = pk.flux.size();
+    if (pk.lnlam.size() != n || pk.xleg.size() != n || pk.ivar.size() != n ||
+        pk.full_idx.size() != n || (!pk.fold.empty() && pk.fold.size() != 3 * n))
+      throw std::invalid_argument("HostBatch: a spectrum's pixel arrays differ in length");
     kern::BatchSpectrum& bs = spec[s];
-    bs.n_pix = static_cast<int>(pk.flux.size());
+    bs.n_pix = static_cast<int>(n);
     bs.n_arms = pk.n_arms;
     for (int a = 0; a <= kern::kMaxArms; ++a) bs.arm_start[a] = pk.arm_start[a];
     bs.n_seg = pk.n_seg;
@@ -88,7 +86,7 @@ HostBatch::HostBatch(const std::vector<const Packed*>& specs, const TemplateLibr
     }
     // A matrix arm's rows are built by the fit from the fold parameters: without them it would
     // read its slot's scratch as rows.
-    if (full > 0 && pk.fold.size() != 3 * pk.flux.size())
+    if (full > 0 && pk.fold.empty())
       throw std::invalid_argument("HostBatch: a matrix arm without its fold parameters");
     n_pix += bs.n_pix;
     n_full += full;
