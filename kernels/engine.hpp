@@ -23,6 +23,21 @@ namespace velox::kern {
 constexpr int kSlotFree = -1;     // takes the batch's next spectrum at its next step
 constexpr int kSlotDrained = -2;  // the batch has no spectrum left for it
 
+// The staged engine's chi^2 grid: a round's grid requests (kReqGrid, every coarse template at
+// the CCF velocity) served per item, one item = (request, template), instead of one team per
+// request looping over the templates. Each item has its own template values, matrix-arm full grid
+// and continuum workspace in these buffers, so that the n_ccf templates of one spectrum run on
+// n_ccf teams at once; each writes its own entry of the slot's grid_raw/grid_ok
+// (grid_template_chi2, the function the per-request serve calls: the same result bit for bit).
+// Rounds with more items than `cap` are served in chunks of cap items. cap = 0: every grid
+// request is served by engine_serve<kReqGrid>, as in the kinds engine.
+struct GridRound {
+  int cap = 0;               // items the buffers hold
+  long long t_stride = 0;    // doubles per item: BatchView::slot_pix (T) + slot_full (d.Tf)
+  double* T = nullptr;       // [cap][t_stride]
+  EvalWork* work = nullptr;  // [cap] each item's continuum workspace
+};
+
 // The control block of one batch's run (device memory on the GPU).
 struct EngineCtl {
   BatchView b;                    // the batch; b.n_slots slots
@@ -35,6 +50,7 @@ struct EngineCtl {
   // The staged engine (kernels/rows_stage.hpp): full evaluations go to rows->list and are served
   // by the row stages; nullptr: every evaluation is served by engine_serve<kReqEval>.
   RowsRound* rows = nullptr;
+  GridRound grid;  // the staged engine's chi^2 grid per (request, template); cap 0: per request
 };
 
 // Passes a request kind is served in: an evaluation's template and continuum stages, one pass
@@ -103,6 +119,34 @@ VX_HD VX_INLINE void engine_serve(const Team& team, const EngineCtl* ctl, int st
   team.sync();  // every worker is done with the views before they are rewritten
 }
 
+// Serve item first + idx of this round's chi^2 grid (GridRound): request (first + idx) / n_ccf
+// of kReqGrid's list, its template rq.j + (first + idx) % n_ccf, with the item's buffers (idx <
+// ctl->grid.cap). d, sc, tmpl: as engine_serve.
+template <class Team>
+VX_HD VX_INLINE void engine_serve_grid(const Team& team, const EngineCtl* ctl, int first, int idx,
+                                       FitData* d, PipelineScratch* sc, const float** tmpl) {
+  const BatchView& b = ctl->b;
+  const int item = first + idx, r = item / b.n_ccf, t = item - r * b.n_ccf;
+  const int slot = ctl->list[kReqGrid * b.n_slots + r];
+  PipelineShared* sh = &b.shared[slot];
+  const FitRequest& rq = sh->rq;
+  if (t >= rq.n_k) return;  // the whole team leaves (the machine asks for every template)
+  double* T = ctl->grid.T + (long long)idx * ctl->grid.t_stride;
+  team.single([&] {
+    batch_views(b, ctl->slot_spec[slot], slot, d, sc, tmpl);
+    d->Tf = T + b.slot_pix;  // the item's own full grid for matrix arms
+  });
+  team.sync();
+  const int j = rq.j + t;
+  grid_template_chi2(team, b.grid, *d, tmpl, j, rq.v, b.cfg.cont_deg, sc->t0, sc->frac, T,
+                     ctl->grid.work + idx, &sh->grid_raw[j], &sh->grid_ok[j]);
+}
+
+// Items of a round's chi^2 grid: every template of every grid request.
+VX_HD VX_INLINE int engine_grid_items(const EngineCtl* ctl) {
+  return ctl->count[kReqGrid] * ctl->b.n_ccf;
+}
+
 // Plan row request idx of this round (rows_plan: its column blocks and rows).
 VX_HD VX_INLINE void engine_plan_rows(const EngineCtl* ctl, int idx) {
   const int slot = ctl->rows->list[idx];
@@ -141,6 +185,8 @@ struct EngineStats {
   long served[kNumReqKinds] = {};
   long served_rows = 0;  // full evaluations served by the row stages (staged engine)
   long gemms = 0;        // the row stages' group GEMMs
+  long grid_items = 0;   // chi^2-grid templates served per item (GridRound)
+  long grid_chunks = 0;  // and the passes they took
   int widest_round = 0;
   bool finished = true;  // every machine ended within max_rounds
 };
@@ -158,6 +204,22 @@ void engine_serve_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
   for (int stage = 0; stage < engine_stages(Kind); ++stage)
     for (int i = 0; i < ctl->count[Kind]; ++i) engine_serve<Kind>(team, ctl, stage, i, &d, &sc, tmpl);
   st->served[Kind] += ctl->count[Kind];
+}
+
+// The chi^2 grid of a round on the host, per item (GridRound), in the device's chunks.
+template <class Team>
+void engine_grid_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
+  const int n_items = engine_grid_items(ctl), cap = ctl->grid.cap;
+  FitData d;
+  PipelineScratch sc;
+  const float* tmpl[kMaxArms];
+  for (int first = 0; first < n_items; first += cap) {
+    const int n = n_items - first < cap ? n_items - first : cap;
+    for (int i = 0; i < n; ++i) engine_serve_grid(team, ctl, first, i, &d, &sc, tmpl);
+    ++st->grid_chunks;
+  }
+  st->served[kReqGrid] += ctl->count[kReqGrid];
+  st->grid_items += n_items;
 }
 
 // The row stages of a round on the host, in the device's order: every request's coefficients,
@@ -211,7 +273,10 @@ EngineStats engine_run(const Team& team, EngineCtl* ctl, long max_rounds = 10000
     engine_serve_all<kReqCcfPrep>(team, ctl, &st);
     engine_serve_all<kReqCcf>(team, ctl, &st);
     engine_serve_all<kReqGridPrep>(team, ctl, &st);
-    engine_serve_all<kReqGrid>(team, ctl, &st);
+    if (ctl->grid.cap > 0)
+      engine_grid_all(team, ctl, &st);
+    else
+      engine_serve_all<kReqGrid>(team, ctl, &st);
     engine_serve_all<kReqEmu>(team, ctl, &st);
     engine_rows_all(team, ctl, &st);
     engine_serve_all<kReqEval>(team, ctl, &st);

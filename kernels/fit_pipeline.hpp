@@ -711,6 +711,33 @@ VX_HD VX_NOINLINE void serve_vgrid(const Team& team, const FitRequest* rq, const
   }
 }
 
+// One coarse template's chi^2 at velocity v_kms (the chi^2 grid, kReqGrid): template j's values
+// at the pixels into T[n_pix] (arms with a matrix: their full grid's values into d.Tf first), then
+// each arm's continuum profiled in one pass, chi^2 = f'Wf - q.a (profile_continuum_simd without
+// the Jacobian: Chebyshev moments where 2 deg + 4 <= kMaxGramRow, about 2 deg + nc + 1 sums per
+// pixel). Every team takes this form, the single-lane teams too: their two-pass Legendre profile
+// (profile_continuum_lanes) summed (deg + 1)(deg + 2) / 2 + deg + 1 products per pixel and
+// passed the pixels twice for a chi^2 that ranks the grid only. t0, frac: the stencils of
+// kReqGridPrep (teams with SIMD forms only). Writes *chi2 = w->chi2 and *ok = w->ok once; w's
+// continuum and reduction scratch are overwritten. The staged engine serves the templates of a
+// round's grid requests in parallel, each with its own T, d.Tf and w (kernels/grid_stage.hpp).
+template <class Team>
+VX_HD VX_NOINLINE void grid_template_chi2(const Team& team, const GridView& g, const FitData& d,
+                                          const float* const* tmpl, int j, double v_kms,
+                                          int cont_deg, const int* t0, const double* frac,
+                                          double* T, EvalWork* w, double* chi2, int* ok) {
+  if (Team::kVec > 1)
+    fixed_template_stencils(team, g, d, tmpl, j, t0, frac, T);
+  else
+    fixed_template_at_pixels(team, g, d, tmpl, j, v_kms, T);
+  profile_continuum_simd(team, d, cont_deg, 1, false, T, nullptr, w);
+  team.single([&] {
+    *chi2 = w->chi2;
+    *ok = w->ok;
+  });
+  team.sync();
+}
+
 // Serve one request of kind Kind (rq->kind == Kind) with the team (every worker calls it; rq->ok
 // is written once): the same functions the fit always ran, with the same arguments. One
 // instance per kind, so that the batched engine's kernel for a kind holds that kind's code only.
@@ -752,18 +779,9 @@ VX_HD VX_INLINE void serve_kind(const Team& team, FitRequest* rq, const Emulator
     // LM).
     if (Team::kVec > 1) grid_stencils_at(team, g, d, rq->v, sc.t0, sc.frac);
   } else if constexpr (Kind == kReqGrid) {
-    for (int j = rq->j; j < rq->j + rq->n_k; ++j) {
-      if (Team::kVec > 1)
-        fixed_template_stencils(team, g, d, ccf_tmpl, j, sc.t0, sc.frac, sc.T);
-      else
-        fixed_template_at_pixels(team, g, d, ccf_tmpl, j, rq->v, sc.T);
-      profile_continuum(team, d, cfg.cont_deg, 1, false, sc.T, sc.dT, w);
-      team.single([&] {
-        sh->grid_raw[j] = w->chi2;
-        sh->grid_ok[j] = w->ok;
-      });
-      team.sync();
-    }
+    for (int j = rq->j; j < rq->j + rq->n_k; ++j)
+      grid_template_chi2(team, g, d, ccf_tmpl, j, rq->v, cfg.cont_deg, sc.t0, sc.frac, sc.T, w,
+                         &sh->grid_raw[j], &sh->grid_ok[j]);
   } else if constexpr (Kind == kReqEmu) {
     emulator_coeffs_into(team, em, rq->theta + 1, w);
   } else if constexpr (Kind == kReqEval) {

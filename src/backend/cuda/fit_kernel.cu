@@ -27,6 +27,8 @@ constexpr int kThreadsPerBlock = kFitWarpsPerBlock * kern::kWarpLanes;
 #endif
 constexpr int kMinBlocksPerSM = VELOX_FIT_BLOCKS_PER_SM;
 
+size_t align256(size_t n) { return (n + 255) & ~size_t{255}; }
+
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
     throw std::runtime_error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
@@ -159,6 +161,16 @@ __global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
   });
 }
 
+// Items first .. first + n - 1 of the round's chi^2 grid (kern::GridRound): one warp per
+// (request, template), n <= ctl->grid.cap.
+__global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
+    engine_grid_kernel(const kern::EngineCtl* ctl, int first, int n) {
+  serve_per_warp(n, [&](const kern::WarpTeam& team, int idx, kern::FitData* d,
+                        kern::PipelineScratch* sc, const float** tmpl) {
+    kern::engine_serve_grid(team, ctl, first, idx, d, sc, tmpl);
+  });
+}
+
 }  // namespace
 
 StagedEngine::StagedEngine(int n_slots, cudaStream_t stream) : n_slots_(n_slots), stream_(stream) {
@@ -183,12 +195,13 @@ void StagedEngine::release() {
   delete static_cast<BlasHandle*>(blas_);
   for (void* p : {ctl_, rows_, static_cast<void*>(list_), static_cast<void*>(slot_spec_),
                   static_cast<void*>(rlist_), static_cast<void*>(col_), groups_,
-                  static_cast<void*>(coef_), static_cast<void*>(out_)})
+                  static_cast<void*>(coef_), static_cast<void*>(out_), grid_})
     if (p) cudaFree(p);
   if (staging_) cudaFreeHost(staging_);
   blas_ = ctl_ = rows_ = groups_ = staging_ = nullptr;
   list_ = slot_spec_ = rlist_ = col_ = nullptr;
   coef_ = out_ = nullptr;
+  grid_ = nullptr;
 }
 
 void StagedEngine::grow(void** p, size_t* cap, size_t bytes) {
@@ -207,9 +220,15 @@ size_t StagedEngine::row_buffer_bytes(int n_slots, int max_arms, int n_tpix, int
   return static_cast<size_t>(c + o) * sizeof(double);
 }
 
+size_t StagedEngine::grid_buffer_bytes(int n_slots, long long slot_pix, long long slot_full) {
+  const size_t cap = static_cast<size_t>(kGridItemsPerSlot) * static_cast<size_t>(n_slots);
+  return cap * (static_cast<size_t>(slot_pix + slot_full) * sizeof(double) +
+                sizeof(kern::EvalWork));
+}
+
 void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*>& basis_d,
                        int max_arms) {
-  rounds_ = gemms_ = 0;
+  rounds_ = gemms_ = grid_chunks_ = 0;
   if (b.n_spec <= 0) return;
   if (b.n_slots != n_slots_) throw std::logic_error("StagedEngine: batch with another slot count");
   const int G = static_cast<int>(basis_d.size());
@@ -219,6 +238,14 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
                           &out_n);
   grow(reinterpret_cast<void**>(&coef_), &coef_cap_, static_cast<size_t>(coef_n) * sizeof(double));
   grow(reinterpret_cast<void**>(&out_), &out_cap_, static_cast<size_t>(out_n) * sizeof(double));
+  // The chi^2 grid's items: each one's T and full grid, then the workspaces.
+  kern::GridRound gr;
+  gr.cap = kGridItemsPerSlot * n_slots_;
+  gr.t_stride = b.slot_pix + b.slot_full;
+  const size_t grid_t = align256(static_cast<size_t>(gr.cap) * gr.t_stride * sizeof(double));
+  grow(&grid_, &grid_cap_, grid_buffer_bytes(n_slots_, b.slot_pix, b.slot_full) + 256);
+  gr.T = static_cast<double*>(grid_);
+  gr.work = reinterpret_cast<kern::EvalWork*>(static_cast<unsigned char*>(grid_) + grid_t);
   const size_t gi = sizeof(int) * static_cast<size_t>(std::max(G, 1));
   const size_t gl = sizeof(long long) * static_cast<size_t>(std::max(G, 1));
   grow(&groups_, &groups_cap_, 3 * gi + 2 * gl);
@@ -255,6 +282,7 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
   c.list = list_;
   c.slot_spec = slot_spec_;
   c.rows = static_cast<kern::RowsRound*>(rows_);
+  c.grid = gr;
   std::memcpy(hs, &c, sizeof c);
   std::memcpy(hs + o_rows, &r, sizeof r);
   check(cudaMemcpyAsync(ctl_, hs, sizeof c, cudaMemcpyHostToDevice, stream_),
@@ -304,7 +332,14 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
     serve(IntC<kern::kReqFold>{}, IntC<0>{});
     serve(IntC<kern::kReqCcfPrep>{}, IntC<0>{});
     serve(IntC<kern::kReqCcf>{}, IntC<0>{});
-    serve(IntC<kern::kReqGrid>{}, IntC<0>{});
+    // The chi^2 grid: a warp per (request, template), in chunks of the items' buffers.
+    const int n_items = hc.count[kern::kReqGrid] * b.n_ccf;
+    for (int first = 0; first < n_items; first += gr.cap) {
+      const int n = std::min(gr.cap, n_items - first);
+      engine_grid_kernel<<<(n + kServeWarps - 1) / kServeWarps, kServeThreads, 0, stream_>>>(
+          ctl, first, n);
+      ++grid_chunks_;
+    }
     serve(IntC<kern::kReqEmu>{}, IntC<0>{});
     if (hr.count > 0) {
       // The groups' blocks (host), up; then coefficients, one GEMM per group, pixels, continuum.

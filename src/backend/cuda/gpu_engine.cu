@@ -246,12 +246,13 @@ class CudaBackend final : public Backend {
     size_t fixed = static_cast<size_t>(kSets) * n_slots_ *
                    gpu_bytes_per_slot(s.slot_pix, s.slot_full, s.np, s.n_out, s.emu, s.slot_grid,
                                       s.slot_rm, s.slot_vrows);
-    if (staged_engine_) {  // the row stages' buffers (StagedEngine::row_buffer_bytes), per set
+    if (staged_engine_) {  // the row stages' and the chi^2 grid's buffers, per set
       int arms = 1;
       for (const auto* p : specs) arms = std::max(arms, p->n_arms);
       fixed +=
           static_cast<size_t>(kSets) *
-          StagedEngine::row_buffer_bytes(n_slots_, arms, lib_.n_tpix, lib_.n_label, em_.n_comp);
+          (StagedEngine::row_buffer_bytes(n_slots_, arms, lib_.n_tpix, lib_.n_label, em_.n_comp) +
+           StagedEngine::grid_buffer_bytes(n_slots_, s.slot_pix, s.slot_full));
     }
     // What this engine already holds for batches is reusable: count it as free.
     const size_t n =

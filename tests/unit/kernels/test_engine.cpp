@@ -82,7 +82,19 @@ struct EngineCase {
     ctl.slot_spec = slot_spec.data();
     return ctl;
   }
+  // The staged engine's chi^2-grid buffers for `cap` items (GridRound), sized from the batch's
+  // slot strides as the device sizes them.
+  void grid(kern::EngineCtl* ctl, int cap) {
+    ctl->grid.cap = cap;
+    ctl->grid.t_stride = ctl->b.slot_pix + ctl->b.slot_full;
+    grid_T.assign(static_cast<size_t>(cap) * ctl->grid.t_stride, 0.0);
+    grid_work.assign(cap, kern::EvalWork{});
+    ctl->grid.T = grid_T.data();
+    ctl->grid.work = grid_work.data();
+  }
   const kern::LaneTeam team{};
+  std::vector<double> grid_T;
+  std::vector<kern::EvalWork> grid_work;
   int n;
   HostBatch hb;
   std::vector<kern::PipelineResult> ref;
@@ -144,6 +156,38 @@ TEST_CASE("the batched engine's rounds with refill fit real spectra bit for bit 
   CHECK(served > st.rounds * n_slots / 4);
 }
 
+// The staged engine's chi^2 grid (GridRound): every coarse template of every grid request of a
+// round served as an item of its own, in chunks of a few items (7: the rounds at the batch's start
+// have every slot's 40 templates, so a round takes many chunks, and a chunk ends inside a
+// request's templates). The items call the function the per-request serve calls, with their own
+// buffers: every fit is fit_one's bit for bit. A template served twice, skipped or written to
+// another template's entry would change the grid's order and the starts (LM's path) of most fits.
+TEST_CASE("the staged engine's chi^2 grid per (request, template) fits real spectra bit for bit",
+          "[kernels][engine][real]") {
+  const auto& lib = test::thin_library();
+  FitConfig cfg;
+  cfg.fit_vsini = true;
+  ArmModelCache cache(lib);
+  const std::vector<PreparedSpectrum> prepared = test::real_spectra(lib, cache, cfg, 4);
+  REQUIRE(prepared.size() >= 8);
+  EngineCase c(lib, cfg, prepared);
+  const int n = c.n, n_slots = std::max(3, n / 3);
+  kern::EngineCtl ctl = c.engine(n_slots);
+  c.grid(&ctl, 7);
+  const auto st = kern::engine_run(c.team, &ctl, 100000);
+  REQUIRE(st.finished);
+  for (int s = 0; s < 2 * n; ++s) {
+    INFO("spectrum " << s << (s >= n ? " (held labels)" : ""));
+    test::require_same_fit(c.hb.results[s], c.ref[s]);
+  }
+  CHECK(c.hb.ivar == c.ivar_ref);
+  // Every full fit asked for one grid of n_ccf templates (held-label fits have none).
+  CHECK(st.served[kern::kReqGrid] == n);
+  CHECK(st.grid_items == static_cast<long>(n) * c.hb.n_ccf);
+  CHECK(c.hb.n_ccf > 7);
+  CHECK(st.grid_chunks >= st.grid_items / 7);
+}
+
 // The staged engine (kernels/rows_stage.hpp): the round's full evaluations in row stages (the
 // coefficients per request, one GEMM per arm model over all of the round's requests, the pixels
 // from the rows per request), against fit_one with the same lane team. The rows sum the model in
@@ -186,6 +230,7 @@ static int staged_against_fit_one(const TemplateLibrary& lib, const FitConfig& c
   rows.coef = coef.data();
   rows.out = out.data();
   ctl.rows = &rows;
+  c.grid(&ctl, 2 * n_slots);  // and the chi^2 grid per item, as the device serves it
   const auto st = kern::engine_run(c.team, &ctl, 1000000);
   REQUIRE(st.finished);
   int n_rot = 0;
@@ -223,6 +268,7 @@ static int staged_against_fit_one(const TemplateLibrary& lib, const FitConfig& c
   CHECK(st.served_rows == full - st.served[kern::kReqClip]);
   CHECK(st.gemms > 0);
   CHECK(st.served_rows > st.gemms);
+  CHECK(st.grid_items == st.served[kern::kReqGrid] * hb.n_ccf);
   std::fprintf(stderr,
                "staged engine: %d fits over %d slots, %ld rounds, %ld full evaluations in %ld row "
                "GEMMs, %d rotated fits; worst chi2 %.2e relative, parameters %.2e sigma\n",
