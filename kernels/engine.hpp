@@ -23,19 +23,22 @@ namespace velox::kern {
 constexpr int kSlotFree = -1;     // takes the batch's next spectrum at its next step
 constexpr int kSlotDrained = -2;  // the batch has no spectrum left for it
 
-// The staged engine's chi^2 grid: a round's grid requests (kReqGrid, every coarse template at
-// the CCF velocity) served per item, one item = (request, template), instead of one team per
-// request looping over the templates. Each item has its own template values, matrix-arm full grid
-// and continuum workspace in these buffers, so that the n_ccf templates of one spectrum run on
-// n_ccf teams at once; each writes its own entry of the slot's grid_raw/grid_ok
-// (grid_template_chi2, the function the per-request serve calls: the same result bit for bit).
-// Rounds with more items than `cap` are served in chunks of cap items. cap = 0: every grid
-// request is served by engine_serve<kReqGrid>, as in the kinds engine.
-struct GridRound {
+// The staged engine's per-template items: a round's chi^2 grids (kReqGrid: every coarse template
+// at the CCF velocity, its continuum profiled) and coarse CCFs (kReqCcf over n_k templates: each
+// template's lags) served per item, one item = (request, template), instead of one team per
+// request looping over its templates. Each item has its own buffers (the grid: template values,
+// matrix-arm full grid; the CCF: its lag sums and CCF) and workspace, so that one spectrum's
+// templates run on as many teams at once; each writes its own template's entry of the slot's
+// grid_raw/grid_ok or ccf_peak/ccf_peak_lag, with the function the per-request serve calls
+// (grid_template_chi2, ccf_template): the same results bit for bit. A CCF request over one
+// template (n_k = 0, the fine lags) is one item on the slot's own scratch, as served per request.
+// Rounds with more items than `cap` are served in chunks of cap items. cap = 0: every request is
+// served per request (engine_serve), as in the kinds engine.
+struct TemplateItems {
   int cap = 0;               // items the buffers hold
-  long long t_stride = 0;    // doubles per item: BatchView::slot_pix (T) + slot_full (d.Tf)
+  long long t_stride = 0;    // doubles per item: template_items_stride
   double* T = nullptr;       // [cap][t_stride]
-  EvalWork* work = nullptr;  // [cap] each item's continuum workspace
+  EvalWork* work = nullptr;  // [cap] each item's continuum or reduction workspace
 };
 
 // The control block of one batch's run (device memory on the GPU).
@@ -50,7 +53,7 @@ struct EngineCtl {
   // The staged engine (kernels/rows_stage.hpp): full evaluations go to rows->list and are served
   // by the row stages; nullptr: every evaluation is served by engine_serve<kReqEval>.
   RowsRound* rows = nullptr;
-  GridRound grid;  // the staged engine's chi^2 grid per (request, template); cap 0: per request
+  TemplateItems items;  // the staged engine's grid and CCF per (request, template); cap 0: none
 };
 
 // Passes a request kind is served in: an evaluation's template and continuum stages, one pass
@@ -119,32 +122,59 @@ VX_HD VX_INLINE void engine_serve(const Team& team, const EngineCtl* ctl, int st
   team.sync();  // every worker is done with the views before they are rewritten
 }
 
-// Serve item first + idx of this round's chi^2 grid (GridRound): request (first + idx) / n_ccf
-// of kReqGrid's list, its template rq.j + (first + idx) % n_ccf, with the item's buffers (idx <
-// ctl->grid.cap). d, sc, tmpl: as engine_serve.
-template <class Team>
-VX_HD VX_INLINE void engine_serve_grid(const Team& team, const EngineCtl* ctl, int first, int idx,
+// Doubles per item of TemplateItems for batch b: a grid item's T (slot_pix) and full grid
+// (slot_full), at least a CCF item's lag sums and CCF (9 n_out).
+VX_HD VX_INLINE long long template_items_stride(const BatchView& b) {
+  const long long grid = b.slot_pix + b.slot_full, ccf = 9LL * b.n_out;
+  return grid > ccf ? grid : ccf;
+}
+
+// Templates per request of kind Kind (kReqGrid or kReqCcf) in TemplateItems: the grid's n_ccf,
+// the coarse CCF's n_ccf_use (fit_step's m.n_use: at most n_ccf and kMaxCcfTemplates).
+template <int Kind>
+VX_HD VX_INLINE int template_items_per_request(const BatchView& b) {
+  const int n = b.n_ccf < kMaxCcfTemplates ? b.n_ccf : kMaxCcfTemplates;
+  if (Kind == kReqGrid) return n;
+  return b.cfg.n_ccf_use < 1 ? 1 : (b.cfg.n_ccf_use < n ? b.cfg.n_ccf_use : n);
+}
+
+// Items of kind Kind this round: every template of every request of the kind.
+template <int Kind>
+VX_HD VX_INLINE int template_items_count(const EngineCtl* ctl) {
+  return ctl->count[Kind] * template_items_per_request<Kind>(ctl->b);
+}
+
+// Serve item first + idx of this round's kind Kind (TemplateItems): request (first + idx) / P of
+// the kind's list (P = template_items_per_request), its template rq.j + (first + idx) mod P, with
+// the item's buffers (idx < ctl->items.cap). d, sc, tmpl: as engine_serve.
+template <int Kind, class Team>
+VX_HD VX_INLINE void engine_serve_item(const Team& team, const EngineCtl* ctl, int first, int idx,
                                        FitData* d, PipelineScratch* sc, const float** tmpl) {
   const BatchView& b = ctl->b;
-  const int item = first + idx, r = item / b.n_ccf, t = item - r * b.n_ccf;
-  const int slot = ctl->list[kReqGrid * b.n_slots + r];
+  const int per = template_items_per_request<Kind>(b);
+  const int item = first + idx, r = item / per, t = item - r * per;
+  const int slot = ctl->list[Kind * b.n_slots + r];
   PipelineShared* sh = &b.shared[slot];
   const FitRequest& rq = sh->rq;
-  if (t >= rq.n_k) return;  // the whole team leaves (the machine asks for every template)
-  double* T = ctl->grid.T + (long long)idx * ctl->grid.t_stride;
+  // The whole team leaves past the request's templates (a one-template CCF: item 0 only).
+  if (t >= (rq.n_k > 0 ? rq.n_k : 1)) return;
+  double* T = ctl->items.T + (long long)idx * ctl->items.t_stride;
+  EvalWork* w = ctl->items.work + idx;
   team.single([&] {
     batch_views(b, ctl->slot_spec[slot], slot, d, sc, tmpl);
-    d->Tf = T + b.slot_pix;  // the item's own full grid for matrix arms
+    if (Kind == kReqGrid) d->Tf = T + b.slot_pix;  // the item's own full grid for matrix arms
   });
   team.sync();
   const int j = rq.j + t;
-  grid_template_chi2(team, b.grid, *d, tmpl, j, rq.v, b.cfg.cont_deg, sc->t0, sc->frac, T,
-                     ctl->grid.work + idx, &sh->grid_raw[j], &sh->grid_ok[j]);
-}
-
-// Items of a round's chi^2 grid: every template of every grid request.
-VX_HD VX_INLINE int engine_grid_items(const EngineCtl* ctl) {
-  return ctl->count[kReqGrid] * ctl->b.n_ccf;
+  if constexpr (Kind == kReqGrid) {
+    grid_template_chi2(team, b.grid, *d, tmpl, j, rq.v, b.cfg.cont_deg, sc->t0, sc->frac, T, w,
+                       &sh->grid_raw[j], &sh->grid_ok[j]);
+  } else if (rq.n_k > 0) {
+    ccf_template(team, b.grid, *d, tmpl, j, rq, *sc, w, T, T + 8 * b.n_out, sh->ccf_peak,
+                 sh->ccf_peak_lag);
+  } else {  // the fine lags into the slot's sc.ccf, as the per-request serve
+    ccf_template(team, b.grid, *d, tmpl, j, rq, *sc, &sh->w, sc->acc, sc->ccf, nullptr, nullptr);
+  }
 }
 
 // Plan row request idx of this round (rows_plan: its column blocks and rows).
@@ -185,8 +215,8 @@ struct EngineStats {
   long served[kNumReqKinds] = {};
   long served_rows = 0;  // full evaluations served by the row stages (staged engine)
   long gemms = 0;        // the row stages' group GEMMs
-  long grid_items = 0;   // chi^2-grid templates served per item (GridRound)
-  long grid_chunks = 0;  // and the passes they took
+  long items[kNumReqKinds] = {};  // templates served as items (TemplateItems), per kind
+  long item_chunks = 0;           // and the passes they took
   int widest_round = 0;
   bool finished = true;  // every machine ended within max_rounds
 };
@@ -206,20 +236,20 @@ void engine_serve_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
   st->served[Kind] += ctl->count[Kind];
 }
 
-// The chi^2 grid of a round on the host, per item (GridRound), in the device's chunks.
-template <class Team>
-void engine_grid_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
-  const int n_items = engine_grid_items(ctl), cap = ctl->grid.cap;
+// Kind Kind's requests of a round on the host, per item (TemplateItems), in the device's chunks.
+template <int Kind, class Team>
+void engine_items_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
+  const int n_items = template_items_count<Kind>(ctl), cap = ctl->items.cap;
   FitData d;
   PipelineScratch sc;
   const float* tmpl[kMaxArms];
   for (int first = 0; first < n_items; first += cap) {
     const int n = n_items - first < cap ? n_items - first : cap;
-    for (int i = 0; i < n; ++i) engine_serve_grid(team, ctl, first, i, &d, &sc, tmpl);
-    ++st->grid_chunks;
+    for (int i = 0; i < n; ++i) engine_serve_item<Kind>(team, ctl, first, i, &d, &sc, tmpl);
+    ++st->item_chunks;
   }
-  st->served[kReqGrid] += ctl->count[kReqGrid];
-  st->grid_items += n_items;
+  st->served[Kind] += ctl->count[Kind];
+  st->items[Kind] += n_items;
 }
 
 // The row stages of a round on the host, in the device's order: every request's coefficients,
@@ -271,10 +301,13 @@ EngineStats engine_run(const Team& team, EngineCtl* ctl, long max_rounds = 10000
     if (ctl->n_active > st.widest_round) st.widest_round = ctl->n_active;
     engine_serve_all<kReqFold>(team, ctl, &st);
     engine_serve_all<kReqCcfPrep>(team, ctl, &st);
-    engine_serve_all<kReqCcf>(team, ctl, &st);
+    if (ctl->items.cap > 0)
+      engine_items_all<kReqCcf>(team, ctl, &st);
+    else
+      engine_serve_all<kReqCcf>(team, ctl, &st);
     engine_serve_all<kReqGridPrep>(team, ctl, &st);
-    if (ctl->grid.cap > 0)
-      engine_grid_all(team, ctl, &st);
+    if (ctl->items.cap > 0)
+      engine_items_all<kReqGrid>(team, ctl, &st);
     else
       engine_serve_all<kReqGrid>(team, ctl, &st);
     engine_serve_all<kReqEmu>(team, ctl, &st);

@@ -711,6 +711,33 @@ VX_HD VX_NOINLINE void serve_vgrid(const Team& team, const FitRequest* rq, const
   }
 }
 
+// Template j's CCF over rq's lags (kReqCcf: lags rq.lag0 + o rq.lag_step, o < rq.n_lags) into
+// ccf[rq.n_lags] (acc: 8 n_lags doubles of scratch; w: its reduction buffer), the CCF inputs of
+// kReqCcfPrep in sc. With peak (a request over n_k > 0 templates): the first highest lag into
+// peak[j] and peak_lag[j]. The staged engine serves a round's coarse CCFs per template, each with
+// its own acc, ccf and w (kernels/engine.hpp TemplateItems).
+template <class Team>
+VX_HD VX_NOINLINE void ccf_template(const Team& team, const GridView& g, const FitData& d,
+                                    const float* const* tmpl, int j, const FitRequest& rq,
+                                    const PipelineScratch& sc, EvalWork* w, double* acc,
+                                    double* ccf, double* peak, int* peak_lag) {
+  cross_correlate(team, g, d, tmpl, j, rq.lag0, rq.n_lags, rq.lag_step, sc.t0, sc.frac, sc.fn,
+                  sc.wts, w, acc, ccf);
+  if (!peak) return;
+  team.single([&] {
+    double p = -INFINITY;
+    int ob = 0;
+    for (int o = 0; o < rq.n_lags; ++o)
+      if (ccf[o] > p) {
+        p = ccf[o];
+        ob = o;
+      }
+    peak[j] = p;
+    peak_lag[j] = ob;
+  });
+  team.sync();
+}
+
 // One coarse template's chi^2 at velocity v_kms (the chi^2 grid, kReqGrid): template j's values
 // at the pixels into T[n_pix] (arms with a matrix: their full grid's values into d.Tf first), then
 // each arm's continuum profiled in one pass, chi^2 = f'Wf - q.a (profile_continuum_simd without
@@ -720,7 +747,8 @@ VX_HD VX_NOINLINE void serve_vgrid(const Team& team, const FitRequest* rq, const
 // passed the pixels twice for a chi^2 that ranks the grid only. t0, frac: the stencils of
 // kReqGridPrep (teams with SIMD forms only). Writes *chi2 = w->chi2 and *ok = w->ok once; w's
 // continuum and reduction scratch are overwritten. The staged engine serves the templates of a
-// round's grid requests in parallel, each with its own T, d.Tf and w (kernels/grid_stage.hpp).
+// round's grid requests in parallel, each with its own T, d.Tf and w (kernels/engine.hpp
+// TemplateItems).
 template <class Team>
 VX_HD VX_NOINLINE void grid_template_chi2(const Team& team, const GridView& g, const FitData& d,
                                           const float* const* tmpl, int j, double v_kms,
@@ -755,24 +783,9 @@ VX_HD VX_INLINE void serve_kind(const Team& team, FitRequest* rq, const Emulator
     pixel_positions(team, g, d, sc.t0, sc.frac);
   } else if constexpr (Kind == kReqCcf) {
     const int n = rq->n_k > 0 ? rq->n_k : 1;
-    for (int i = 0; i < n; ++i) {
-      cross_correlate(team, g, d, ccf_tmpl, rq->j + i, rq->lag0, rq->n_lags, rq->lag_step, sc.t0,
-                      sc.frac, sc.fn, sc.wts, w, sc.acc, sc.ccf);
-      if (rq->n_k > 0) {
-        team.single([&] {
-          double p = -INFINITY;
-          int ob = 0;
-          for (int o = 0; o < rq->n_lags; ++o)
-            if (sc.ccf[o] > p) {
-              p = sc.ccf[o];
-              ob = o;
-            }
-          sh->ccf_peak[rq->j + i] = p;
-          sh->ccf_peak_lag[rq->j + i] = ob;
-        });
-        team.sync();
-      }
-    }
+    for (int i = 0; i < n; ++i)
+      ccf_template(team, g, d, ccf_tmpl, rq->j + i, *rq, sc, w, sc.acc, sc.ccf,
+                   rq->n_k > 0 ? sh->ccf_peak : nullptr, sh->ccf_peak_lag);
   } else if constexpr (Kind == kReqGridPrep) {
     // The CPU computes the stencils once for all templates (sc.t0 and sc.frac are free after
     // the CCF; an arm with a resolution matrix keeps its full grid's in d.dTf, free until the

@@ -28,8 +28,10 @@
 #             $OUT/engine-{warp,kinds,staged}.h5 (compare them here with
 #             scripts/compare_devices.py), gpu.parity of both engines, memcheck and racecheck of
 #             the staged engine and memcheck of the kinds engine on one LAMOST spectrum, and
-#             memcheck of the staged engine on the DESI-layout coadd. ENGINES picks the benched
-#             engines (default "warp kinds staged")
+#             memcheck of the staged engine on the DESI-layout coadd; the staged engine's device
+#             time per stage on the DESI-layout bench (VELOX_GPU_STAGE_TIMES=1) to
+#             $OUT/engine-stages-staged-desi.txt. ENGINES picks the benched engines (default
+#             "warp kinds staged")
 # Env: VXB (default /tmp/vxb), OUT (logs; default /tmp/vx-out), THREADS (16), REPLICATE (25000),
 #      REPS (75: 10 050 files), ENGINES (engine), WHOLE_ENGINES (whole).
 set -euo pipefail
@@ -147,9 +149,14 @@ for stage in "$@"; do
       tail -3 "$OUT/sanitize-desi.log" ;;
     engine)
       for eng in ${ENGINES:-warp kinds staged}; do
-        VELOX_GPU_ENGINE=$eng "$vx" bench --templates "$desi_lib" --device gpu --threads "$THREADS" \
-          --replicate "${REPLICATE_DESI:-4000}" --repeat 3 "$data"/desi_lamost/*.fits \
-          2>>"$OUT/engine.err" | sed "s/^/$eng desi: /"
+        # The staged engine's device time per stage (VELOX_GPU_STAGE_TIMES, printed to stderr
+        # when the backend ends) goes to engine-stages-$eng-desi.txt.
+        VELOX_GPU_ENGINE=$eng VELOX_GPU_STAGE_TIMES=1 "$vx" bench --templates "$desi_lib" \
+          --device gpu --threads "$THREADS" --replicate "${REPLICATE_DESI:-4000}" --repeat 3 \
+          "$data"/desi_lamost/*.fits 2>"$OUT/engine-stages-$eng-desi.txt" |
+          sed "s/^/$eng desi: /"
+        grep -A18 "stage times" "$OUT/engine-stages-$eng-desi.txt" | head -40 |
+          sed "s/^/$eng desi stages: /" >&2 || true
         VELOX_GPU_ENGINE=$eng "$vx" bench --templates "$lib" --device gpu --threads "$THREADS" \
           --replicate "${REPLICATE:-25000}" --repeat 3 "${lamost[@]}" 2>>"$OUT/engine.err" |
           sed "s/^/$eng lamost: /"

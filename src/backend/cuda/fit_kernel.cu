@@ -5,6 +5,8 @@
 // out-of-line device functions (evaluate and its stages, profile_continuum, the steps). No
 // physics here: this file only maps threads and warps to slots and spectra, and launches.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -161,17 +163,84 @@ __global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
   });
 }
 
-// Items first .. first + n - 1 of the round's chi^2 grid (kern::GridRound): one warp per
-// (request, template), n <= ctl->grid.cap.
+// Items first .. first + n - 1 of the round's requests of kind Kind (kern::TemplateItems: the
+// chi^2 grid or the coarse CCF): one warp per (request, template), n <= ctl->items.cap.
+template <int Kind>
 __global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
-    engine_grid_kernel(const kern::EngineCtl* ctl, int first, int n) {
+    engine_items_kernel(const kern::EngineCtl* ctl, int first, int n) {
   serve_per_warp(n, [&](const kern::WarpTeam& team, int idx, kern::FitData* d,
                         kern::PipelineScratch* sc, const float** tmpl) {
-    kern::engine_serve_grid(team, ctl, first, idx, d, sc, tmpl);
+    kern::engine_serve_item<Kind>(team, ctl, first, idx, d, sc, tmpl);
   });
 }
 
 }  // namespace
+
+// Device time per stage of the staged engine's rounds (VELOX_GPU_STAGE_TIMES=1): an event at
+// each of a round's kStages + 1 boundaries; a round's intervals are summed once the next round's
+// wait has passed (its events are complete then). Intervals where the stream waits for the host
+// count too: "host" is the time from the round's counts arriving to the next launch.
+struct StageClock {
+  static constexpr int kStages = 17;
+  static constexpr const char* kNames[kStages] = {
+      "step+plan", "counts down", "host",         "fold",         "ccf prep",   "ccf",
+      "grid",      "emulator",    "rows: coef",   "rows: GEMMs",  "rows: pixels",
+      "rows: continuum", "eval: template", "eval: continuum", "clip", "arm pixels",
+      "velocity grid"};
+  cudaStream_t stream;
+  cudaEvent_t ev[2][kStages + 1] = {};
+  int cur = 0;
+  bool full[2] = {false, false};  // the set's round marked every boundary
+  double ms[kStages] = {};
+  long batches = 0, rounds = 0;
+  explicit StageClock(cudaStream_t s) : stream(s) {
+    for (auto& set : ev)
+      for (auto& e : set) check(cudaEventCreate(&e), "cudaEventCreate (stage times)");
+  }
+  ~StageClock() {
+    for (auto& set : ev)
+      for (auto& e : set)
+        if (e) cudaEventDestroy(e);
+  }
+  // A round's boundaries go to one of the two event sets, in turn.
+  void begin_round() { cur ^= 1; }
+  void mark(int k) { check(cudaEventRecord(ev[cur][k], stream), "cudaEventRecord (stage)"); }
+  // After a round's wait: the previous round's intervals (complete); last: the run's final
+  // round, whose step and counts are complete too.
+  void passed_wait(bool last) {
+    const int prev = cur ^ 1;
+    if (full[prev]) add(prev, kStages);
+    full[prev] = false;
+    if (last) {
+      add(cur, 2);
+    } else {
+      full[cur] = true;
+      ++rounds;
+    }
+  }
+  void add(int set, int n) {
+    for (int k = 0; k < n; ++k) {
+      float t = 0.0f;
+      check(cudaEventElapsedTime(&t, ev[set][k], ev[set][k + 1]), "cudaEventElapsedTime");
+      ms[k] += t;
+    }
+  }
+  std::string report() const {
+    double total = 0.0;
+    for (double t : ms) total += t;
+    char line[160];
+    std::snprintf(line, sizeof line, "%ld batches, %ld rounds, %.1f ms of device time:", batches,
+                  rounds, total);
+    std::string out = line;
+    for (int k = 0; k < kStages; ++k) {
+      std::snprintf(line, sizeof line, "\n  %-16s %10.1f ms %5.1f%%  %8.1f us/round", kNames[k],
+                    ms[k], total > 0 ? 100.0 * ms[k] / total : 0.0,
+                    rounds > 0 ? 1e3 * ms[k] / rounds : 0.0);
+      out += line;
+    }
+    return out;
+  }
+};
 
 StagedEngine::StagedEngine(int n_slots, cudaStream_t stream) : n_slots_(n_slots), stream_(stream) {
   try {
@@ -183,6 +252,8 @@ StagedEngine::StagedEngine(int n_slots, cudaStream_t stream) : n_slots_(n_slots)
     check(cudaMalloc(&slot_spec_, sizeof(int) * ns), "cudaMalloc (engine slots)");
     check(cudaMalloc(&rlist_, sizeof(int) * ns), "cudaMalloc (row list)");
     check(cudaMalloc(&col_, sizeof(int) * kern::kMaxArms * ns), "cudaMalloc (row columns)");
+    if (const char* t = std::getenv("VELOX_GPU_STAGE_TIMES"); t && std::string(t) == "1")
+      clock_ = new StageClock(stream_);
   } catch (...) {
     release();
     throw;
@@ -193,15 +264,21 @@ StagedEngine::~StagedEngine() { release(); }
 
 void StagedEngine::release() {
   delete static_cast<BlasHandle*>(blas_);
+  delete static_cast<StageClock*>(clock_);
+  clock_ = nullptr;
   for (void* p : {ctl_, rows_, static_cast<void*>(list_), static_cast<void*>(slot_spec_),
                   static_cast<void*>(rlist_), static_cast<void*>(col_), groups_,
-                  static_cast<void*>(coef_), static_cast<void*>(out_), grid_})
+                  static_cast<void*>(coef_), static_cast<void*>(out_), items_})
     if (p) cudaFree(p);
   if (staging_) cudaFreeHost(staging_);
   blas_ = ctl_ = rows_ = groups_ = staging_ = nullptr;
   list_ = slot_spec_ = rlist_ = col_ = nullptr;
   coef_ = out_ = nullptr;
-  grid_ = nullptr;
+  items_ = nullptr;
+}
+
+std::string StagedEngine::stage_report() const {
+  return clock_ ? static_cast<const StageClock*>(clock_)->report() : std::string();
 }
 
 void StagedEngine::grow(void** p, size_t* cap, size_t bytes) {
@@ -220,15 +297,14 @@ size_t StagedEngine::row_buffer_bytes(int n_slots, int max_arms, int n_tpix, int
   return static_cast<size_t>(c + o) * sizeof(double);
 }
 
-size_t StagedEngine::grid_buffer_bytes(int n_slots, long long slot_pix, long long slot_full) {
-  const size_t cap = static_cast<size_t>(kGridItemsPerSlot) * static_cast<size_t>(n_slots);
-  return cap * (static_cast<size_t>(slot_pix + slot_full) * sizeof(double) +
-                sizeof(kern::EvalWork));
+size_t StagedEngine::item_buffer_bytes(int n_slots, long long t_stride) {
+  const size_t cap = static_cast<size_t>(kItemsPerSlot) * static_cast<size_t>(n_slots);
+  return cap * (static_cast<size_t>(t_stride) * sizeof(double) + sizeof(kern::EvalWork));
 }
 
 void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*>& basis_d,
                        int max_arms) {
-  rounds_ = gemms_ = grid_chunks_ = 0;
+  rounds_ = gemms_ = item_chunks_ = 0;
   if (b.n_spec <= 0) return;
   if (b.n_slots != n_slots_) throw std::logic_error("StagedEngine: batch with another slot count");
   const int G = static_cast<int>(basis_d.size());
@@ -238,14 +314,15 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
                           &out_n);
   grow(reinterpret_cast<void**>(&coef_), &coef_cap_, static_cast<size_t>(coef_n) * sizeof(double));
   grow(reinterpret_cast<void**>(&out_), &out_cap_, static_cast<size_t>(out_n) * sizeof(double));
-  // The chi^2 grid's items: each one's T and full grid, then the workspaces.
-  kern::GridRound gr;
-  gr.cap = kGridItemsPerSlot * n_slots_;
-  gr.t_stride = b.slot_pix + b.slot_full;
-  const size_t grid_t = align256(static_cast<size_t>(gr.cap) * gr.t_stride * sizeof(double));
-  grow(&grid_, &grid_cap_, grid_buffer_bytes(n_slots_, b.slot_pix, b.slot_full) + 256);
-  gr.T = static_cast<double*>(grid_);
-  gr.work = reinterpret_cast<kern::EvalWork*>(static_cast<unsigned char*>(grid_) + grid_t);
+  // The per-template items' buffers (the grid's T and full grids, the CCF's sums), then their
+  // workspaces.
+  kern::TemplateItems ti;
+  ti.cap = kItemsPerSlot * n_slots_;
+  ti.t_stride = kern::template_items_stride(b);
+  const size_t items_t = align256(static_cast<size_t>(ti.cap) * ti.t_stride * sizeof(double));
+  grow(&items_, &items_cap_, item_buffer_bytes(n_slots_, ti.t_stride) + 256);
+  ti.T = static_cast<double*>(items_);
+  ti.work = reinterpret_cast<kern::EvalWork*>(static_cast<unsigned char*>(items_) + items_t);
   const size_t gi = sizeof(int) * static_cast<size_t>(std::max(G, 1));
   const size_t gl = sizeof(long long) * static_cast<size_t>(std::max(G, 1));
   grow(&groups_, &groups_cap_, 3 * gi + 2 * gl);
@@ -282,7 +359,7 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
   c.list = list_;
   c.slot_spec = slot_spec_;
   c.rows = static_cast<kern::RowsRound*>(rows_);
-  c.grid = gr;
+  c.items = ti;
   std::memcpy(hs, &c, sizeof c);
   std::memcpy(hs + o_rows, &r, sizeof r);
   check(cudaMemcpyAsync(ctl_, hs, sizeof c, cudaMemcpyHostToDevice, stream_),
@@ -302,11 +379,19 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
   kern::EngineCtl hc;
   kern::RowsRound hr;
   auto* blas = static_cast<BlasHandle*>(blas_);
+  auto* clock = static_cast<StageClock*>(clock_);
+  auto mark = [clock](int k) {
+    if (clock) clock->mark(k);
+  };
+  if (clock) ++clock->batches;
   for (;;) {
+    if (clock) clock->begin_round();
+    mark(0);
     staged_reset_kernel<<<(reset_n + 127) / 128, 128, 0, stream_>>>(ctl, G);
     engine_step_kernel<<<step_blocks, kEngineStepThreads, 0, stream_>>>(ctl);
     engine_plan_kernel<<<step_blocks, kEngineStepThreads, 0, stream_>>>(ctl);
     check(cudaGetLastError(), "staged engine: step launch");
+    mark(1);
     // The round's counts and plan down (the staging's upload part was read before: the stream
     // orders these copies after the first uploads).
     check(cudaMemcpyAsync(hs, ctl_, sizeof c, cudaMemcpyDeviceToHost, stream_),
@@ -315,10 +400,13 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
           "cudaMemcpyAsync (row plan)");
     check(cudaMemcpyAsync(hs + o_g, dg, 3 * gi, cudaMemcpyDeviceToHost, stream_),
           "cudaMemcpyAsync (row groups)");
+    mark(2);
     check(cudaStreamSynchronize(stream_), "staged engine round");
     std::memcpy(&hc, hs, sizeof hc);
     std::memcpy(&hr, hs + o_rows, sizeof hr);
+    if (clock) clock->passed_wait(hc.n_active == 0);
     if (hc.n_active == 0) break;
+    mark(3);
     if (++rounds_ >= kEngineMaxRounds)
       throw std::runtime_error("the staged GPU engine stopped after " + std::to_string(rounds_) +
                                " rounds with " + std::to_string(hc.n_active) +
@@ -330,17 +418,29 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
     };
     using kern::IntC;
     serve(IntC<kern::kReqFold>{}, IntC<0>{});
+    mark(4);
     serve(IntC<kern::kReqCcfPrep>{}, IntC<0>{});
-    serve(IntC<kern::kReqCcf>{}, IntC<0>{});
-    // The chi^2 grid: a warp per (request, template), in chunks of the items' buffers.
-    const int n_items = hc.count[kern::kReqGrid] * b.n_ccf;
-    for (int first = 0; first < n_items; first += gr.cap) {
-      const int n = std::min(gr.cap, n_items - first);
-      engine_grid_kernel<<<(n + kServeWarps - 1) / kServeWarps, kServeThreads, 0, stream_>>>(
-          ctl, first, n);
-      ++grid_chunks_;
-    }
+    mark(5);
+    // The coarse CCF and the chi^2 grid: a warp per (request, template), in chunks of the items'
+    // buffers.
+    auto items = [&](auto kind) {
+      constexpr int K = decltype(kind)::value;
+      const int n_items = hc.count[K] * kern::template_items_per_request<K>(b);
+      for (int first = 0; first < n_items; first += ti.cap) {
+        const int n = std::min(ti.cap, n_items - first);
+        engine_items_kernel<K><<<(n + kServeWarps - 1) / kServeWarps, kServeThreads, 0, stream_>>>(
+            ctl, first, n);
+        ++item_chunks_;
+      }
+    };
+    items(IntC<kern::kReqCcf>{});
+    mark(6);
+    items(IntC<kern::kReqGrid>{});
+    mark(7);
     serve(IntC<kern::kReqEmu>{}, IntC<0>{});
+    mark(8);
+    if (hr.count == 0)
+      for (int k = 9; k <= 12; ++k) mark(k);
     if (hr.count > 0) {
       // The groups' blocks (host), up; then coefficients, one GEMM per group, pixels, continuum.
       kern::RowsRound lay = hr;
@@ -358,6 +458,7 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
       const unsigned rb = blocks(hr.count);
       engine_rows_kernel<0><<<rb, kServeThreads, 0, stream_>>>(ctl);
       check(cudaGetLastError(), "staged engine: coefficient launch");
+      mark(9);
       for (int g = 0; g < G; ++g) {
         const int lo = lay.g_lo[g], span = lay.g_hi[g] - lo + 1, n = lay.g_count[g] * ncol;
         if (lay.g_count[g] == 0 || span <= 0) continue;
@@ -367,15 +468,23 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
                        coef_ + lay.g_coef[g], K1, out_ + lay.g_out[g], span);
         ++gemms_;
       }
+      mark(10);
       engine_rows_kernel<1><<<rb, kServeThreads, 0, stream_>>>(ctl);
+      mark(11);
       engine_rows_kernel<2><<<rb, kServeThreads, 0, stream_>>>(ctl);
+      mark(12);
       check(cudaGetLastError(), "staged engine: row stage launch");
     }
     serve(IntC<kern::kReqEval>{}, IntC<0>{});
+    mark(13);
     serve(IntC<kern::kReqEval>{}, IntC<1>{});
+    mark(14);
     serve(IntC<kern::kReqClip>{}, IntC<0>{});
+    mark(15);
     serve(IntC<kern::kReqArmPixels>{}, IntC<0>{});
+    mark(16);
     serve(IntC<kern::kReqVGrid>{}, IntC<0>{});
+    mark(17);
     check(cudaGetLastError(), "staged engine: serve launch");
   }
 }

@@ -14,6 +14,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <string>
 #include <vector>
 
 #include "kernels/batch.hpp"
@@ -63,7 +64,8 @@ class EngineLauncher {
 // The staged engine over `n_slots` slots on one stream (VELOX_GPU_ENGINE=staged; docs/gpu.md
 // "Template rows as one GEMM"): each round the control kernel steps every slot, the host reads
 // the round's counts (one small copy and a wait on the stream), then launches the serve kernels
-// of the kinds with requests, the chi^2 grid with a warp per (request, template) (kern::GridRound)
+// of the kinds with requests, the coarse CCF and the chi^2 grid with a warp per (request,
+// template) (kern::TemplateItems)
 // and the row stages: coefficients, one cuBLAS DGEMM per arm model over its requests' columns
 // (the basis in FP64), pixels, continuum. cuBLAS is loaded at run time
 // (dlopen of libcublas.so.13, .12 or .so), so that the other engines run without it.
@@ -81,15 +83,19 @@ class StagedEngine {
   void run(const kern::BatchView& b, const std::vector<const double*>& basis_d, int max_arms);
   // Device bytes of the row buffers for n_slots slots of max_arms arms (rows_buffer_bound).
   static size_t row_buffer_bytes(int n_slots, int max_arms, int n_tpix, int n_label, int K1);
-  // Device bytes of the chi^2 grid's item buffers (kern::GridRound: kGridItemsPerSlot items per
-  // slot, each slot_pix + slot_full doubles and an EvalWork).
-  static size_t grid_buffer_bytes(int n_slots, long long slot_pix, long long slot_full);
-  // Chi^2-grid items (request, template) per slot served at once: a round at a batch's start,
-  // when every slot asks for its grid, takes n_ccf / 4 chunks of 4 x n_slots warps.
-  static constexpr int kGridItemsPerSlot = 4;
+  // Device bytes of the per-template items' buffers (kern::TemplateItems: kItemsPerSlot items per
+  // slot, each t_stride doubles (kern::template_items_stride) and an EvalWork).
+  static size_t item_buffer_bytes(int n_slots, long long t_stride);
+  // Per-template items (request, template) served at once per slot: a round at a batch's start,
+  // when every slot asks for its chi^2 grid, takes n_ccf / 4 chunks of 4 x n_slots warps.
+  static constexpr int kItemsPerSlot = 4;
   long rounds() const { return rounds_; }  // of the last run
   long gemms() const { return gemms_; }
-  long grid_chunks() const { return grid_chunks_; }
+  long item_chunks() const { return item_chunks_; }
+  // With VELOX_GPU_STAGE_TIMES=1 in the environment at construction: the device time of each
+  // stage of the rounds so far (CUDA events at the stage boundaries of every round; a few
+  // microseconds of overhead per round), as text; empty otherwise.
+  std::string stage_report() const;
 
  private:
   void release();
@@ -97,6 +103,7 @@ class StagedEngine {
   int n_slots_;
   cudaStream_t stream_;
   void* blas_ = nullptr;      // BlasHandle (cublas_rt.hpp)
+  void* clock_ = nullptr;     // StageClock (VELOX_GPU_STAGE_TIMES=1), fit_kernel.cu
   void* ctl_ = nullptr;       // kern::EngineCtl, device
   void* rows_ = nullptr;      // kern::RowsRound, device
   int* list_ = nullptr;       // [kNumReqKinds][n_slots], device
@@ -111,9 +118,9 @@ class StagedEngine {
   size_t out_cap_ = 0;       // bytes
   void* staging_ = nullptr;  // pinned: control, round plan and group arrays up and down
   size_t staging_cap_ = 0;
-  void* grid_ = nullptr;  // GridRound: T and full grids [cap][slot_pix + slot_full], workspaces
-  size_t grid_cap_ = 0;   // bytes
-  long rounds_ = 0, gemms_ = 0, grid_chunks_ = 0;
+  void* items_ = nullptr;  // kern::TemplateItems: [cap][t_stride] doubles, then cap workspaces
+  size_t items_cap_ = 0;   // bytes
+  long rounds_ = 0, gemms_ = 0, item_chunks_ = 0;
 };
 
 }  // namespace velox

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <exception>
@@ -154,8 +155,13 @@ class CudaBackend final : public Backend {
   }
   ~CudaBackend() override {
     cudaSetDevice(device_);
-    for (auto& s : sets_) {
+    for (int k = 0; k < kSets; ++k) {
+      auto& s = sets_[k];
       if (s.runner.joinable()) s.runner.join();
+      // VELOX_GPU_STAGE_TIMES=1: where the staged engine's device time went (docs/gpu.md).
+      if (s.staged && !s.staged->stage_report().empty())
+        std::fprintf(stderr, "velox: %s, buffer set %d, stage times: %s\n", name_.c_str(), k,
+                     s.staged->stage_report().c_str());
       if (s.stream) cudaStreamSynchronize(s.stream);
       if (s.done) cudaEventDestroy(s.done);
       if (s.stream) cudaStreamDestroy(s.stream);
@@ -246,13 +252,14 @@ class CudaBackend final : public Backend {
     size_t fixed = static_cast<size_t>(kSets) * n_slots_ *
                    gpu_bytes_per_slot(s.slot_pix, s.slot_full, s.np, s.n_out, s.emu, s.slot_grid,
                                       s.slot_rm, s.slot_vrows);
-    if (staged_engine_) {  // the row stages' and the chi^2 grid's buffers, per set
+    if (staged_engine_) {  // the row stages' and the per-template items' buffers, per set
       int arms = 1;
       for (const auto* p : specs) arms = std::max(arms, p->n_arms);
       fixed +=
           static_cast<size_t>(kSets) *
           (StagedEngine::row_buffer_bytes(n_slots_, arms, lib_.n_tpix, lib_.n_label, em_.n_comp) +
-           StagedEngine::grid_buffer_bytes(n_slots_, s.slot_pix, s.slot_full));
+           StagedEngine::item_buffer_bytes(
+               n_slots_, std::max<long long>(s.slot_pix + s.slot_full, 9LL * s.n_out)));
     }
     // What this engine already holds for batches is reusable: count it as free.
     const size_t n =

@@ -82,19 +82,19 @@ struct EngineCase {
     ctl.slot_spec = slot_spec.data();
     return ctl;
   }
-  // The staged engine's chi^2-grid buffers for `cap` items (GridRound), sized from the batch's
-  // slot strides as the device sizes them.
-  void grid(kern::EngineCtl* ctl, int cap) {
-    ctl->grid.cap = cap;
-    ctl->grid.t_stride = ctl->b.slot_pix + ctl->b.slot_full;
-    grid_T.assign(static_cast<size_t>(cap) * ctl->grid.t_stride, 0.0);
-    grid_work.assign(cap, kern::EvalWork{});
-    ctl->grid.T = grid_T.data();
-    ctl->grid.work = grid_work.data();
+  // The staged engine's per-template item buffers for `cap` items (TemplateItems), sized from the
+  // batch's slot strides as the device sizes them.
+  void items(kern::EngineCtl* ctl, int cap) {
+    ctl->items.cap = cap;
+    ctl->items.t_stride = kern::template_items_stride(ctl->b);
+    items_T.assign(static_cast<size_t>(cap) * ctl->items.t_stride, 0.0);
+    items_work.assign(cap, kern::EvalWork{});
+    ctl->items.T = items_T.data();
+    ctl->items.work = items_work.data();
   }
   const kern::LaneTeam team{};
-  std::vector<double> grid_T;
-  std::vector<kern::EvalWork> grid_work;
+  std::vector<double> items_T;
+  std::vector<kern::EvalWork> items_work;
   int n;
   HostBatch hb;
   std::vector<kern::PipelineResult> ref;
@@ -156,14 +156,18 @@ TEST_CASE("the batched engine's rounds with refill fit real spectra bit for bit 
   CHECK(served > st.rounds * n_slots / 4);
 }
 
-// The staged engine's chi^2 grid (GridRound): every coarse template of every grid request of a
-// round served as an item of its own, in chunks of a few items (7: the rounds at the batch's start
-// have every slot's 40 templates, so a round takes many chunks, and a chunk ends inside a
-// request's templates). The items call the function the per-request serve calls, with their own
-// buffers: every fit is fit_one's bit for bit. A template served twice, skipped or written to
-// another template's entry would change the grid's order and the starts (LM's path) of most fits.
-TEST_CASE("the staged engine's chi^2 grid per (request, template) fits real spectra bit for bit",
-          "[kernels][engine][real]") {
+// The staged engine's per-template items (TemplateItems): every coarse template of every chi^2
+// grid and coarse CCF request of a round served as an item of its own, in chunks of a few items
+// (7: the rounds at the batch's start have every slot's 40 grid templates or 8 CCF templates, so
+// a round takes many chunks, and chunks end inside a request's templates). The items call the
+// functions the per-request serve calls, with their own buffers: every fit is fit_one's bit for
+// bit. A template served twice, skipped or written to another template's entry changes the
+// grid's order or the CCF's best template, and with them the starts of most fits (writing each
+// grid template's chi^2 to its neighbour's entry fails 158 of this test's checks).
+TEST_CASE(
+    "the staged engine's chi^2 grid and CCF per (request, template) fit real spectra bit "
+    "for bit",
+    "[kernels][engine][real]") {
   const auto& lib = test::thin_library();
   FitConfig cfg;
   cfg.fit_vsini = true;
@@ -173,7 +177,7 @@ TEST_CASE("the staged engine's chi^2 grid per (request, template) fits real spec
   EngineCase c(lib, cfg, prepared);
   const int n = c.n, n_slots = std::max(3, n / 3);
   kern::EngineCtl ctl = c.engine(n_slots);
-  c.grid(&ctl, 7);
+  c.items(&ctl, 7);
   const auto st = kern::engine_run(c.team, &ctl, 100000);
   REQUIRE(st.finished);
   for (int s = 0; s < 2 * n; ++s) {
@@ -181,11 +185,16 @@ TEST_CASE("the staged engine's chi^2 grid per (request, template) fits real spec
     test::require_same_fit(c.hb.results[s], c.ref[s]);
   }
   CHECK(c.hb.ivar == c.ivar_ref);
-  // Every full fit asked for one grid of n_ccf templates (held-label fits have none).
-  CHECK(st.served[kern::kReqGrid] == n);
-  CHECK(st.grid_items == static_cast<long>(n) * c.hb.n_ccf);
+  // Every full fit asked for one grid of n_ccf templates and two CCFs (coarse, then fine), held-
+  // label fits for none.
+  const int per_ccf = kern::template_items_per_request<kern::kReqCcf>(ctl.b);
   CHECK(c.hb.n_ccf > 7);
-  CHECK(st.grid_chunks >= st.grid_items / 7);
+  CHECK(per_ccf == std::min(c.hb.n_ccf, cfg.n_ccf_templates));
+  CHECK(st.served[kern::kReqGrid] == n);
+  CHECK(st.items[kern::kReqGrid] == static_cast<long>(n) * c.hb.n_ccf);
+  CHECK(st.served[kern::kReqCcf] == 2 * n);
+  CHECK(st.items[kern::kReqCcf] == 2L * n * per_ccf);
+  CHECK(st.item_chunks >= (st.items[kern::kReqGrid] + st.items[kern::kReqCcf]) / 7);
 }
 
 // The staged engine (kernels/rows_stage.hpp): the round's full evaluations in row stages (the
@@ -230,7 +239,7 @@ static int staged_against_fit_one(const TemplateLibrary& lib, const FitConfig& c
   rows.coef = coef.data();
   rows.out = out.data();
   ctl.rows = &rows;
-  c.grid(&ctl, 2 * n_slots);  // and the chi^2 grid per item, as the device serves it
+  c.items(&ctl, 2 * n_slots);  // and the grid and CCF per template, as the device serves them
   const auto st = kern::engine_run(c.team, &ctl, 1000000);
   REQUIRE(st.finished);
   int n_rot = 0;
@@ -268,7 +277,7 @@ static int staged_against_fit_one(const TemplateLibrary& lib, const FitConfig& c
   CHECK(st.served_rows == full - st.served[kern::kReqClip]);
   CHECK(st.gemms > 0);
   CHECK(st.served_rows > st.gemms);
-  CHECK(st.grid_items == st.served[kern::kReqGrid] * hb.n_ccf);
+  CHECK(st.items[kern::kReqGrid] == st.served[kern::kReqGrid] * hb.n_ccf);
   std::fprintf(stderr,
                "staged engine: %d fits over %d slots, %ld rounds, %ld full evaluations in %ld row "
                "GEMMs, %d rotated fits; worst chi2 %.2e relative, parameters %.2e sigma\n",
