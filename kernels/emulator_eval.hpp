@@ -231,37 +231,44 @@ VX_INLINE bool emulator_combine_for(const EmulatorView& e, const double* rows, d
 }
 #endif
 
-// emulator_coeffs() spread over a team (kernels/team.hpp): the same sums in the same order
-// (polynomial terms, then training stars, for every coefficient), in two phases:
-//  1. row weights: rows[r][0] = phi_r or the GP kernel value k_i, rows[r][1+l] = its derivative
-//     with respect to the scaled label x_l (one worker per training star);
-//  2. c[k] = sum_r rows[r][0] coef[r][k] and dc[l][k] = sum_r rows[r][1+l] coef[r][k] / scale_l
-//     with coef = poly_coef then alpha: team.reduce_grid, one column per coefficient (one lane
-//     each on the GPU, coalesced reads of the coefficient rows).
-// scratch: emulator_scratch_size(e) doubles. c[K+1] and dc[L][K+1] as in emulator_coeffs();
-// they are visible to every worker on return.
+// Phase 2's term of row r for coefficient 1 + o: acc[q] += w[q] coef(r, 1 + o) for q <= nl, with
+// w row r's weights (value, then nl label derivatives) and coef = poly_coef then alpha; a row
+// whose value weight is zero (a GP kernel value below exp(-30)) adds nothing and is skipped.
+template <class Acc>
+VX_HD VX_INLINE void emulator_term(const EmulatorView& e, const double* w, int r, int o, int nl,
+                                   Acc&& acc) {
+  const int P = e.n_poly, K1 = e.n_comp;
+  if (r >= P && w[0] == 0.0) return;
+  const double* brow = r < P ? e.poly_coef + (long long)r * K1 : e.alpha + (long long)(r - P) * K1;
+  const double b = brow[1 + o];
+  acc[0] += w[0] * b;
+  for (int l = 0; l < nl; ++l) acc[1 + l] += w[1 + l] * b;
+}
+
+// Phase 1 of emulator_coeffs_team at scaled labels x[L]: the row weights of every polynomial term
+// and training star, element (r, q) (r < P + N; q = 0 the value phi_r or GP kernel value k_i, q =
+// 1 + l its derivative with respect to x_l) at rows[r * rs + q * cs]. One worker per training
+// star; a star with d2 > 60 (exp(-30) ~ 1e-13: no contribution at double precision) gets a zero
+// row, which phase 2 skips. Visible to every worker on return.
 template <class Team>
-VX_HD void emulator_coeffs_team(const Team& team, const EmulatorView& e, const double* labels,
-                                double* scratch, double* c, double* dc) {
-  const int L = e.n_label, K1 = e.n_comp, P = e.n_poly, W = 1 + L;
-  double* rows = scratch;
-  double* sums = scratch + (long long)(P + e.n_train) * W;
-  double x[kMaxLabels];
-  for (int l = 0; l < L; ++l) x[l] = (labels[l] - e.shift[l]) / e.scale[l];
+VX_HD void emulator_rows(const Team& team, const EmulatorView& e, const double* x, double* rows,
+                         long long rs, long long cs) {
+  const int L = e.n_label, P = e.n_poly;
   team.single([&] {
     double phi[1 + kMaxLabels + kMaxLabels * (kMaxLabels + 1) / 2];
     double dphi[kMaxLabels * (1 + kMaxLabels + kMaxLabels * (kMaxLabels + 1) / 2)];
     poly_terms(x, L, phi, dphi);
     for (int p = 0; p < P; ++p) {
-      rows[p * W] = phi[p];
-      for (int l = 0; l < L; ++l) rows[p * W + 1 + l] = dphi[l * P + p];
+      rows[p * rs] = phi[p];
+      for (int l = 0; l < L; ++l) rows[p * rs + (1 + l) * cs] = dphi[l * P + p];
     }
   });
   // Training star i's row: its GP kernel value kv and kv's derivatives with respect to x_l.
   auto kernel_row = [&](int i, double kv) {
-    double* r = rows + (long long)(P + i) * W;
+    double* r = rows + (long long)(P + i) * rs;
     r[0] = kv;
-    for (int l = 0; l < L; ++l) r[1 + l] = -(x[l] - e.train_x[i * L + l]) * e.inv_len2[l] * kv;
+    for (int l = 0; l < L; ++l)
+      r[(1 + l) * cs] = -(x[l] - e.train_x[i * L + l]) * e.inv_len2[l] * kv;
   };
   int i_first = 0;  // training stars before it were done 8 at a time (CPU)
 #if defined(VX_VEC8)
@@ -290,22 +297,75 @@ VX_HD void emulator_coeffs_team(const Team& team, const EmulatorView& e, const d
       const double d = x[l] - xi[l];
       d2 += d * d * e.inv_len2[l];
     }
-    // exp(-30) ~ 1e-13: no contribution at double precision (row skipped below).
     kernel_row(i, d2 > 60.0 ? 0.0 : exp(-0.5 * d2));
   });
   team.sync();
+}
+
+// The emulator's scaled labels x_l = (label_l - shift_l) / scale_l.
+VX_HD VX_INLINE void emulator_scaled(const EmulatorView& e, const double* labels, double* x) {
+  for (int l = 0; l < e.n_label; ++l) x[l] = (labels[l] - e.shift[l]) / e.scale[l];
+}
+
+// Phase 3 of emulator_coeffs_team: c[K+1] and dc[L][K+1] from phase 2's sums, coefficient k >= 1
+// and output q (0 value, 1 + l derivative by x_l) at sums[(k - 1) * os + q * qs]. Visible to
+// every worker on return.
+template <class Team>
+VX_HD void emulator_finish(const Team& team, const EmulatorView& e, const double* sums,
+                           long long os, long long qs, double* c, double* dc) {
+  const int L = e.n_label, K1 = e.n_comp;
+  team.for_each(K1, [&](int k) {
+    c[k] = k == 0 ? 1.0 : sums[(k - 1) * os];
+    for (int l = 0; l < L; ++l)
+      dc[l * K1 + k] = k == 0 ? 0.0 : sums[(k - 1) * os + (1 + l) * qs] / e.scale[l];
+  });
+  team.sync();
+}
+
+// Phase 2 as a matrix product on the host, in phase 2's order (the staged engine's host executor;
+// the device calls cuBLAS): for each of n_req requests (column block q0 = i W, W = 1 + L, of the
+// rows and sums, leading dimension ld), sums(q0 + q, o) = sum_r rows(q0 + q, r) coef(r, 1 + o)
+// over r in increasing order, rows whose value weight is zero skipped (as phase 2 skips them):
+// rows(q, r) at rows[r * ld + q], sums(q, o) at sums[o * ld + q], coef = poly_coef then alpha.
+// The same sums as emulator_coeffs_team's single-lane form (reduce_grid), bit for bit.
+inline void emulator_gemm_host(const EmulatorView& e, int n_req, long long ld, const double* rows,
+                               double* sums) {
+  const int L = e.n_label, K1 = e.n_comp, P = e.n_poly, W = 1 + L;
+  for (int i = 0; i < n_req; ++i)
+    for (int o = 0; o < K1 - 1; ++o) {
+      double acc[1 + kMaxLabels] = {};
+      for (int r = 0; r < P + e.n_train; ++r)
+        emulator_term(e, rows + (long long)r * ld + (long long)i * W, r, o, L, acc);
+      for (int q = 0; q < W; ++q) sums[(long long)o * ld + (long long)i * W + q] = acc[q];
+    }
+}
+
+// emulator_coeffs() spread over a team (kernels/team.hpp): the same sums in the same order
+// (polynomial terms, then training stars, for every coefficient), in phases:
+//  1. row weights (emulator_rows): rows[r][0] = phi_r or the GP kernel value k_i, rows[r][1+l] =
+//     its derivative with respect to the scaled label x_l (one worker per training star);
+//  2. c[k] = sum_r rows[r][0] coef[r][k] and dc[l][k] = sum_r rows[r][1+l] coef[r][k] / scale_l
+//     with coef = poly_coef then alpha: team.reduce_grid, one column per coefficient (one lane
+//     each on the GPU, coalesced reads of the coefficient rows);
+//  3. c and dc from the sums (emulator_finish).
+// The staged engine runs phase 2 for all of a round's requests as one matrix product
+// (kernels/rows_stage.hpp). scratch: emulator_scratch_size(e) doubles. c[K+1] and dc[L][K+1] as
+// in emulator_coeffs(); they are visible to every worker on return.
+template <class Team>
+VX_HD void emulator_coeffs_team(const Team& team, const EmulatorView& e, const double* labels,
+                                double* scratch, double* c, double* dc) {
+  const int L = e.n_label, K1 = e.n_comp, P = e.n_poly, W = 1 + L;
+  double* rows = scratch;
+  double* sums = scratch + (long long)(P + e.n_train) * W;
+  double x[kMaxLabels];
+  emulator_scaled(e, labels, x);
+  emulator_rows(team, e, x, rows, W, 1);
   // NL: the label count at compile time on the CPU (the column loop then vectorizes), 0 = L.
   auto combine = [&](auto nlc) {
     constexpr int NL = decltype(nlc)::value;
     const int nl = NL > 0 ? NL : L;
     team.reduce_grid(P + e.n_train, K1 - 1, W, sums, [&](int r, int o, auto acc) {
-      const double* w = rows + (long long)r * W;
-      if (r >= P && w[0] == 0.0) return;
-      const double* brow =
-          r < P ? e.poly_coef + (long long)r * K1 : e.alpha + (long long)(r - P) * K1;
-      const double b = brow[1 + o];
-      acc[0] += w[0] * b;
-      for (int l = 0; l < nl; ++l) acc[1 + l] += w[1 + l] * b;
+      emulator_term(e, rows + (long long)r * W, r, o, nl, acc);
     });
   };
   if constexpr (Team::kVec > 1) {
@@ -318,12 +378,7 @@ VX_HD void emulator_coeffs_team(const Team& team, const EmulatorView& e, const d
   } else {
     combine(IntC<0>{});
   }
-  team.for_each(K1, [&](int k) {
-    c[k] = k == 0 ? 1.0 : sums[(k - 1) * W];
-    for (int l = 0; l < L; ++l)
-      dc[l * K1 + k] = k == 0 ? 0.0 : sums[(k - 1) * W + 1 + l] / e.scale[l];
-  });
-  team.sync();
+  emulator_finish(team, e, sums, W, 1, c, dc);
 }
 
 }  // namespace velox::kern

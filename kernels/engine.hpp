@@ -183,10 +183,11 @@ VX_HD VX_INLINE void engine_plan_rows(const EngineCtl* ctl, int idx) {
   rows_plan(ctl->rows, ctl->b, slot, ctl->slot_spec[slot], ctl->b.shared[slot].rq);
 }
 
-// Serve row request idx of this round, stage 0 (coefficients), 1 (pixels from the group rows) or
-// 2 (continuum and chi^2: serve_eval_stage's stage 1), with the team (kernels/rows_stage.hpp).
-// The groups' rows are computed between stages 0 and 1 (rows_gemm_host, or cuBLAS on the
-// device). d, sc, tmpl: as engine_serve.
+// Serve row request idx of this round, stage -1 (the emulator's row weights, with the round's
+// emulator product), 0 (coefficients), 1 (pixels from the group rows) or 2 (continuum and chi^2:
+// serve_eval_stage's stage 1), with the team (kernels/rows_stage.hpp). The emulator product runs
+// between stages -1 and 0 and the groups' rows between stages 0 and 1 (emulator_gemm_host and
+// rows_gemm_host, or cuBLAS on the device). d, sc, tmpl: as engine_serve.
 template <class Team>
 VX_HD VX_INLINE void engine_serve_rows(const Team& team, const EngineCtl* ctl, int stage, int idx,
                                        FitData* d, PipelineScratch* sc, const float** tmpl) {
@@ -196,8 +197,12 @@ VX_HD VX_INLINE void engine_serve_rows(const Team& team, const EngineCtl* ctl, i
   const int s = ctl->slot_spec[slot];
   PipelineShared* sh = &b.shared[slot];
   const BatchSpectrum& bs = b.spec[s];
+  if (stage < 0) {  // the emulator's row weights, before the round's emulator product
+    rows_emu_rows(team, r, idx, &sh->rq, b.em, &sh->w);
+    return;
+  }
   if (stage == 0) {
-    rows_coef(team, r, slot, bs, &sh->rq, b.em, b.grid, &sh->w);
+    rows_coef(team, r, idx, slot, bs, &sh->rq, b.em, b.grid, &sh->w);
     return;
   }
   team.single([&] { batch_views(b, s, slot, d, sc, tmpl); });
@@ -215,6 +220,7 @@ struct EngineStats {
   long served[kNumReqKinds] = {};
   long served_rows = 0;  // full evaluations served by the row stages (staged engine)
   long gemms = 0;        // the row stages' group GEMMs
+  long emu_gemms = 0;    // and their emulator products (one per round with row requests)
   long items[kNumReqKinds] = {};  // templates served as items (TemplateItems), per kind
   long item_chunks = 0;           // and the passes they took
   int widest_round = 0;
@@ -266,6 +272,11 @@ void engine_rows_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
   FitData d;
   PipelineScratch sc;
   const float* tmpl[kMaxArms];
+  if (r->emu_rows) {  // the emulator's phase 2 for every request as one product
+    for (int i = 0; i < r->count; ++i) engine_serve_rows(team, ctl, -1, i, &d, &sc, tmpl);
+    emulator_gemm_host(ctl->b.em, r->count, r->emu_ld, r->emu_rows, r->emu_sums);
+    ++st->emu_gemms;
+  }
   for (int i = 0; i < r->count; ++i) engine_serve_rows(team, ctl, 0, i, &d, &sc, tmpl);
   for (int g = 0; g < r->n_groups; ++g)
     if (r->g_count[g] > 0 && r->g_hi[g] >= r->g_lo[g]) {

@@ -6,9 +6,11 @@
 //     widens the group's span of template-grid rows [g_lo, g_hi] to the rows its points need;
 //  2. layout (host): each group's offsets in the round's coefficient and row buffers
 //     (rows_layout);
-//  3. coefficients (one team per request): the emulator's c and dc at the labels
-//     (emulator_coeffs_into), the rotation kernel, and the columns [c, dc_0 .. dc_{L-1}] into the
-//     group's coefficient matrix (K1 x N, column-major);
+//  3. coefficients: the emulator's row weights at each request's labels (one team per request),
+//     its phase-2 sums for all of the round's requests as one product (the device calls cuBLAS;
+//     the host executor sums in emulator_coeffs_team's order, emulator_gemm_host), then per
+//     request c and dc (emulator_finish), the rotation kernel, and the columns
+//     [c, dc_0 .. dc_{L-1}] into the group's coefficient matrix (K1 x N, column-major);
 //  4. rows (one GEMM per group): R = B[g_lo .. g_hi] C, the template rows and their label
 //     derivatives for every request of the group at once (span x N, column-major). The device
 //     calls cuBLAS (FP64 basis copy, DGEMM); the host executor sums each element with row_dot<4>,
@@ -66,7 +68,19 @@ struct RowsRound {
   double* coef = nullptr;       // per group: K1 x (g_count ncol), column-major
   double* out = nullptr;        // per group: span x (g_count ncol), column-major
   long long coef_cap = 0, out_cap = 0;  // doubles allocated
+  // The emulator's phase 2 (kernels/emulator_eval.hpp) as one product over the round's requests:
+  // rows emu_ld x (P + N) and sums emu_ld x (K1 - 1), column-major with leading dimension emu_ld
+  // >= n_slots (1 + L), request idx's block at rows idx (1 + L) .. (idx + 1)(1 + L) - 1.
+  // nullptr: each request's coefficients by emulator_coeffs_into, one team each.
+  long long emu_ld = 0;
+  double* emu_rows = nullptr;
+  double* emu_sums = nullptr;
 };
+
+// Doubles of the emulator product's rows and sums for n_slots requests (RowsRound::emu_*).
+VX_HD VX_INLINE long long rows_emu_ld(int n_slots, int n_label) {
+  return (long long)n_slots * (1 + n_label);
+}
 
 // Upper bounds of coef and out (doubles) for n_slots slots of at most n_arms arms on a grid of
 // n_tpix rows.
@@ -149,15 +163,40 @@ inline void rows_layout(RowsRound* r, long long* n_coef, long long* n_out) {
   *n_out = o;
 }
 
-// Stage 3: request idx's coefficients, rotation kernel and coefficient columns. rq->theta holds
+// Whether request idx's emulator coefficients go through the round's product (RowsRound::emu_*;
+// a slot without emulator scratch takes emulator_coeffs_into's serial form).
+VX_HD VX_INLINE bool rows_emu_product(const RowsRound* r, const EvalWork* w) {
+  return r->emu_rows != nullptr && w->emu != nullptr;
+}
+
+// Stage 3a (with the emulator product): request idx's row weights at its labels into its block
+// of the round's emulator rows (emulator_rows).
+template <class Team>
+VX_HD VX_NOINLINE void rows_emu_rows(const Team& team, const RowsRound* r, int idx,
+                                     const FitRequest* rq, const EmulatorView& em,
+                                     const EvalWork* w) {
+  if (!rows_emu_product(r, w)) return;
+  double x[kMaxLabels];
+  emulator_scaled(em, rq->theta + 1, x);
+  emulator_rows(team, em, x, r->emu_rows + (long long)idx * (1 + em.n_label), r->emu_ld, 1);
+}
+
+// Stage 3b, after the emulator product: request idx's coefficients (from its sums, or
+// emulator_coeffs_into), rotation kernel and coefficient columns. rq->theta holds
 // [v, labels, VSINI]; bs the spectrum. Counts the evaluation as evaluate_template does.
 template <class Team>
-VX_HD VX_NOINLINE void rows_coef(const Team& team, const RowsRound* r, int slot,
+VX_HD VX_NOINLINE void rows_coef(const Team& team, const RowsRound* r, int idx, int slot,
                                  const BatchSpectrum& bs, const FitRequest* rq,
                                  const EmulatorView& em, const GridView& g, EvalWork* w) {
   const int L = em.n_label, K1 = r->K1, nc = r->ncol;
   team.single([&] { ++w->n_eval[rq->jac ? 1 : 0]; });
-  emulator_coeffs_into(team, em, rq->theta + 1, w);
+  if (rows_emu_product(r, w)) {  // emulator_coeffs_into's result from the round's product
+    emulator_finish(team, em, r->emu_sums + (long long)idx * (1 + L), r->emu_ld, 1, w->c, w->dc);
+    team.single([&] { ++w->c_gen; });
+    team.sync();
+  } else {
+    emulator_coeffs_into(team, em, rq->theta + 1, w);
+  }
   team.single([&] {
     w->rot_half = rotation_weights(rq->theta[vsini_index(L)], w->limb_eps, g.dlnlam, kMaxRotHalf,
                                    w->rot, w->drot);

@@ -28,10 +28,10 @@
 #             $OUT/engine-{warp,kinds,staged}.h5 (compare them here with
 #             scripts/compare_devices.py), gpu.parity of both engines, memcheck and racecheck of
 #             the staged engine and memcheck of the kinds engine on one LAMOST spectrum, and
-#             memcheck of the staged engine on the DESI-layout coadd; the staged engine's device
-#             time per stage on the DESI-layout bench (VELOX_GPU_STAGE_TIMES=1) to
-#             $OUT/engine-stages-staged-desi.txt. ENGINES picks the benched engines (default
-#             "warp kinds staged")
+#             memcheck of the staged engine on the DESI-layout coadd; each engine's DESI-layout
+#             bench stderr to $OUT/engine-stages-ENGINE-desi.txt, where the staged engine's time
+#             per stage goes (VELOX_GPU_STAGE_TIMES=1). ENGINES picks the benched engines
+#             (default "warp kinds staged")
 # Env: VXB (default /tmp/vxb), OUT (logs; default /tmp/vx-out), THREADS (16), REPLICATE (25000),
 #      REPS (75: 10 050 files), ENGINES (engine), WHOLE_ENGINES (whole).
 set -euo pipefail

@@ -92,4 +92,12 @@ void BlasHandle::dgemm_tn(int m, int n, int k, const double* A, int lda, const d
         "cublasDgemm");
 }
 
+void BlasHandle::dgemm_nt(int m, int n, int k, const double* A, int lda, const double* B, int ldb,
+                          double beta, double* C, int ldc) {
+  const double one = 1.0;
+  check(cublas().dgemm(static_cast<cublasHandle_t>(h_), CUBLAS_OP_N, CUBLAS_OP_T, m, n, k, &one, A,
+                       lda, B, ldb, &beta, C, ldc),
+        "cublasDgemm");
+}
+
 }  // namespace velox

@@ -1,8 +1,8 @@
-// cuBLAS for the staged engine's row GEMMs (fit_kernel.hpp StagedEngine), loaded at run time
-// (dlopen of libcublas.so.13, .12 or .so) so that velox and its other engines start without it.
-// Its own translation unit: cublas_v2.h declares a global `half` that the kernels' headers
-// cannot share a translation unit with. Every call throws std::runtime_error naming the call and
-// the cuBLAS status (or, for the loader, what dlopen said).
+// cuBLAS for the staged engine's row and emulator GEMMs (fit_kernel.hpp StagedEngine), loaded at
+// run time (dlopen of libcublas.so.13, .12 or .so) so that velox and its other engines start
+// without it. Its own translation unit: cublas_v2.h declares a global `half` that the kernels'
+// headers cannot share a translation unit with. Every call throws std::runtime_error naming the
+// call and the cuBLAS status (or, for the loader, what dlopen said).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -24,6 +24,10 @@ class BlasHandle {
   // A is k x m with leading dimension lda, B k x n (ldb), C m x n (ldc); FP64, on the stream.
   void dgemm_tn(int m, int n, int k, const double* A, int lda, const double* B, int ldb, double* C,
                 int ldc);
+  // C (m x n) = A B^T + beta C, column-major (op(A) = N, op(B) = T, alpha 1): A is m x k (lda),
+  // B n x k (ldb), C m x n (ldc); FP64, on the stream.
+  void dgemm_nt(int m, int n, int k, const double* A, int lda, const double* B, int ldb,
+                double beta, double* C, int ldc);
 
  private:
   void* h_ = nullptr;  // cublasHandle_t

@@ -153,7 +153,8 @@ __global__ void __launch_bounds__(kEngineStepThreads)
   if (i < ctl->rows->count) kern::engine_plan_rows(ctl, i);
 }
 
-// Every row request of the round, stage Stage (0 coefficients, 1 pixels, 2 continuum).
+// Every row request of the round, stage Stage (-1 the emulator's row weights, 0 coefficients,
+// 1 pixels, 2 continuum).
 template <int Stage>
 __global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
     engine_rows_kernel(const kern::EngineCtl* ctl) {
@@ -174,19 +175,22 @@ __global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
   });
 }
 
-}  // namespace
-
-// Device time per stage of the staged engine's rounds (VELOX_GPU_STAGE_TIMES=1): an event at
-// each of a round's kStages + 1 boundaries; a round's intervals are summed once the next round's
-// wait has passed (its events are complete then). Intervals where the stream waits for the host
-// count too: "host" is the time from the round's counts arriving to the next launch.
+// Time per stage of the staged engine's rounds on its stream (VELOX_GPU_STAGE_TIMES=1): an event
+// at each of a round's kStages + 1 boundaries; a round's intervals are summed once the next
+// round's wait has passed (its events are complete then). Intervals where the stream waits for
+// the host count too: "host" is the time from the round's counts arriving to the next launch.
+// The two buffer sets' engines run at once on two streams, so an interval is the stream's time,
+// which includes waiting for the other set's kernels: per-set totals overlap, and the shares say
+// where a round's time goes, not the device's busy time. A diagnostic: an event error skips the
+// interval (never fails a batch).
 struct StageClock {
-  static constexpr int kStages = 17;
+  static constexpr int kStages = 18;
   static constexpr const char* kNames[kStages] = {
-      "step+plan", "counts down", "host",         "fold",         "ccf prep",   "ccf",
-      "grid",      "emulator",    "rows: coef",   "rows: GEMMs",  "rows: pixels",
-      "rows: continuum", "eval: template", "eval: continuum", "clip", "arm pixels",
-      "velocity grid"};
+      "step+plan",     "counts down",  "host",           "fold",
+      "ccf prep",      "ccf",          "grid",           "emulator",
+      "rows: emulator", "rows: coef",  "rows: GEMMs",    "rows: pixels",
+      "rows: continuum", "eval: template", "eval: continuum", "clip",
+      "arm pixels",    "velocity grid"};
   cudaStream_t stream;
   cudaEvent_t ev[2][kStages + 1] = {};
   int cur = 0;
@@ -194,17 +198,25 @@ struct StageClock {
   double ms[kStages] = {};
   long batches = 0, rounds = 0;
   explicit StageClock(cudaStream_t s) : stream(s) {
-    for (auto& set : ev)
-      for (auto& e : set) check(cudaEventCreate(&e), "cudaEventCreate (stage times)");
+    try {
+      for (auto& set : ev)
+        for (auto& e : set) check(cudaEventCreate(&e), "cudaEventCreate (stage times)");
+    } catch (...) {
+      destroy();
+      throw;
+    }
   }
-  ~StageClock() {
+  ~StageClock() { destroy(); }
+  void destroy() {
     for (auto& set : ev)
       for (auto& e : set)
         if (e) cudaEventDestroy(e);
   }
   // A round's boundaries go to one of the two event sets, in turn.
   void begin_round() { cur ^= 1; }
-  void mark(int k) { check(cudaEventRecord(ev[cur][k], stream), "cudaEventRecord (stage)"); }
+  void mark(int k) {
+    if (cudaEventRecord(ev[cur][k], stream) != cudaSuccess) cudaGetLastError();
+  }
   // After a round's wait: the previous round's intervals (complete); last: the run's final
   // round, whose step and counts are complete too.
   void passed_wait(bool last) {
@@ -221,9 +233,16 @@ struct StageClock {
   void add(int set, int n) {
     for (int k = 0; k < n; ++k) {
       float t = 0.0f;
-      check(cudaEventElapsedTime(&t, ev[set][k], ev[set][k + 1]), "cudaEventElapsedTime");
-      ms[k] += t;
+      if (cudaEventElapsedTime(&t, ev[set][k], ev[set][k + 1]) == cudaSuccess)
+        ms[k] += t;
+      else
+        cudaGetLastError();  // clear it: the diagnostic loses one interval
     }
+  }
+  // A run's start: no round of an earlier run (which may have stopped mid-round) is pending.
+  void begin_run() {
+    full[0] = full[1] = false;
+    ++batches;
   }
   std::string report() const {
     double total = 0.0;
@@ -233,7 +252,7 @@ struct StageClock {
                   rounds, total);
     std::string out = line;
     for (int k = 0; k < kStages; ++k) {
-      std::snprintf(line, sizeof line, "\n  %-16s %10.1f ms %5.1f%%  %8.1f us/round", kNames[k],
+      std::snprintf(line, sizeof line, "\n  %-16s %10.1f ms %5.1f%%  %8.1f us/full round", kNames[k],
                     ms[k], total > 0 ? 100.0 * ms[k] / total : 0.0,
                     rounds > 0 ? 1e3 * ms[k] / rounds : 0.0);
       out += line;
@@ -241,6 +260,8 @@ struct StageClock {
     return out;
   }
 };
+
+}  // namespace
 
 StagedEngine::StagedEngine(int n_slots, cudaStream_t stream) : n_slots_(n_slots), stream_(stream) {
   try {
@@ -268,13 +289,13 @@ void StagedEngine::release() {
   clock_ = nullptr;
   for (void* p : {ctl_, rows_, static_cast<void*>(list_), static_cast<void*>(slot_spec_),
                   static_cast<void*>(rlist_), static_cast<void*>(col_), groups_,
-                  static_cast<void*>(coef_), static_cast<void*>(out_), items_})
+                  static_cast<void*>(coef_), static_cast<void*>(out_), items_, emu_})
     if (p) cudaFree(p);
   if (staging_) cudaFreeHost(staging_);
   blas_ = ctl_ = rows_ = groups_ = staging_ = nullptr;
   list_ = slot_spec_ = rlist_ = col_ = nullptr;
   coef_ = out_ = nullptr;
-  items_ = nullptr;
+  items_ = emu_ = nullptr;
 }
 
 std::string StagedEngine::stage_report() const {
@@ -291,10 +312,14 @@ void StagedEngine::grow(void** p, size_t* cap, size_t bytes) {
   *cap = bytes;
 }
 
-size_t StagedEngine::row_buffer_bytes(int n_slots, int max_arms, int n_tpix, int n_label, int K1) {
+size_t StagedEngine::row_buffer_bytes(int n_slots, int max_arms, int n_tpix,
+                                      const kern::EmulatorView& em) {
   long long c = 0, o = 0;
-  kern::rows_buffer_bound(n_slots, max_arms, n_tpix, kern::rows_ncol(n_label), K1, &c, &o);
-  return static_cast<size_t>(c + o) * sizeof(double);
+  kern::rows_buffer_bound(n_slots, max_arms, n_tpix, kern::rows_ncol(em.n_label), em.n_comp, &c,
+                          &o);
+  const long long emu = kern::rows_emu_ld(n_slots, em.n_label) *
+                        (em.n_poly + em.n_train + std::max(em.n_comp - 1, 0));
+  return static_cast<size_t>(c + o + emu) * sizeof(double) + 512;
 }
 
 size_t StagedEngine::item_buffer_bytes(int n_slots, long long t_stride) {
@@ -304,7 +329,7 @@ size_t StagedEngine::item_buffer_bytes(int n_slots, long long t_stride) {
 
 void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*>& basis_d,
                        int max_arms) {
-  rounds_ = gemms_ = item_chunks_ = 0;
+  rounds_ = gemms_ = emu_gemms_ = item_chunks_ = 0;
   if (b.n_spec <= 0) return;
   if (b.n_slots != n_slots_) throw std::logic_error("StagedEngine: batch with another slot count");
   const int G = static_cast<int>(basis_d.size());
@@ -314,6 +339,11 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
                           &out_n);
   grow(reinterpret_cast<void**>(&coef_), &coef_cap_, static_cast<size_t>(coef_n) * sizeof(double));
   grow(reinterpret_cast<void**>(&out_), &out_cap_, static_cast<size_t>(out_n) * sizeof(double));
+  // The emulator product's rows and sums (kern::RowsRound::emu_*).
+  const long long emu_ld = kern::rows_emu_ld(n_slots_, b.em.n_label);
+  const int emu_k = b.em.n_poly + b.em.n_train, emu_n = std::max(b.em.n_comp - 1, 0);
+  const size_t emu_rows_b = align256(static_cast<size_t>(emu_ld) * emu_k * sizeof(double));
+  grow(&emu_, &emu_cap_, emu_rows_b + static_cast<size_t>(emu_ld) * emu_n * sizeof(double));
   // The per-template items' buffers (the grid's T and full grids, the CCF's sums), then their
   // workspaces.
   kern::TemplateItems ti;
@@ -354,6 +384,9 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
   r.out = out_;
   r.coef_cap = coef_n;
   r.out_cap = out_n;
+  r.emu_ld = emu_ld;
+  r.emu_rows = static_cast<double*>(emu_);
+  r.emu_sums = reinterpret_cast<double*>(static_cast<unsigned char*>(emu_) + emu_rows_b);
   kern::EngineCtl c;
   c.b = b;
   c.list = list_;
@@ -383,7 +416,7 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
   auto mark = [clock](int k) {
     if (clock) clock->mark(k);
   };
-  if (clock) ++clock->batches;
+  if (clock) clock->begin_run();
   for (;;) {
     if (clock) clock->begin_round();
     mark(0);
@@ -404,9 +437,12 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
     check(cudaStreamSynchronize(stream_), "staged engine round");
     std::memcpy(&hc, hs, sizeof hc);
     std::memcpy(&hr, hs + o_rows, sizeof hr);
-    if (clock) clock->passed_wait(hc.n_active == 0);
-    if (hc.n_active == 0) break;
-    mark(3);
+    if (hc.n_active == 0) {
+      if (clock) clock->passed_wait(true);
+      break;
+    }
+    mark(3);  // first, so that "host" does not time the clock's own reads below
+    if (clock) clock->passed_wait(false);
     if (++rounds_ >= kEngineMaxRounds)
       throw std::runtime_error("the staged GPU engine stopped after " + std::to_string(rounds_) +
                                " rounds with " + std::to_string(hc.n_active) +
@@ -440,7 +476,7 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
     serve(IntC<kern::kReqEmu>{}, IntC<0>{});
     mark(8);
     if (hr.count == 0)
-      for (int k = 9; k <= 12; ++k) mark(k);
+      for (int k = 9; k <= 13; ++k) mark(k);
     if (hr.count > 0) {
       // The groups' blocks (host), up; then coefficients, one GEMM per group, pixels, continuum.
       kern::RowsRound lay = hr;
@@ -456,9 +492,24 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
           cudaMemcpyAsync(dg + 3 * gi, hs + o_g + 3 * gi, 2 * gl, cudaMemcpyHostToDevice, stream_),
           "cudaMemcpyAsync (row layout)");
       const unsigned rb = blocks(hr.count);
+      // The emulator: every request's row weights, then its phase-2 sums for all of them as two
+      // products (the polynomial terms, then the training stars: S = E B^T with B = poly_coef
+      // or alpha, stored [row][K1], their columns 1 .. K1 - 1).
+      engine_rows_kernel<-1><<<rb, kServeThreads, 0, stream_>>>(ctl);
+      check(cudaGetLastError(), "staged engine: emulator launch");
+      if (emu_n > 0) {
+        const int m = hr.count * (1 + b.em.n_label);
+        blas->dgemm_nt(m, emu_n, b.em.n_poly, r.emu_rows, static_cast<int>(emu_ld),
+                       b.em.poly_coef + 1, b.em.n_comp, 0.0, r.emu_sums, static_cast<int>(emu_ld));
+        blas->dgemm_nt(m, emu_n, b.em.n_train, r.emu_rows + b.em.n_poly * emu_ld,
+                       static_cast<int>(emu_ld), b.em.alpha + 1, b.em.n_comp, 1.0, r.emu_sums,
+                       static_cast<int>(emu_ld));
+        emu_gemms_ += 2;
+      }
+      mark(9);
       engine_rows_kernel<0><<<rb, kServeThreads, 0, stream_>>>(ctl);
       check(cudaGetLastError(), "staged engine: coefficient launch");
-      mark(9);
+      mark(10);
       for (int g = 0; g < G; ++g) {
         const int lo = lay.g_lo[g], span = lay.g_hi[g] - lo + 1, n = lay.g_count[g] * ncol;
         if (lay.g_count[g] == 0 || span <= 0) continue;
@@ -468,23 +519,23 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
                        coef_ + lay.g_coef[g], K1, out_ + lay.g_out[g], span);
         ++gemms_;
       }
-      mark(10);
-      engine_rows_kernel<1><<<rb, kServeThreads, 0, stream_>>>(ctl);
       mark(11);
-      engine_rows_kernel<2><<<rb, kServeThreads, 0, stream_>>>(ctl);
+      engine_rows_kernel<1><<<rb, kServeThreads, 0, stream_>>>(ctl);
       mark(12);
+      engine_rows_kernel<2><<<rb, kServeThreads, 0, stream_>>>(ctl);
+      mark(13);
       check(cudaGetLastError(), "staged engine: row stage launch");
     }
     serve(IntC<kern::kReqEval>{}, IntC<0>{});
-    mark(13);
-    serve(IntC<kern::kReqEval>{}, IntC<1>{});
     mark(14);
-    serve(IntC<kern::kReqClip>{}, IntC<0>{});
+    serve(IntC<kern::kReqEval>{}, IntC<1>{});
     mark(15);
-    serve(IntC<kern::kReqArmPixels>{}, IntC<0>{});
+    serve(IntC<kern::kReqClip>{}, IntC<0>{});
     mark(16);
-    serve(IntC<kern::kReqVGrid>{}, IntC<0>{});
+    serve(IntC<kern::kReqArmPixels>{}, IntC<0>{});
     mark(17);
+    serve(IntC<kern::kReqVGrid>{}, IntC<0>{});
+    mark(18);
     check(cudaGetLastError(), "staged engine: serve launch");
   }
 }

@@ -66,8 +66,9 @@ class EngineLauncher {
 // the round's counts (one small copy and a wait on the stream), then launches the serve kernels
 // of the kinds with requests, the coarse CCF and the chi^2 grid with a warp per (request,
 // template) (kern::TemplateItems)
-// and the row stages: coefficients, one cuBLAS DGEMM per arm model over its requests' columns
-// (the basis in FP64), pixels, continuum. cuBLAS is loaded at run time
+// and the row stages: the emulator's row weights and its phase-2 sums for all requests as two
+// cuBLAS DGEMMs, coefficients, one DGEMM per arm model over its requests' columns (the basis in
+// FP64), pixels, continuum. cuBLAS is loaded at run time
 // (dlopen of libcublas.so.13, .12 or .so), so that the other engines run without it.
 // Synchronous: run() returns when the batch is done (the backend calls it on a thread of its
 // own). Throws std::runtime_error on CUDA or cuBLAS errors and when the rounds reach their cap.
@@ -81,8 +82,10 @@ class StagedEngine {
   // basis in FP64 ([n_tpix][K+1], device), in b.basis' order; max_arms: the most arms of a
   // spectrum of the batch (the row buffers' size).
   void run(const kern::BatchView& b, const std::vector<const double*>& basis_d, int max_arms);
-  // Device bytes of the row buffers for n_slots slots of max_arms arms (rows_buffer_bound).
-  static size_t row_buffer_bytes(int n_slots, int max_arms, int n_tpix, int n_label, int K1);
+  // Device bytes of the row buffers for n_slots slots of max_arms arms (rows_buffer_bound) and
+  // of the emulator product's rows and sums (kern::rows_emu_ld) for emulator em.
+  static size_t row_buffer_bytes(int n_slots, int max_arms, int n_tpix,
+                                 const kern::EmulatorView& em);
   // Device bytes of the per-template items' buffers (kern::TemplateItems: kItemsPerSlot items per
   // slot, each t_stride doubles (kern::template_items_stride) and an EvalWork).
   static size_t item_buffer_bytes(int n_slots, long long t_stride);
@@ -91,6 +94,7 @@ class StagedEngine {
   static constexpr int kItemsPerSlot = 4;
   long rounds() const { return rounds_; }  // of the last run
   long gemms() const { return gemms_; }
+  long emu_gemms() const { return emu_gemms_; }
   long item_chunks() const { return item_chunks_; }
   // With VELOX_GPU_STAGE_TIMES=1 in the environment at construction: the device time of each
   // stage of the rounds so far (CUDA events at the stage boundaries of every round; a few
@@ -120,7 +124,9 @@ class StagedEngine {
   size_t staging_cap_ = 0;
   void* items_ = nullptr;  // kern::TemplateItems: [cap][t_stride] doubles, then cap workspaces
   size_t items_cap_ = 0;   // bytes
-  long rounds_ = 0, gemms_ = 0, item_chunks_ = 0;
+  void* emu_ = nullptr;    // kern::RowsRound::emu_rows, then emu_sums
+  size_t emu_cap_ = 0;     // bytes
+  long rounds_ = 0, gemms_ = 0, emu_gemms_ = 0, item_chunks_ = 0;
 };
 
 }  // namespace velox

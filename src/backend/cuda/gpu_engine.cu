@@ -159,9 +159,10 @@ class CudaBackend final : public Backend {
       auto& s = sets_[k];
       if (s.runner.joinable()) s.runner.join();
       // VELOX_GPU_STAGE_TIMES=1: where the staged engine's device time went (docs/gpu.md).
-      if (s.staged && !s.staged->stage_report().empty())
+      const std::string times = s.staged ? s.staged->stage_report() : std::string();
+      if (!times.empty())
         std::fprintf(stderr, "velox: %s, buffer set %d, stage times: %s\n", name_.c_str(), k,
-                     s.staged->stage_report().c_str());
+                     times.c_str());
       if (s.stream) cudaStreamSynchronize(s.stream);
       if (s.done) cudaEventDestroy(s.done);
       if (s.stream) cudaStreamDestroy(s.stream);
@@ -257,7 +258,9 @@ class CudaBackend final : public Backend {
       for (const auto* p : specs) arms = std::max(arms, p->n_arms);
       fixed +=
           static_cast<size_t>(kSets) *
-          (StagedEngine::row_buffer_bytes(n_slots_, arms, lib_.n_tpix, lib_.n_label, em_.n_comp) +
+          (StagedEngine::row_buffer_bytes(n_slots_, arms, lib_.n_tpix, em_) +
+           // kern::template_items_stride's doubles per item, from this batch's sizes (run()
+           // sizes them from the set's widened slots: larger only after a larger batch).
            StagedEngine::item_buffer_bytes(
                n_slots_, std::max<long long>(s.slot_pix + s.slot_full, 9LL * s.n_out)));
     }

@@ -197,6 +197,48 @@ TEST_CASE(
   CHECK(st.item_chunks >= (st.items[kern::kReqGrid] + st.items[kern::kReqCcf]) / 7);
 }
 
+// The staged engine's emulator product (kernels/emulator_eval.hpp): the row weights of several
+// requests in one column-major matrix, phase 2 for all of them at once (emulator_gemm_host, the
+// host's form of the device's DGEMM), then each request's coefficients, against
+// emulator_coeffs_team with the lane team (the warp's arithmetic) one request at a time: the
+// same sums in the same order, so bit for bit, for labels across the library's grid (near
+// training stars, between them, at its edges where most kernel rows are skipped).
+TEST_CASE("the emulator's coefficients as one product over requests are emulator_coeffs_team's",
+          "[kernels][engine]") {
+  const auto& lib = test::thin_library();
+  const kern::EmulatorView em = lib.view();
+  const int L = em.n_label, K1 = em.n_comp, W = 1 + L, n_req = 5;
+  REQUIRE(L == 3);
+  const double labels[n_req][3] = {{std::log10(5800.0), 4.4, 0.0},
+                                   {std::log10(4600.0), 2.5, -0.5},
+                                   {std::log10(3600.0), 4.8, 0.2},
+                                   {std::log10(6800.0), 4.0, -1.5},
+                                   {std::log10(5200.0), 3.6, -2.4}};
+  const long long ld = kern::rows_emu_ld(n_req + 2, L);  // wider than the requests, as the device
+  std::vector<double> rows(ld * (em.n_poly + em.n_train), NAN), sums(ld * (K1 - 1), NAN);
+  const kern::LaneTeam team{};
+  for (int i = 0; i < n_req; ++i) {
+    double x[kern::kMaxLabels];
+    kern::emulator_scaled(em, labels[i], x);
+    kern::emulator_rows(team, em, x, rows.data() + i * W, ld, 1);
+  }
+  kern::emulator_gemm_host(em, n_req, ld, rows.data(), sums.data());
+  std::vector<double> scratch(kern::emulator_scratch_size(em));
+  int n_skipped = 0;
+  for (int i = 0; i < n_req; ++i) {
+    INFO("request " << i);
+    std::vector<double> c(K1), dc(L * K1), c_ref(K1), dc_ref(L * K1);
+    kern::emulator_finish(team, em, sums.data() + i * W, ld, 1, c.data(), dc.data());
+    kern::emulator_coeffs_team(team, em, labels[i], scratch.data(), c_ref.data(), dc_ref.data());
+    CHECK(std::memcmp(c.data(), c_ref.data(), sizeof(double) * K1) == 0);
+    CHECK(std::memcmp(dc.data(), dc_ref.data(), sizeof(double) * L * K1) == 0);
+    CHECK(c_ref[1] != 0.0);
+    for (int r = em.n_poly; r < em.n_poly + em.n_train; ++r)
+      n_skipped += rows[r * ld + i * W] == 0.0;
+  }
+  CHECK(n_skipped > 0);  // the skipped rows (kernel value 0) were exercised
+}
+
 // The staged engine (kernels/rows_stage.hpp): the round's full evaluations in row stages (the
 // coefficients per request, one GEMM per arm model over all of the round's requests, the pixels
 // from the rows per request), against fit_one with the same lane team. The rows sum the model in
@@ -238,6 +280,13 @@ static int staged_against_fit_one(const TemplateLibrary& lib, const FitConfig& c
   rows.col = col.data();
   rows.coef = coef.data();
   rows.out = out.data();
+  // The emulator's phase 2 as one product over each round's requests, as the device runs it.
+  const kern::EmulatorView& em = ctl.b.em;
+  rows.emu_ld = kern::rows_emu_ld(n_slots, em.n_label);
+  std::vector<double> emu_rows(rows.emu_ld * (em.n_poly + em.n_train)),
+      emu_sums(rows.emu_ld * (em.n_comp - 1));
+  rows.emu_rows = emu_rows.data();
+  rows.emu_sums = emu_sums.data();
   ctl.rows = &rows;
   c.items(&ctl, 2 * n_slots);  // and the grid and CCF per template, as the device serves them
   const auto st = kern::engine_run(c.team, &ctl, 1000000);
@@ -277,6 +326,8 @@ static int staged_against_fit_one(const TemplateLibrary& lib, const FitConfig& c
   CHECK(st.served_rows == full - st.served[kern::kReqClip]);
   CHECK(st.gemms > 0);
   CHECK(st.served_rows > st.gemms);
+  CHECK(st.emu_gemms > 0);
+  CHECK(st.served_rows > st.emu_gemms);  // several requests per emulator product
   CHECK(st.items[kern::kReqGrid] == st.served[kern::kReqGrid] * hb.n_ccf);
   std::fprintf(stderr,
                "staged engine: %d fits over %d slots, %ld rounds, %ld full evaluations in %ld row "
