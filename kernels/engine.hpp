@@ -122,20 +122,23 @@ VX_HD VX_INLINE void engine_serve(const Team& team, const EngineCtl* ctl, int st
   team.sync();  // every worker is done with the views before they are rewritten
 }
 
-// Doubles per item of TemplateItems for batch b: a grid item's T (slot_pix) and full grid
-// (slot_full), at least a CCF item's lag sums and CCF (9 n_out).
-VX_HD VX_INLINE long long template_items_stride(const BatchView& b) {
-  const long long grid = b.slot_pix + b.slot_full, ccf = 9LL * b.n_out;
+// Doubles per item of TemplateItems for slots of slot_pix pixels and slot_full full-grid points
+// and CCFs of n_out lags: a grid item's T (slot_pix) and full grid (slot_full), at least a CCF
+// item's lag sums and CCF (9 n_out).
+VX_HD VX_INLINE long long template_items_stride(long long slot_pix, long long slot_full,
+                                                int n_out) {
+  const long long grid = slot_pix + slot_full, ccf = 9LL * n_out;
   return grid > ccf ? grid : ccf;
 }
+VX_HD VX_INLINE long long template_items_stride(const BatchView& b) {
+  return template_items_stride(b.slot_pix, b.slot_full, b.n_out);
+}
 
-// Templates per request of kind Kind (kReqGrid or kReqCcf) in TemplateItems: the grid's n_ccf,
-// the coarse CCF's n_ccf_use (fit_step's m.n_use: at most n_ccf and kMaxCcfTemplates).
+// Templates per request of kind Kind (kReqGrid or kReqCcf) in TemplateItems: the sizes fit_step
+// asks for (grid_templates, ccf_templates_used).
 template <int Kind>
 VX_HD VX_INLINE int template_items_per_request(const BatchView& b) {
-  const int n = b.n_ccf < kMaxCcfTemplates ? b.n_ccf : kMaxCcfTemplates;
-  if (Kind == kReqGrid) return n;
-  return b.cfg.n_ccf_use < 1 ? 1 : (b.cfg.n_ccf_use < n ? b.cfg.n_ccf_use : n);
+  return Kind == kReqGrid ? grid_templates(b.n_ccf) : ccf_templates_used(b.cfg, b.n_ccf);
 }
 
 // Items of kind Kind this round: every template of every request of the kind.
@@ -258,6 +261,16 @@ void engine_items_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
   st->items[Kind] += n_items;
 }
 
+// A round's kReqCcf or kReqGrid requests on the host: per item with TemplateItems (the staged
+// engine), else per request.
+template <int Kind, class Team>
+void engine_serve_templates(const Team& team, EngineCtl* ctl, EngineStats* st) {
+  if (ctl->items.cap > 0)
+    engine_items_all<Kind>(team, ctl, st);
+  else
+    engine_serve_all<Kind>(team, ctl, st);
+}
+
 // The row stages of a round on the host, in the device's order: every request's coefficients,
 // one GEMM per group with requests, every request's pixels, every request's continuum.
 // Throws std::length_error when the round's blocks exceed the buffers (a sizing bug).
@@ -312,15 +325,9 @@ EngineStats engine_run(const Team& team, EngineCtl* ctl, long max_rounds = 10000
     if (ctl->n_active > st.widest_round) st.widest_round = ctl->n_active;
     engine_serve_all<kReqFold>(team, ctl, &st);
     engine_serve_all<kReqCcfPrep>(team, ctl, &st);
-    if (ctl->items.cap > 0)
-      engine_items_all<kReqCcf>(team, ctl, &st);
-    else
-      engine_serve_all<kReqCcf>(team, ctl, &st);
+    engine_serve_templates<kReqCcf>(team, ctl, &st);
     engine_serve_all<kReqGridPrep>(team, ctl, &st);
-    if (ctl->items.cap > 0)
-      engine_items_all<kReqGrid>(team, ctl, &st);
-    else
-      engine_serve_all<kReqGrid>(team, ctl, &st);
+    engine_serve_templates<kReqGrid>(team, ctl, &st);
     engine_serve_all<kReqEmu>(team, ctl, &st);
     engine_rows_all(team, ctl, &st);
     engine_serve_all<kReqEval>(team, ctl, &st);

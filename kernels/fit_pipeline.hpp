@@ -281,6 +281,17 @@ VX_HD VX_NOINLINE bool seg_step(SegMachine& m, const FitData& d, const PipelineC
 
 // The fit of one spectrum (fit_one): CCF, chi^2 grid, LM from the best starts, VSINI, clipping
 // and the re-fit, the statistics at the solution. The inputs are fit_one's.
+// The coarse templates a fit's chi^2 grid takes (all of the library's n_ccf, at most
+// kMaxCcfTemplates), and how many of them its coarse CCF cross-correlates (cfg.n_ccf_use, at
+// least 1): fit_step's request sizes, and the staged engine's items per request.
+VX_HD VX_INLINE int grid_templates(int n_ccf) {
+  return n_ccf > kMaxCcfTemplates ? kMaxCcfTemplates : n_ccf;
+}
+VX_HD VX_INLINE int ccf_templates_used(const PipelineConfig& cfg, int n_ccf) {
+  const int n = grid_templates(n_ccf);
+  return cfg.n_ccf_use < 1 ? 1 : (cfg.n_ccf_use < n ? cfg.n_ccf_use : n);
+}
+
 template <class Team>
 VX_HD VX_NOINLINE bool fit_step(FitMachine& m, int L, const GridView& g, const FitData& d,
                                 int n_ccf, const double* ccf_labels, const PipelineConfig& cfg,
@@ -292,7 +303,7 @@ VX_HD VX_NOINLINE bool fit_step(FitMachine& m, int L, const GridView& g, const F
   for (int a = 0; a < kMaxArms; ++a) sh->kept[a].basis = nullptr;  // a new spectrum's rows
   rq->kind = kReqFold;  // the matrix rows into the worker's scratch (kernels/fold.hpp)
   VX_YIELD(m, 1);
-  m.n_ccf = n_ccf > kMaxCcfTemplates ? kMaxCcfTemplates : n_ccf;
+  m.n_ccf = grid_templates(n_ccf);
   w->emu = sc.emu;
   w->fit_vsini = 0;
   w->limb_eps = cfg.limb_eps;
@@ -311,7 +322,7 @@ VX_HD VX_NOINLINE bool fit_step(FitMachine& m, int L, const GridView& g, const F
   m.lag_lo = ccf_lag_lo(cfg, g);
   m.lag_step = cfg.lag_step > 0 ? cfg.lag_step : 1;
   m.n_out = ccf_lags(cfg, g);
-  m.n_use = cfg.n_ccf_use < 1 ? 1 : (cfg.n_ccf_use < m.n_ccf ? cfg.n_ccf_use : m.n_ccf);
+  m.n_use = ccf_templates_used(cfg, n_ccf);
   sh->pbest = -INFINITY;
   sh->jbest = 0;
   sh->obest = 0;

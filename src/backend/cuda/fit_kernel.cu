@@ -461,7 +461,7 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
     // buffers.
     auto items = [&](auto kind) {
       constexpr int K = decltype(kind)::value;
-      const int n_items = hc.count[K] * kern::template_items_per_request<K>(b);
+      const int n_items = kern::template_items_count<K>(&hc);
       for (int first = 0; first < n_items; first += ti.cap) {
         const int n = std::min(ti.cap, n_items - first);
         engine_items_kernel<K><<<(n + kServeWarps - 1) / kServeWarps, kServeThreads, 0, stream_>>>(

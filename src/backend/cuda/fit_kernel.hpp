@@ -65,10 +65,9 @@ class EngineLauncher {
 // "Template rows as one GEMM"): each round the control kernel steps every slot, the host reads
 // the round's counts (one small copy and a wait on the stream), then launches the serve kernels
 // of the kinds with requests, the coarse CCF and the chi^2 grid with a warp per (request,
-// template) (kern::TemplateItems)
-// and the row stages: the emulator's row weights and its phase-2 sums for all requests as two
-// cuBLAS DGEMMs, coefficients, one DGEMM per arm model over its requests' columns (the basis in
-// FP64), pixels, continuum. cuBLAS is loaded at run time
+// template) (kern::TemplateItems), and the row stages: the emulator's row weights and its
+// phase-2 sums for all requests as two cuBLAS DGEMMs, coefficients, one DGEMM per arm model over
+// its requests' columns (the basis in FP64), pixels, continuum. cuBLAS is loaded at run time
 // (dlopen of libcublas.so.13, .12 or .so), so that the other engines run without it.
 // Synchronous: run() returns when the batch is done (the backend calls it on a thread of its
 // own). Throws std::runtime_error on CUDA or cuBLAS errors and when the rounds reach their cap.

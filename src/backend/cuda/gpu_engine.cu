@@ -19,6 +19,7 @@
 
 #include "backend/cuda/fit_kernel.hpp"
 #include "backend/gpu.hpp"
+#include "kernels/engine.hpp"  // kern::template_items_stride
 
 namespace velox {
 
@@ -259,10 +260,10 @@ class CudaBackend final : public Backend {
       fixed +=
           static_cast<size_t>(kSets) *
           (StagedEngine::row_buffer_bytes(n_slots_, arms, lib_.n_tpix, em_) +
-           // kern::template_items_stride's doubles per item, from this batch's sizes (run()
-           // sizes them from the set's widened slots: larger only after a larger batch).
+           // From this batch's sizes (run() sizes them from the set's widened slots: larger
+           // only after a larger batch).
            StagedEngine::item_buffer_bytes(
-               n_slots_, std::max<long long>(s.slot_pix + s.slot_full, 9LL * s.n_out)));
+               n_slots_, kern::template_items_stride(s.slot_pix, s.slot_full, s.n_out)));
     }
     // What this engine already holds for batches is reusable: count it as free.
     const size_t n =
