@@ -44,25 +44,43 @@ VX_HD VX_INLINE long long emulator_scratch_size(const EmulatorView& e) {
   return (long long)(e.n_poly + e.n_train + e.n_comp) * (1 + e.n_label);
 }
 
-// Quadratic polynomial terms phi[P] and d phi / d x_l (dphi[l][P]) at scaled labels x[L].
-// Order: 1, x_0..x_{L-1}, then x_l x_m for l <= m (row-major over l).
-VX_HD VX_INLINE void poly_terms(const double* x, int n_label, double* phi, double* dphi) {
+// Quadratic polynomial terms phi(p) and d phi_p / d x_l (dphi(l, p)) at scaled labels x[L],
+// written through the references phi(p) and dphi(l, p) (arrays, or a row-weight matrix:
+// emulator_rows). Order: 1, x_0..x_{L-1}, then x_l x_m for l <= m (row-major over l).
+template <class Phi, class DPhi>
+VX_HD VX_INLINE void poly_terms_at(const double* x, int n_label, Phi&& phi, DPhi&& dphi) {
   const int np = n_poly_terms(n_label);
   for (int l = 0; l < n_label; ++l)
-    for (int p = 0; p < np; ++p) dphi[l * np + p] = 0.0;
+    for (int p = 0; p < np; ++p) dphi(l, p) = 0.0;
+  // The label loops run to kMaxLabels with a test (the same operations as to n_label), so that
+  // the GPU keeps x in registers.
   int p = 0;
-  phi[p++] = 1.0;
-  for (int l = 0; l < n_label; ++l) {
-    dphi[l * np + p] = 1.0;
-    phi[p++] = x[l];
-  }
-  for (int l = 0; l < n_label; ++l)
-    for (int m = l; m < n_label; ++m) {
-      phi[p] = x[l] * x[m];
-      dphi[l * np + p] += x[m];
-      dphi[m * np + p] += x[l];
-      ++p;
+  phi(p++) = 1.0;
+  VX_UNROLL
+  for (int l = 0; l < kMaxLabels; ++l)
+    if (l < n_label) {
+      dphi(l, p) = 1.0;
+      phi(p++) = x[l];
     }
+  VX_UNROLL
+  for (int l = 0; l < kMaxLabels; ++l) {
+    VX_UNROLL
+    for (int m = l; m < kMaxLabels; ++m)
+      if (m < n_label) {  // l <= m < n_label
+        phi(p) = x[l] * x[m];
+        dphi(l, p) += x[m];
+        dphi(m, p) += x[l];
+        ++p;
+      }
+  }
+}
+
+// poly_terms_at into arrays phi[P] and dphi[l][P].
+VX_HD VX_INLINE void poly_terms(const double* x, int n_label, double* phi, double* dphi) {
+  const int np = n_poly_terms(n_label);
+  poly_terms_at(
+      x, n_label, [&](int p) -> double& { return phi[p]; },
+      [&](int l, int p) -> double& { return dphi[l * np + p]; });
 }
 
 // c[K+1] and dc[L][K+1] = d c / d label (physical label units) at physical labels[L].
@@ -254,21 +272,20 @@ template <class Team>
 VX_HD void emulator_rows(const Team& team, const EmulatorView& e, const double* x, double* rows,
                          long long rs, long long cs) {
   const int L = e.n_label, P = e.n_poly;
-  team.single([&] {
-    double phi[1 + kMaxLabels + kMaxLabels * (kMaxLabels + 1) / 2];
-    double dphi[kMaxLabels * (1 + kMaxLabels + kMaxLabels * (kMaxLabels + 1) / 2)];
-    poly_terms(x, L, phi, dphi);
-    for (int p = 0; p < P; ++p) {
-      rows[p * rs] = phi[p];
-      for (int l = 0; l < L; ++l) rows[p * rs + (1 + l) * cs] = dphi[l * P + p];
-    }
+  team.single([&] {  // the polynomial terms' rows, written in place (no array of their own)
+    poly_terms_at(
+        x, L, [&](int p) -> double& { return rows[p * rs]; },
+        [&](int l, int p) -> double& { return rows[p * rs + (1 + l) * cs]; });
   });
   // Training star i's row: its GP kernel value kv and kv's derivatives with respect to x_l.
+  // The label loops below run to kMaxLabels with a test, so that the GPU keeps x in registers
+  // (no stack frame for the staged engine's row kernel); the same operations as to L.
   auto kernel_row = [&](int i, double kv) {
     double* r = rows + (long long)(P + i) * rs;
     r[0] = kv;
-    for (int l = 0; l < L; ++l)
-      r[(1 + l) * cs] = -(x[l] - e.train_x[i * L + l]) * e.inv_len2[l] * kv;
+    VX_UNROLL
+    for (int l = 0; l < kMaxLabels; ++l)
+      if (l < L) r[(1 + l) * cs] = -(x[l] - e.train_x[i * L + l]) * e.inv_len2[l] * kv;
   };
   int i_first = 0;  // training stars before it were done 8 at a time (CPU)
 #if defined(VX_VEC8)
@@ -293,10 +310,12 @@ VX_HD void emulator_rows(const Team& team, const EmulatorView& e, const double* 
     const int i = i_first + ii;
     const double* xi = e.train_x + i * L;
     double d2 = 0.0;
-    for (int l = 0; l < L; ++l) {
-      const double d = x[l] - xi[l];
-      d2 += d * d * e.inv_len2[l];
-    }
+    VX_UNROLL
+    for (int l = 0; l < kMaxLabels; ++l)
+      if (l < L) {
+        const double d = x[l] - xi[l];
+        d2 += d * d * e.inv_len2[l];
+      }
     kernel_row(i, d2 > 60.0 ? 0.0 : exp(-0.5 * d2));
   });
   team.sync();
@@ -304,7 +323,9 @@ VX_HD void emulator_rows(const Team& team, const EmulatorView& e, const double* 
 
 // The emulator's scaled labels x_l = (label_l - shift_l) / scale_l.
 VX_HD VX_INLINE void emulator_scaled(const EmulatorView& e, const double* labels, double* x) {
-  for (int l = 0; l < e.n_label; ++l) x[l] = (labels[l] - e.shift[l]) / e.scale[l];
+  VX_UNROLL
+  for (int l = 0; l < kMaxLabels; ++l)
+    if (l < e.n_label) x[l] = (labels[l] - e.shift[l]) / e.scale[l];
 }
 
 // Phase 3 of emulator_coeffs_team: c[K+1] and dc[L][K+1] from phase 2's sums, coefficient k >= 1

@@ -187,10 +187,11 @@ VX_HD VX_INLINE void engine_plan_rows(const EngineCtl* ctl, int idx) {
 }
 
 // Serve row request idx of this round, stage -1 (the emulator's row weights, with the round's
-// emulator product), 0 (coefficients), 1 (pixels from the group rows) or 2 (continuum and chi^2:
-// serve_eval_stage's stage 1), with the team (kernels/rows_stage.hpp). The emulator product runs
-// between stages -1 and 0 and the groups' rows between stages 0 and 1 (emulator_gemm_host and
-// rows_gemm_host, or cuBLAS on the device). d, sc, tmpl: as engine_serve.
+// emulator product), 0 (coefficients) or 1 (pixels from the group rows), with the team
+// (kernels/rows_stage.hpp). The emulator product runs between stages -1 and 0 and the groups'
+// rows between stages 0 and 1 (emulator_gemm_host and rows_gemm_host, or cuBLAS on the device).
+// The continuum follows per (request, arm) (engine_rows_arm), then per request
+// (engine_rows_finish). d, sc, tmpl: as engine_serve.
 template <class Team>
 VX_HD VX_INLINE void engine_serve_rows(const Team& team, const EngineCtl* ctl, int stage, int idx,
                                        FitData* d, PipelineScratch* sc, const float** tmpl) {
@@ -210,11 +211,36 @@ VX_HD VX_INLINE void engine_serve_rows(const Team& team, const EngineCtl* ctl, i
   }
   team.single([&] { batch_views(b, s, slot, d, sc, tmpl); });
   team.sync();
-  if (stage == 1)
-    rows_pixels(team, r, slot, bs, &sh->rq, b.em.n_label, b.grid, *d, &sh->w, sc->T, sc->dT);
-  else
-    serve_eval_stage(team, 1, &sh->rq, b.em, b.grid, *d, b.cfg, *sc, sh);
+  rows_pixels(team, r, slot, bs, &sh->rq, b.em.n_label, b.grid, *d, &sh->w, sc->T, sc->dT);
   team.sync();  // every worker is done with the views before they are rewritten
+}
+
+// Continuum item `item` of this round's row requests (request item / kMaxArms, arm item mod
+// kMaxArms; rows_continuum_arm), with the team. d, sc, tmpl: as engine_serve.
+template <class Team>
+VX_HD VX_INLINE void engine_rows_arm(const Team& team, const EngineCtl* ctl, int item, FitData* d,
+                                     PipelineScratch* sc, const float** tmpl) {
+  const BatchView& b = ctl->b;
+  const RowsRound* r = ctl->rows;
+  const int slot = r->list[item / kMaxArms];
+  const int s = ctl->slot_spec[slot];
+  if (item % kMaxArms >= b.spec[s].n_arms) return;  // the whole team leaves
+  PipelineShared* sh = &b.shared[slot];
+  team.single([&] { batch_views(b, s, slot, d, sc, tmpl); });
+  team.sync();
+  rows_continuum_arm(team, r, item, sh->rq, b.em.n_label, b.cfg.cont_deg, *d, sc->T, sc->dT,
+                     &sh->w);
+  team.sync();  // every worker is done with the views before they are rewritten
+}
+
+// Row request idx's chi^2 from its arms' sums (rows_continuum_finish): one worker.
+VX_HD VX_INLINE void engine_rows_finish(const EngineCtl* ctl, int idx) {
+  const BatchView& b = ctl->b;
+  const RowsRound* r = ctl->rows;
+  const int slot = r->list[idx];
+  PipelineShared* sh = &b.shared[slot];
+  rows_continuum_finish(r, idx, b.spec[ctl->slot_spec[slot]].n_arms, b.em.n_label, b.cfg.cont_deg,
+                        &sh->rq, &sh->w);
 }
 
 // Per-run counts of the host executor: rounds, requests served per kind, the widest round.
@@ -272,7 +298,8 @@ void engine_serve_templates(const Team& team, EngineCtl* ctl, EngineStats* st) {
 }
 
 // The row stages of a round on the host, in the device's order: every request's coefficients,
-// one GEMM per group with requests, every request's pixels, every request's continuum.
+// one GEMM per group with requests, every request's pixels, every (request, arm)'s continuum,
+// every request's chi^2 from its arms.
 // Throws std::length_error when the round's blocks exceed the buffers (a sizing bug).
 template <class Team>
 void engine_rows_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
@@ -296,8 +323,9 @@ void engine_rows_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
       rows_gemm_host(r, g, ctl->b.basis[g]);
       ++st->gemms;
     }
-  for (int stage = 1; stage < 3; ++stage)
-    for (int i = 0; i < r->count; ++i) engine_serve_rows(team, ctl, stage, i, &d, &sc, tmpl);
+  for (int i = 0; i < r->count; ++i) engine_serve_rows(team, ctl, 1, i, &d, &sc, tmpl);
+  for (int i = 0; i < r->count * kMaxArms; ++i) engine_rows_arm(team, ctl, i, &d, &sc, tmpl);
+  for (int i = 0; i < r->count; ++i) engine_rows_finish(ctl, i);
   st->served_rows += r->count;
 }
 

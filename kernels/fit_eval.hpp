@@ -505,15 +505,16 @@ VX_HD VX_INLINE void profile_pass2_pair(int t, int nc, int np, int* ca, int* cb)
   }
 }
 
-// Adds arm a's pass-2 sums (w->red, profile_pass2_pair's layout) to chi^2 and, with need_jac,
-// to the profiled gradient J^T W r and Hessian J^T W J - C^T G^-1 C (G's Cholesky factor in
-// w->gchol[a]).
-VX_HD VX_INLINE void profile_pass2_add(EvalWork* w, int a, int nc, int np, bool need_jac) {
-  w->chi2 += w->red[0];
-  w->chi2_arm[a] = w->red[0];
+// Adds arm a's pass-2 sums (red, profile_pass2_pair's layout) to chi^2 and, with need_jac, to
+// the profiled gradient J^T W r and Hessian J^T W J - C^T G^-1 C (G's Cholesky factor in
+// w->gchol[a]). col: kMaxCont doubles of scratch (not red).
+VX_HD VX_INLINE void profile_pass2_add(EvalWork* w, int a, int nc, int np, bool need_jac,
+                                       const double* red, double* col) {
+  w->chi2 += red[0];
+  w->chi2_arm[a] = red[0];
   if (!need_jac) return;
   const int ptri = np * (np + 1) / 2;
-  const double* jtj = w->red + 1;
+  const double* jtj = red + 1;
   const double* jtr = jtj + ptri;
   const double* cm = jtr + np;
   for (int q = 0; q < np; ++q) {
@@ -525,7 +526,6 @@ VX_HD VX_INLINE void profile_pass2_add(EvalWork* w, int a, int nc, int np, bool 
     }
   }
   // Schur complement: H -= C^T G^-1 C, column by column.
-  double col[kMaxCont];
   for (int s = 0; s < np; ++s) {
     for (int j = 0; j < nc; ++j) col[j] = cm[j * np + s];
     cholesky_solve(w->gchol[a], nc, col);
@@ -535,6 +535,10 @@ VX_HD VX_INLINE void profile_pass2_add(EvalWork* w, int a, int nc, int np, bool 
       w->hess[q * np + s] -= v;
     }
   }
+}
+VX_HD VX_INLINE void profile_pass2_add(EvalWork* w, int a, int nc, int np, bool need_jac) {
+  double col[kMaxCont];
+  profile_pass2_add(w, a, nc, np, need_jac, w->red, col);
 }
 
 // The emulator's PCA coefficients and their label derivatives at `labels` into w->c, w->dc.
@@ -674,7 +678,7 @@ VX_HD VX_INLINE void rotated_row_span(const GridView& g, const double* ll, int n
 // t0 + 2 + M (clamped at the grid's ends). fetch(row, &bc, bdc) gives a row's template B_r.c and
 // label derivatives B_r.dc_l, weighted by sum_tap wt[tap] rot[r - tap] (value), dwt (velocity)
 // and drot (vsini). Writes t_out and, with need_jac, dt_out[np].
-template <bool VOnly, class Fetch>
+template <bool VOnly, bool UnrollLabels = false, class Fetch>
 VX_HD VX_INLINE void rotated_pixel(const GridView& g, const EvalWork* w, double lnlam, double lnd,
                                    double du_dv, int M, int L, bool need_jac, bool jac_vsini,
                                    double* t_out, double* dt_out, Fetch&& fetch) {
@@ -693,21 +697,35 @@ VX_HD VX_INLINE void rotated_pixel(const GridView& g, const EvalWork* w, double 
     }
     int row = t0 - 1 - M + r;
     row = row < 0 ? 0 : (row > g.n_tpix - 1 ? g.n_tpix - 1 : row);
+    // UnrollLabels: bdc and dl are indexed below kMaxLabels with a test (the same operations as
+    // below L), so that the GPU keeps them in registers where fetch writes bdc the same way (the
+    // staged engine's rows_pixels: no stack frame). The warp kernel's evaluation keeps the loops
+    // to L: unrolled there, its spills grew past cuda.ptxas_budget's 256 B.
     double bc, bdc[kMaxLabels];
     fetch(row, &bc, bdc);
     t += cw * bc;
     if (need_jac) {
       dtu += cdw * bc;
       dvs += cvw * bc;
-      if (!VOnly)
+      if (!VOnly && UnrollLabels) {
+        VX_UNROLL
+        for (int l = 0; l < kMaxLabels; ++l)
+          if (l < L) dl[l] += cw * bdc[l];
+      } else if (!VOnly) {
         for (int l = 0; l < L; ++l) dl[l] += cw * bdc[l];
+      }
     }
   }
   *t_out = t;
   if (need_jac) {
     dt_out[0] = dtu * du_dv;
-    if (!VOnly)
+    if (!VOnly && UnrollLabels) {
+      VX_UNROLL
+      for (int l = 0; l < kMaxLabels; ++l)
+        if (l < L) dt_out[1 + l] = dl[l];
+    } else if (!VOnly) {
       for (int l = 0; l < L; ++l) dt_out[1 + l] = dl[l];
+    }
     if (jac_vsini) dt_out[1 + L] = dvs;
   }
 }
@@ -755,12 +773,92 @@ VX_HD VX_INLINE void rotated_pixel_rows(const GridView& g, const EvalWork* w, do
   }
 }
 
+// Legendre's P_0 .. P_deg at x, each times s, into z[0 .. deg] (legendre's recursion and
+// operations, so z[j] = s * p[j] bit for bit; no array of its own: z may be a team's staging
+// row). Returns sum_j a[j] P_j (j ascending) when a is given, else 0.
+VX_HD VX_INLINE double legendre_scaled(double x, int deg, double s, double* z,
+                                       const double* a = nullptr) {
+  double p2 = 1.0, p1 = x, sum = 0.0;
+  z[0] = s * p2;
+  if (a) sum += a[0] * p2;
+  if (deg >= 1) {
+    z[1] = s * p1;
+    if (a) sum += a[1] * p1;
+  }
+  for (int n = 2; n <= deg; ++n) {
+    const double p = ((2 * n - 1) * x * p1 - (n - 1) * p2) / n;
+    z[n] = s * p;
+    if (a) sum += a[n] * p;
+    p2 = p1;
+    p1 = p;
+  }
+  return sum;
+}
+
+// Doubles of one arm's reduction buffer (profile_arm_lanes' red): pass 1's packed Gram and q, or
+// pass 2's sums (profile_pass2_pair's layout), whichever is larger.
+constexpr int kArmRed = kMaxCont * kMaxCont + kMaxCont;
+
+// Arm a of profile_continuum_lanes: pass 1 (G, q from the weighted Legendre design rows), the
+// continuum solve into w->gchol[a] and w->cont[a], then pass 2's sums into red[kArmRed] (slot 0
+// chi^2; with need_jac J^T W J, J^T W r and C, profile_pass2_pair's layout), to be added by
+// profile_pass2_add. *ok (read by every worker): 0 if G is singular (pass 2 skipped). Arms touch
+// only their own entries of w, so the staged engine runs a request's arms at once, each with its
+// own red and ok (kernels/rows_stage.hpp).
+template <class Team>
+VX_HD void profile_arm_lanes(const Team& team, const FitData& d, int a, int cont_deg, int np,
+                             bool need_jac, const double* T, const double* dT, EvalWork* w,
+                             double* red, int* ok) {
+  const int nc = cont_deg + 1;
+  const int i0 = d.arm_start[a], n = d.arm_start[a + 1] - i0;
+  // Pass 1: G = A^T W A (packed upper triangle), q = A^T W f, from the weighted design rows
+  // sqrt(ivar) [T P_0 .. T P_deg | f].
+  const int ntri = nc * (nc + 1) / 2;
+  team.reduce_gram(
+      n, nc + 1, ntri + nc, red,
+      [&](int ii, double* z) {
+        const int i = i0 + ii;
+        const double s = sqrt((double)d.ivar[i]), st = s * T[i];
+        legendre_scaled(d.xleg[i] * d.xleg_scale + d.xleg_off, cont_deg, st, z);
+        z[nc] = s * d.flux[i];
+      },
+      [&](int t, int* ca, int* cb) { normal_pair(t, nc, ca, cb); });
+  team.single([&] {
+    unpack_tri(red, nc, w->gchol[a]);
+    *ok = solve_continuum(w, a, nc, red + ntri);
+  });
+  team.sync();
+  if (!*ok) return;
+  // Pass 2: chi^2, J^T W J (packed upper triangle), J^T W r and C = A^T W J with J = P * dT,
+  // from the weighted rows sqrt(ivar) [T P_0 .. T P_deg | J_0 .. J_{np-1} | r].
+  // Layout of red: [1] chi^2, [ptri] J^T W J, [np] J^T W r, [nc*np] C (C_jq at j*np + q).
+  const int ptri = np * (np + 1) / 2;
+  const int m = 1 + (need_jac ? ptri + np + nc * np : 0);
+  const int cr = nc + np;  // column of r
+  const double* ca_ = w->cont[a];
+  team.reduce_gram(
+      n, nc + np + 1, m, red,
+      [&](int ii, double* z) {
+        const int i = i0 + ii;
+        const double s = sqrt((double)d.ivar[i]), st = s * T[i];
+        // z[0 .. deg] = s T P_j, needed with the Jacobian only (the lane form always wrote
+        // them; the chi^2 slot reads column cr alone).
+        const double cont =
+            legendre_scaled(d.xleg[i] * d.xleg_scale + d.xleg_off, cont_deg, st, z, ca_);
+        z[cr] = s * (d.flux[i] - cont * T[i]);
+        if (!need_jac) return;
+        const double sc = s * cont;
+        for (int q = 0; q < np; ++q) z[nc + q] = sc * dT[i * np + q];
+      },
+      [&](int t, int* ca, int* cb) { profile_pass2_pair(t, nc, np, ca, cb); });
+}
+
 // profile_continuum for teams whose workers are single lanes (Team::kVec == 1: the GPU's
 // WarpTeam and its CPU emulation LaneTeam): the packed Gram sums of the design rows, one row per
-// lane, one FMA chain per sum. Kept as the GPU's form: the CPU's SIMD form below (Legendre
-// moments, rows built kVec at a time) raises the warp kernel's register pressure (ptxas spill
-// loads 8 -> 1500 B on sm_90, cuda.ptxas_budget). The sums are the same; LaneTeam vs SerialTeam
-// tests compare the two forms on real spectra.
+// lane, one FMA chain per sum, arm by arm (profile_arm_lanes). Kept as the GPU's form: the CPU's
+// SIMD form below (Legendre moments, rows built kVec at a time) raises the warp kernel's register
+// pressure (ptxas spill loads 8 -> 1500 B on sm_90, cuda.ptxas_budget). The sums are the same;
+// LaneTeam vs SerialTeam tests compare the two forms on real spectra.
 // Profile the continuum and build chi^2 (and, with need_jac, the profiled gradient and Hessian)
 // from T/dT. Sets w->ok = 0 if a continuum normal matrix is singular.
 template <class Team>
@@ -770,49 +868,8 @@ VX_HD void profile_continuum_lanes(const Team& team, const FitData& d, int cont_
   team.single([&] { profile_reset(w, np); });
   team.sync();
   for (int a = 0; a < d.n_arms; ++a) {
-    const int i0 = d.arm_start[a], n = d.arm_start[a + 1] - i0;
-    // Pass 1: G = A^T W A (packed upper triangle), q = A^T W f, from the weighted design rows
-    // sqrt(ivar) [T P_0 .. T P_deg | f].
-    const int ntri = nc * (nc + 1) / 2;
-    team.reduce_gram(
-        n, nc + 1, ntri + nc, w->red,
-        [&](int ii, double* z) {
-          const int i = i0 + ii;
-          double p[kMaxCont];
-          legendre(d.xleg[i] * d.xleg_scale + d.xleg_off, cont_deg, p);
-          const double s = sqrt((double)d.ivar[i]), st = s * T[i];
-          for (int j = 0; j < nc; ++j) z[j] = st * p[j];
-          z[nc] = s * d.flux[i];
-        },
-        [&](int t, int* ca, int* cb) { normal_pair(t, nc, ca, cb); });
-    team.single([&] {
-      unpack_tri(w->red, nc, w->gchol[a]);
-      w->ok = solve_continuum(w, a, nc, w->red + ntri);
-    });
-    team.sync();
+    profile_arm_lanes(team, d, a, cont_deg, np, need_jac, T, dT, w, w->red, &w->ok);
     if (!w->ok) return;
-    // Pass 2: chi^2, J^T W J (packed upper triangle), J^T W r and C = A^T W J with J = P * dT,
-    // from the weighted rows sqrt(ivar) [T P_0 .. T P_deg | J_0 .. J_{np-1} | r].
-    // Layout of w->red: [1] chi^2, [ptri] J^T W J, [np] J^T W r, [nc*np] C (C_jq at j*np + q).
-    const int ptri = np * (np + 1) / 2;
-    const int m = 1 + (need_jac ? ptri + np + nc * np : 0);
-    const int cr = nc + np;  // column of r
-    team.reduce_gram(
-        n, nc + np + 1, m, w->red,
-        [&](int ii, double* z) {
-          const int i = i0 + ii;
-          double p[kMaxCont];
-          legendre(d.xleg[i] * d.xleg_scale + d.xleg_off, cont_deg, p);
-          double cont = 0.0;
-          for (int j = 0; j < nc; ++j) cont += w->cont[a][j] * p[j];
-          const double s = sqrt((double)d.ivar[i]);
-          z[cr] = s * (d.flux[i] - cont * T[i]);
-          if (!need_jac) return;
-          const double st = s * T[i], sc = s * cont;
-          for (int j = 0; j < nc; ++j) z[j] = st * p[j];
-          for (int q = 0; q < np; ++q) z[nc + q] = sc * dT[i * np + q];
-        },
-        [&](int t, int* ca, int* cb) { profile_pass2_pair(t, nc, np, ca, cb); });
     team.single([&] { profile_pass2_add(w, a, nc, np, need_jac); });
     team.sync();
   }

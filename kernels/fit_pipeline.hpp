@@ -726,9 +726,10 @@ VX_HD VX_NOINLINE void serve_vgrid(const Team& team, const FitRequest* rq, const
 // ccf[rq.n_lags] (acc: 8 n_lags doubles of scratch; w: its reduction buffer), the CCF inputs of
 // kReqCcfPrep in sc. With peak (a request over n_k > 0 templates): the first highest lag into
 // peak[j] and peak_lag[j]. The staged engine serves a round's coarse CCFs per template, each with
-// its own acc, ccf and w (kernels/engine.hpp TemplateItems).
+// its own acc, ccf and w (kernels/engine.hpp TemplateItems). The team by value, as the GPU calls
+// it out of line: by reference the kernel would keep its team in a stack frame.
 template <class Team>
-VX_HD VX_NOINLINE void ccf_template(const Team& team, const GridView& g, const FitData& d,
+VX_HD VX_NOINLINE void ccf_template(Team team, const GridView& g, const FitData& d,
                                     const float* const* tmpl, int j, const FitRequest& rq,
                                     const PipelineScratch& sc, EvalWork* w, double* acc,
                                     double* ccf, double* peak, int* peak_lag) {
@@ -761,7 +762,7 @@ VX_HD VX_NOINLINE void ccf_template(const Team& team, const GridView& g, const F
 // round's grid requests in parallel, each with its own T, d.Tf and w (kernels/engine.hpp
 // TemplateItems).
 template <class Team>
-VX_HD VX_NOINLINE void grid_template_chi2(const Team& team, const GridView& g, const FitData& d,
+VX_HD VX_NOINLINE void grid_template_chi2(Team team, const GridView& g, const FitData& d,
                                           const float* const* tmpl, int j, double v_kms,
                                           int cont_deg, const int* t0, const double* frac,
                                           double* T, EvalWork* w, double* chi2, int* ok) {

@@ -18,7 +18,11 @@
 //  5. pixels (one team per request): each point's 2M + 4 rows of R convolved with the cubic
 //     stencil and the rotation kernel (rotated_pixel, M = 0 without rotation), then the
 //     resolution matrix; T, dT as template_at_pixels writes them;
-//  6. continuum (one team per request): serve_eval_stage's stage 1, unchanged.
+//  6. continuum, per (request, arm) (one team each: profile_arm_lanes, the two passes and the
+//     solve of profile_continuum_lanes for one arm, into the item's own sums), then per request
+//     (one worker each) chi^2, gradient and profiled Hessian from its arms' sums in arm order
+//     (rows_continuum_finish): profile_continuum_lanes' results bit for bit, with a request's
+//     arms on as many teams at once and no team running a request's arms in turn.
 // The model is the one template_at_pixels computes, summed in another order without rotation
 // (rows first, then the stencil: the CPU's convolved-row order); with rotation the host
 // executor's sums are bitwise the single-lane teams' (the same row products and taps).
@@ -28,6 +32,9 @@
 #include "kernels/batch.hpp"
 
 namespace velox::kern {
+
+// The out-of-line stage functions below take the team by value: a team passed by reference to a
+// function the GPU calls (VX_NOINLINE) lives in the kernel's stack frame (16 B for a WarpTeam).
 
 // Whether the staged engine serves a request through the row stages: a full evaluation with the
 // emulator (velocity-only, segment and continuum-only evaluations keep their serve).
@@ -75,7 +82,14 @@ struct RowsRound {
   long long emu_ld = 0;
   double* emu_rows = nullptr;
   double* emu_sums = nullptr;
+  // The continuum stage's items (request idx, arm a) = idx kMaxArms + a: each arm's sums
+  // (kArmRed doubles) and whether its continuum solved, [n_slots kMaxArms] each.
+  double* arm_red = nullptr;
+  int* arm_ok = nullptr;
 };
+
+// Doubles and ints of the continuum stage's item buffers (RowsRound::arm_red, arm_ok).
+VX_HD VX_INLINE long long rows_arm_items(int n_slots) { return (long long)n_slots * kMaxArms; }
 
 // Doubles of the emulator product's rows and sums for n_slots requests (RowsRound::emu_*).
 VX_HD VX_INLINE long long rows_emu_ld(int n_slots, int n_label) {
@@ -172,9 +186,8 @@ VX_HD VX_INLINE bool rows_emu_product(const RowsRound* r, const EvalWork* w) {
 // Stage 3a (with the emulator product): request idx's row weights at its labels into its block
 // of the round's emulator rows (emulator_rows).
 template <class Team>
-VX_HD VX_NOINLINE void rows_emu_rows(const Team& team, const RowsRound* r, int idx,
-                                     const FitRequest* rq, const EmulatorView& em,
-                                     const EvalWork* w) {
+VX_HD VX_NOINLINE void rows_emu_rows(Team team, const RowsRound* r, int idx, const FitRequest* rq,
+                                     const EmulatorView& em, const EvalWork* w) {
   if (!rows_emu_product(r, w)) return;
   double x[kMaxLabels];
   emulator_scaled(em, rq->theta + 1, x);
@@ -185,7 +198,7 @@ VX_HD VX_NOINLINE void rows_emu_rows(const Team& team, const RowsRound* r, int i
 // emulator_coeffs_into), rotation kernel and coefficient columns. rq->theta holds
 // [v, labels, VSINI]; bs the spectrum. Counts the evaluation as evaluate_template does.
 template <class Team>
-VX_HD VX_NOINLINE void rows_coef(const Team& team, const RowsRound* r, int idx, int slot,
+VX_HD VX_NOINLINE void rows_coef(Team team, const RowsRound* r, int idx, int slot,
                                  const BatchSpectrum& bs, const FitRequest* rq,
                                  const EmulatorView& em, const GridView& g, EvalWork* w) {
   const int L = em.n_label, K1 = r->K1, nc = r->ncol;
@@ -195,7 +208,14 @@ VX_HD VX_NOINLINE void rows_coef(const Team& team, const RowsRound* r, int idx, 
     team.single([&] { ++w->c_gen; });
     team.sync();
   } else {
+#if !defined(__CUDA_ARCH__)
     emulator_coeffs_into(team, em, rq->theta + 1, w);
+#else
+    // Never on the device: StagedEngine always sets the product's buffers and every slot has
+    // emulator scratch (gpu_engine.cu). Left out, so that this kernel keeps no stack frame
+    // (emulator_coeffs_team's sums take 704 B).
+    __trap();
+#endif
   }
   team.single([&] {
     w->rot_half = rotation_weights(rq->theta[vsini_index(L)], w->limb_eps, g.dlnlam, kMaxRotHalf,
@@ -228,10 +248,9 @@ inline void rows_gemm_host(const RowsRound* r, int grp, const float* B) {
 // Stage 5: request rq's template and Jacobian at the points from the group rows (after
 // rows_coef set w's kernel), then the resolution matrix: T, dT as template_at_pixels<false>.
 template <class Team>
-VX_HD VX_NOINLINE void rows_pixels(const Team& team, const RowsRound* r, int slot,
-                                   const BatchSpectrum& bs, const FitRequest* rq, int n_label,
-                                   const GridView& g, const FitData& d, const EvalWork* w,
-                                   double* T, double* dT) {
+VX_HD VX_INLINE void rows_pixels(Team team, const RowsRound* r, int slot, const BatchSpectrum& bs,
+                                 const FitRequest* rq, int n_label, const GridView& g,
+                                 const FitData& d, const EvalWork* w, double* T, double* dT) {
   const int L = n_label, nc = r->ncol;
   const bool need_jac = rq->jac != 0, jac_vsini = w->fit_vsini != 0;
   const int np = n_fit_params(L, w->fit_vsini);
@@ -250,19 +269,57 @@ VX_HD VX_NOINLINE void rows_pixels(const Team& team, const RowsRound* r, int slo
     double* t_out = rm ? d.Tf + d.full_off[a] : T + i0;
     double* dt_out = rm ? d.dTf + (size_t)d.full_off[a] * np : dT + (size_t)i0 * np;
     team.for_each(n_eval, [&](int j) {
-      rotated_pixel<false>(g, w, ll[j], lnd, du_dv, M, L, need_jac, jac_vsini, &t_out[j],
-                           &dt_out[j * np], [&](int row, double* bc, double* bdc) {
-                             const double* x = R + (row - lo);
-                             *bc = x[0];
-                             if (need_jac)
-                               for (int l = 0; l < L; ++l) bdc[l] = x[(1 + l) * span];
-                           });
+      rotated_pixel<false, true>(g, w, ll[j], lnd, du_dv, M, L, need_jac, jac_vsini, &t_out[j],
+                                 &dt_out[j * np], [&](int row, double* bc, double* bdc) {
+                                   const double* x = R + (row - lo);
+                                   *bc = x[0];
+                                   if (need_jac) {
+                                     VX_UNROLL
+                                     for (int l = 0; l < kMaxLabels; ++l)
+                                       if (l < L) bdc[l] = x[(1 + l) * span];
+                                   }
+                                 });
     });
     if (!rm) continue;
     team.sync();
     apply_rmat_lanes(team, d, a, t_out, dt_out, np, need_jac, T, dT);
   }
   team.sync();
+}
+
+// Stage 6a: arm a of row request idx's continuum (item idx kMaxArms + a; arms past the spectrum's
+// return at once): profile_arm_lanes on the T and dT of stage 5 into the item's red and ok. d:
+// the slot's views. The lane form: the staged engine runs single-lane teams (the warp and its
+// host emulation, Team::kVec == 1), whose evaluate profiles the continuum this way.
+template <class Team>
+VX_HD VX_INLINE void rows_continuum_arm(const Team& team, const RowsRound* r, int item,
+                                        const FitRequest& rq, int n_label, int cont_deg,
+                                        const FitData& d, const double* T, const double* dT,
+                                        EvalWork* w) {
+  static_assert(Team::kVec == 1, "the staged engine's continuum is the single-lane form");
+  const int a = item % kMaxArms;
+  if (a >= d.n_arms) return;
+  profile_arm_lanes(team, d, a, cont_deg, n_fit_params(n_label, w->fit_vsini), rq.jac != 0, T, dT,
+                    w, r->arm_red + (long long)item * kArmRed, r->arm_ok + item);
+}
+
+// Stage 6b, one worker per request, after every arm of stage 6a: request idx's chi^2, per-arm
+// chi^2, gradient and profiled Hessian in w from its arms' sums in arm order, stopping at the
+// first arm whose continuum did not solve (w->ok = 0), as profile_continuum_lanes; then rq->ok.
+// w->red is the Schur complement's scratch.
+VX_HD VX_INLINE void rows_continuum_finish(const RowsRound* r, int idx, int n_arms, int n_label,
+                                           int cont_deg, FitRequest* rq, EvalWork* w) {
+  const int np = n_fit_params(n_label, w->fit_vsini);
+  profile_reset(w, np);
+  for (int a = 0; a < n_arms; ++a) {
+    const long long item = (long long)idx * kMaxArms + a;
+    if (!r->arm_ok[item]) {
+      w->ok = 0;
+      break;
+    }
+    profile_pass2_add(w, a, cont_deg + 1, np, rq->jac != 0, r->arm_red + item * kArmRed, w->red);
+  }
+  rq->ok = w->ok;
 }
 
 }  // namespace velox::kern

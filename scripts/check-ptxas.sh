@@ -5,6 +5,9 @@
 #    LM control code, run once per iteration) within ENTRY_SPILL_BUDGET;
 #  - the batched engine's kernels (engine_*_kernel, src/backend/cuda/fit_kernel.cu): stack within
 #    ENGINE_STACK_BUDGET and spills within ENGINE_SPILL_BUDGET each;
+#  - the staged engine's stage kernels named in STAGE_KERNELS (names as printed, e.g.
+#    "engine_rows_kernel<-1> engine_rows_arm_kernel"): no stack frame and no spills (issue 51); a
+#    named kernel missing from the report fails;
 #  - the model evaluation (the hot path: every pixel of every evaluation) compiled as its own
 #    functions: the two stages of `kern::evaluate`, `evaluate_template` and `evaluate_continuum`
 #    (kernels/lm.hpp), both forms of each, with spills within HOT_SPILL_BUDGET (evaluate too). Out of line they
@@ -13,17 +16,18 @@
 # Prints registers / stack / spills per kernel and function and architecture.
 # Usage: scripts/check-ptxas.sh REPORT [STACK_BUDGET_BYTES=4608] [ARCHS="sm_80 sm_90"]
 #        [ENTRY_SPILL_BUDGET_BYTES=4096] [HOT_SPILL_BUDGET_BYTES=256]
-#        [ENGINE_STACK_BUDGET_BYTES=4608] [ENGINE_SPILL_BUDGET_BYTES=4096]
+#        [ENGINE_STACK_BUDGET_BYTES=4608] [ENGINE_SPILL_BUDGET_BYTES=4096] [STAGE_KERNELS=""]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # VELOX_PYTHON
-report=${1:?usage: check-ptxas.sh REPORT [STACK_BUDGET] [ARCHS] [ENTRY_SPILL] [HOT_SPILL] [ENGINE_STACK] [ENGINE_SPILL]}
+report=${1:?usage: check-ptxas.sh REPORT [STACK_BUDGET] [ARCHS] [ENTRY_SPILL] [HOT_SPILL] [ENGINE_STACK] [ENGINE_SPILL] [STAGE_KERNELS]}
 [ -s "$report" ] || { echo "check-ptxas: no report at $report (build the CUDA backend first)"; exit 1; }
 "$VELOX_PYTHON" - "$report" "${2:-4608}" "${3:-sm_80 sm_90}" "${4:-4096}" "${5:-256}" \
-  "${6:-4608}" "${7:-4096}" <<'PY'
+  "${6:-4608}" "${7:-4096}" "${8:-}" <<'PY'
 import re, sys
 report, stack_budget, archs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 entry_budget, hot_budget = int(sys.argv[4]), int(sys.argv[5])
 engine_stack, engine_spill = int(sys.argv[6]), int(sys.argv[7])
+stage_names = set(sys.argv[8].split())
 # Every "Function properties" block, with its architecture; kernels are the entries.
 rows, entries, arch, fn = [], set(), None, None
 for line in open(report).read().splitlines():
@@ -49,8 +53,10 @@ for line in open(report).read().splitlines():
 HOT = r"kern(8evaluate|17evaluate_template|18evaluate_continuum)ILb[01]E"
 def name(fn):
     if "fit_batch_kernel" in fn: return "fit_batch_kernel"
-    m = re.search(r"(engine_[a-z]+_kernel)(I(Li(\d+)ELi(\d+)E)?)?", fn)
-    if m: return m.group(1) + (f"<{m.group(4)},{m.group(5)}>" if m.group(3) else "")
+    m = re.search(r"(engine_[a-z_]+?_kernel)(I((?:Lin?\d+E)+)E)?", fn)
+    if m:
+        args = re.findall(r"Li(n?)(\d+)E", m.group(3) or "")
+        return m.group(1) + (f"<{','.join(('-' if n else '') + v for n, v in args)}>" if args else "")
     m = re.search(r"kern\d+([a-z_]+)I(Lb([01])E)?", fn)
     return (m.group(1) + (f"<{'true' if m.group(3) == '1' else 'false'}>" if m.group(2) else "")) if m else fn[:40]
 
@@ -59,7 +65,11 @@ print(f"{'function':<32} {'arch':<6} {'regs':>5} {'stack B':>8} {'spill st':>9} 
 for a in archs:
     mine = [r for r in rows if r["arch"] == a]
     warp = [r for r in mine if "fit_batch_kernel" in r["fn"] and (a, r["fn"]) in entries]
-    engine = [r for r in mine if re.search(r"engine_[a-z]+_kernel", r["fn"]) and (a, r["fn"]) in entries]
+    engine = [r for r in mine if re.search(r"engine_[a-z_]+?_kernel", r["fn"]) and (a, r["fn"]) in entries]
+    stage = [r for r in engine if name(r["fn"]) in stage_names]
+    missing = stage_names - {name(r["fn"]) for r in stage}
+    if missing:
+        print(f"check-ptxas: {a}: stage kernels {sorted(missing)} not in the report"); ok = False
     hot = [r for r in mine if re.search(HOT, r["fn"])]
     if not warp:
         print(f"check-ptxas: no report of fit_batch_kernel for {a}"); ok = False; continue
@@ -77,13 +87,15 @@ for a in archs:
         bad = False
         if r in warp: bad = r["stack"] > stack_budget or max(r["st"], r["ld"]) > entry_budget
         if r in engine: bad = r["stack"] > engine_stack or max(r["st"], r["ld"]) > engine_spill
+        if r in stage: bad = r["stack"] > 0 or max(r["st"], r["ld"]) > 0
         if r in hot: bad = max(r["st"], r["ld"]) > hot_budget
         ok &= not bad
         regs = r["regs"] if r["regs"] is not None else ""
         print(f"{name(r['fn']):<32} {a:<6} {regs:>5} {r['stack']:>8} {r['st']:>9} {r['ld']:>9}"
               f"{'  FAIL' if bad else ''}")
 print(f"check-ptxas: warp kernel stack budget {stack_budget} B and spill budget {entry_budget} B, "
-      f"engine kernels {engine_stack} B and {engine_spill} B, evaluate spill budget {hot_budget} B: "
+      f"engine kernels {engine_stack} B and {engine_spill} B, {len(stage_names)} stage kernels "
+      f"0 B and 0 B, evaluate spill budget {hot_budget} B: "
       f"{'PASS' if ok else 'FAIL'}")
 sys.exit(0 if ok else 1)
 PY

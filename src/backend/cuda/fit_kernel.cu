@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kEngineStepThreads)
 }
 
 // Every row request of the round, stage Stage (-1 the emulator's row weights, 0 coefficients,
-// 1 pixels, 2 continuum).
+// 1 pixels).
 template <int Stage>
 __global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
     engine_rows_kernel(const kern::EngineCtl* ctl) {
@@ -162,6 +162,23 @@ __global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
                                        kern::PipelineScratch* sc, const float** tmpl) {
     kern::engine_serve_rows(team, ctl, Stage, idx, d, sc, tmpl);
   });
+}
+
+// The row requests' continuum per (request, arm): one warp per item (kern::engine_rows_arm).
+__global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
+    engine_rows_arm_kernel(const kern::EngineCtl* ctl) {
+  serve_per_warp(ctl->rows->count * kern::kMaxArms,
+                 [&](const kern::WarpTeam& team, int item, kern::FitData* d,
+                     kern::PipelineScratch* sc, const float** tmpl) {
+                   kern::engine_rows_arm(team, ctl, item, d, sc, tmpl);
+                 });
+}
+
+// Then each row request's chi^2 from its arms' sums: one thread per request.
+__global__ void __launch_bounds__(kEngineStepThreads)
+    engine_rows_finish_kernel(const kern::EngineCtl* ctl) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < ctl->rows->count) kern::engine_rows_finish(ctl, i);
 }
 
 // Items first .. first + n - 1 of the round's requests of kind Kind (kern::TemplateItems: the
@@ -289,13 +306,13 @@ void StagedEngine::release() {
   clock_ = nullptr;
   for (void* p : {ctl_, rows_, static_cast<void*>(list_), static_cast<void*>(slot_spec_),
                   static_cast<void*>(rlist_), static_cast<void*>(col_), groups_,
-                  static_cast<void*>(coef_), static_cast<void*>(out_), items_, emu_})
+                  static_cast<void*>(coef_), static_cast<void*>(out_), items_, emu_, arm_})
     if (p) cudaFree(p);
   if (staging_) cudaFreeHost(staging_);
   blas_ = ctl_ = rows_ = groups_ = staging_ = nullptr;
   list_ = slot_spec_ = rlist_ = col_ = nullptr;
   coef_ = out_ = nullptr;
-  items_ = emu_ = nullptr;
+  items_ = emu_ = arm_ = nullptr;
 }
 
 std::string StagedEngine::stage_report() const {
@@ -319,7 +336,13 @@ size_t StagedEngine::row_buffer_bytes(int n_slots, int max_arms, int n_tpix,
                           &o);
   const long long emu = kern::rows_emu_ld(n_slots, em.n_label) *
                         (em.n_poly + em.n_train + std::max(em.n_comp - 1, 0));
-  return static_cast<size_t>(c + o + emu) * sizeof(double) + 512;
+  return static_cast<size_t>(c + o + emu) * sizeof(double) + 512 + arm_buffer_bytes(n_slots);
+}
+
+size_t StagedEngine::arm_buffer_bytes(int n_slots) {
+  return align256(static_cast<size_t>(kern::rows_arm_items(n_slots)) * kern::kArmRed *
+                  sizeof(double)) +
+         static_cast<size_t>(kern::rows_arm_items(n_slots)) * sizeof(int);
 }
 
 size_t StagedEngine::item_buffer_bytes(int n_slots, long long t_stride) {
@@ -344,6 +367,8 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
   const int emu_k = b.em.n_poly + b.em.n_train, emu_n = std::max(b.em.n_comp - 1, 0);
   const size_t emu_rows_b = align256(static_cast<size_t>(emu_ld) * emu_k * sizeof(double));
   grow(&emu_, &emu_cap_, emu_rows_b + static_cast<size_t>(emu_ld) * emu_n * sizeof(double));
+  // The continuum stage's per-(request, arm) sums and flags (kern::RowsRound::arm_*).
+  grow(&arm_, &arm_cap_, arm_buffer_bytes(n_slots_));
   // The per-template items' buffers (the grid's T and full grids, the CCF's sums), then their
   // workspaces.
   kern::TemplateItems ti;
@@ -387,6 +412,11 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
   r.emu_ld = emu_ld;
   r.emu_rows = static_cast<double*>(emu_);
   r.emu_sums = reinterpret_cast<double*>(static_cast<unsigned char*>(emu_) + emu_rows_b);
+  r.arm_red = static_cast<double*>(arm_);
+  r.arm_ok = reinterpret_cast<int*>(
+      static_cast<unsigned char*>(arm_) +
+      align256(static_cast<size_t>(kern::rows_arm_items(n_slots_)) * kern::kArmRed *
+               sizeof(double)));
   kern::EngineCtl c;
   c.b = b;
   c.list = list_;
@@ -522,7 +552,12 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
       mark(11);
       engine_rows_kernel<1><<<rb, kServeThreads, 0, stream_>>>(ctl);
       mark(12);
-      engine_rows_kernel<2><<<rb, kServeThreads, 0, stream_>>>(ctl);
+      // The continuum: a warp per (request, arm), then a thread per request.
+      const int n_arm_items = hr.count * kern::kMaxArms;
+      engine_rows_arm_kernel<<<(n_arm_items + kServeWarps - 1) / kServeWarps, kServeThreads, 0,
+                               stream_>>>(ctl);
+      engine_rows_finish_kernel<<<(hr.count + kEngineStepThreads - 1) / kEngineStepThreads,
+                                  kEngineStepThreads, 0, stream_>>>(ctl);
       mark(13);
       check(cudaGetLastError(), "staged engine: row stage launch");
     }

@@ -85,6 +85,9 @@ class StagedEngine {
   // of the emulator product's rows and sums (kern::rows_emu_ld) for emulator em.
   static size_t row_buffer_bytes(int n_slots, int max_arms, int n_tpix,
                                  const kern::EmulatorView& em);
+  // Device bytes of the continuum stage's sums and flags per (request, arm) (kern::RowsRound::
+  // arm_red, arm_ok; counted in row_buffer_bytes).
+  static size_t arm_buffer_bytes(int n_slots);
   // Device bytes of the per-template items' buffers (kern::TemplateItems: kItemsPerSlot items per
   // slot, each t_stride doubles (kern::template_items_stride) and an EvalWork).
   static size_t item_buffer_bytes(int n_slots, long long t_stride);
@@ -125,6 +128,8 @@ class StagedEngine {
   size_t items_cap_ = 0;   // bytes
   void* emu_ = nullptr;    // kern::RowsRound::emu_rows, then emu_sums
   size_t emu_cap_ = 0;     // bytes
+  void* arm_ = nullptr;    // kern::RowsRound::arm_red, then arm_ok
+  size_t arm_cap_ = 0;     // bytes
   long rounds_ = 0, gemms_ = 0, emu_gemms_ = 0, item_chunks_ = 0;
 };
 

@@ -287,6 +287,11 @@ static int staged_against_fit_one(const TemplateLibrary& lib, const FitConfig& c
       emu_sums(rows.emu_ld * (em.n_comp - 1));
   rows.emu_rows = emu_rows.data();
   rows.emu_sums = emu_sums.data();
+  // The continuum per (request, arm), as the device runs it.
+  std::vector<double> arm_red(kern::rows_arm_items(n_slots) * kern::kArmRed);
+  std::vector<int> arm_ok(kern::rows_arm_items(n_slots));
+  rows.arm_red = arm_red.data();
+  rows.arm_ok = arm_ok.data();
   ctl.rows = &rows;
   c.items(&ctl, 2 * n_slots);  // and the grid and CCF per template, as the device serves them
   const auto st = kern::engine_run(c.team, &ctl, 1000000);
