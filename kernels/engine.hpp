@@ -190,8 +190,8 @@ VX_HD VX_INLINE void engine_plan_rows(const EngineCtl* ctl, int idx) {
 // emulator product), 0 (coefficients) or 1 (pixels from the group rows), with the team
 // (kernels/rows_stage.hpp). The emulator product runs between stages -1 and 0 and the groups'
 // rows between stages 0 and 1 (emulator_gemm_host and rows_gemm_host, or cuBLAS on the device).
-// The continuum follows per (request, arm) (engine_rows_arm), then per request
-// (engine_rows_finish). d, sc, tmpl: as engine_serve.
+// The continuum follows per (request, arm) (engine_cont_arm), then per request
+// (engine_cont_finish). d, sc, tmpl: as engine_serve.
 template <class Team>
 VX_HD VX_INLINE void engine_serve_rows(const Team& team, const EngineCtl* ctl, int stage, int idx,
                                        FitData* d, PipelineScratch* sc, const float** tmpl) {
@@ -215,32 +215,58 @@ VX_HD VX_INLINE void engine_serve_rows(const Team& team, const EngineCtl* ctl, i
   team.sync();  // every worker is done with the views before they are rewritten
 }
 
-// Continuum item `item` of this round's row requests (request item / kMaxArms, arm item mod
-// kMaxArms; rows_continuum_arm), with the team. d, sc, tmpl: as engine_serve.
-template <class Team>
-VX_HD VX_INLINE void engine_rows_arm(const Team& team, const EngineCtl* ctl, int item, FitData* d,
+// The continuum stage's requests: the row requests (Rows) or the round's other evaluations
+// (kReqEval's list: velocity-only, segment and continuum-only evaluations).
+template <bool Rows>
+VX_HD VX_INLINE int engine_cont_slot(const EngineCtl* ctl, int idx) {
+  return Rows ? ctl->rows->list[idx] : ctl->list[kReqEval * ctl->b.n_slots + idx];
+}
+
+// Parameters of an evaluation's profile, as serve_eval_stage's evaluate_continuum takes them:
+// the labels, velocity and VSINI for a full evaluation, the velocity alone otherwise.
+VX_HD VX_INLINE int eval_request_np(const FitRequest& rq, int n_label, const EvalWork* w) {
+  return rq.seg >= 0 || rq.vel_only || rq.no_emu ? 1 : n_fit_params(n_label, w->fit_vsini);
+}
+
+// Continuum item `item` of this round's row requests (Rows) or other evaluations (request item /
+// kMaxArms, arm item mod kMaxArms; rows_continuum_arm on the request's view: a segment request's
+// segment_view), with the team, after the request's template stage. d, sc, tmpl: as
+// engine_serve.
+template <bool Rows, class Team>
+VX_HD VX_INLINE void engine_cont_arm(const Team& team, const EngineCtl* ctl, int item, FitData* d,
                                      PipelineScratch* sc, const float** tmpl) {
   const BatchView& b = ctl->b;
-  const RowsRound* r = ctl->rows;
-  const int slot = r->list[item / kMaxArms];
+  const int slot = engine_cont_slot<Rows>(ctl, item / kMaxArms);
   const int s = ctl->slot_spec[slot];
-  if (item % kMaxArms >= b.spec[s].n_arms) return;  // the whole team leaves
   PipelineShared* sh = &b.shared[slot];
+  const FitRequest& rq = sh->rq;
+  const int n_arms = rq.seg >= 0 ? 1 : b.spec[s].n_arms;
+  if (item % kMaxArms >= n_arms) return;  // the whole team leaves
   team.single([&] { batch_views(b, s, slot, d, sc, tmpl); });
   team.sync();
-  rows_continuum_arm(team, r, item, sh->rq, b.em.n_label, b.cfg.cont_deg, *d, sc->T, sc->dT,
-                     &sh->w);
+  // A segment's pixels start at seg_start in T and dT (serve_eval_stage's offset). Row requests
+  // are never segments (rows_request).
+  const int off = !Rows && rq.seg >= 0 ? d->seg_start[rq.seg] : 0;
+  if (!Rows && rq.seg >= 0) {
+    team.sync();  // every worker has read the spectrum's view
+    team.single([&] { *d = segment_view(*d, rq.seg); });
+    team.sync();
+  }
+  rows_continuum_arm(team, ctl->rows, item, rq, eval_request_np(rq, b.em.n_label, &sh->w),
+                     b.cfg.cont_deg, *d, sc->T + off, sc->dT + off, &sh->w);
   team.sync();  // every worker is done with the views before they are rewritten
 }
 
-// Row request idx's chi^2 from its arms' sums (rows_continuum_finish): one worker.
-VX_HD VX_INLINE void engine_rows_finish(const EngineCtl* ctl, int idx) {
+// Request idx's chi^2 from its arms' sums (rows_continuum_finish), after engine_cont_arm: one
+// worker.
+template <bool Rows>
+VX_HD VX_INLINE void engine_cont_finish(const EngineCtl* ctl, int idx) {
   const BatchView& b = ctl->b;
-  const RowsRound* r = ctl->rows;
-  const int slot = r->list[idx];
+  const int slot = engine_cont_slot<Rows>(ctl, idx);
   PipelineShared* sh = &b.shared[slot];
-  rows_continuum_finish(r, idx, b.spec[ctl->slot_spec[slot]].n_arms, b.em.n_label, b.cfg.cont_deg,
-                        &sh->rq, &sh->w);
+  const FitRequest& rq = sh->rq;
+  rows_continuum_finish(ctl->rows, idx, rq.seg >= 0 ? 1 : b.spec[ctl->slot_spec[slot]].n_arms,
+                        eval_request_np(rq, b.em.n_label, &sh->w), b.cfg.cont_deg, &sh->rq, &sh->w);
 }
 
 // Per-run counts of the host executor: rounds, requests served per kind, the widest round.
@@ -251,6 +277,8 @@ struct EngineStats {
   long gemms = 0;        // the row stages' group GEMMs
   long emu_gemms = 0;    // and their emulator products (one per round with row requests)
   long items[kNumReqKinds] = {};  // templates served as items (TemplateItems), per kind
+  long cont_evals = 0;            // other evaluations with the continuum per arm (staged engine)
+  long cont_segs = 0;             // of which segment evaluations (per-arm velocities)
   long item_chunks = 0;           // and the passes they took
   int widest_round = 0;
   bool finished = true;  // every machine ended within max_rounds
@@ -269,6 +297,29 @@ void engine_serve_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
   for (int stage = 0; stage < engine_stages(Kind); ++stage)
     for (int i = 0; i < ctl->count[Kind]; ++i) engine_serve<Kind>(team, ctl, stage, i, &d, &sc, tmpl);
   st->served[Kind] += ctl->count[Kind];
+}
+
+// The round's evaluations other than the row requests, in the staged engine (ctl->rows set):
+// every request's template stage (serve_eval_stage's stage 0), then the continuum per (request,
+// arm) and per request, as the row requests'. Without the row stages, engine_serve_all.
+template <class Team>
+void engine_evals_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
+  if (!ctl->rows) {
+    engine_serve_all<kReqEval>(team, ctl, st);
+    return;
+  }
+  FitData d;
+  PipelineScratch sc;
+  const float* tmpl[kMaxArms];
+  const int n = ctl->count[kReqEval];
+  for (int i = 0; i < n; ++i) engine_serve<kReqEval>(team, ctl, 0, i, &d, &sc, tmpl);
+  for (int i = 0; i < n * kMaxArms; ++i) engine_cont_arm<false>(team, ctl, i, &d, &sc, tmpl);
+  for (int i = 0; i < n; ++i) {
+    engine_cont_finish<false>(ctl, i);
+    st->cont_segs += ctl->b.shared[engine_cont_slot<false>(ctl, i)].rq.seg >= 0;
+  }
+  st->served[kReqEval] += n;
+  st->cont_evals += n;
 }
 
 // Kind Kind's requests of a round on the host, per item (TemplateItems), in the device's chunks.
@@ -324,8 +375,8 @@ void engine_rows_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
       ++st->gemms;
     }
   for (int i = 0; i < r->count; ++i) engine_serve_rows(team, ctl, 1, i, &d, &sc, tmpl);
-  for (int i = 0; i < r->count * kMaxArms; ++i) engine_rows_arm(team, ctl, i, &d, &sc, tmpl);
-  for (int i = 0; i < r->count; ++i) engine_rows_finish(ctl, i);
+  for (int i = 0; i < r->count * kMaxArms; ++i) engine_cont_arm<true>(team, ctl, i, &d, &sc, tmpl);
+  for (int i = 0; i < r->count; ++i) engine_cont_finish<true>(ctl, i);
   st->served_rows += r->count;
 }
 
@@ -358,7 +409,7 @@ EngineStats engine_run(const Team& team, EngineCtl* ctl, long max_rounds = 10000
     engine_serve_templates<kReqGrid>(team, ctl, &st);
     engine_serve_all<kReqEmu>(team, ctl, &st);
     engine_rows_all(team, ctl, &st);
-    engine_serve_all<kReqEval>(team, ctl, &st);
+    engine_evals_all(team, ctl, &st);
     engine_serve_all<kReqClip>(team, ctl, &st);
     engine_serve_all<kReqArmPixels>(team, ctl, &st);
     engine_serve_all<kReqVGrid>(team, ctl, &st);

@@ -37,7 +37,8 @@ namespace velox::kern {
 // function the GPU calls (VX_NOINLINE) lives in the kernel's stack frame (16 B for a WarpTeam).
 
 // Whether the staged engine serves a request through the row stages: a full evaluation with the
-// emulator (velocity-only, segment and continuum-only evaluations keep their serve).
+// emulator (velocity-only, segment and continuum-only evaluations keep their template serve; their
+// continuum takes stage 6 too, kernels/engine.hpp engine_evals_all).
 VX_HD VX_INLINE bool rows_request(const FitRequest& rq) {
   return rq.kind == kReqEval && rq.seg < 0 && !rq.vel_only && !rq.no_emu;
 }
@@ -287,29 +288,30 @@ VX_HD VX_INLINE void rows_pixels(Team team, const RowsRound* r, int slot, const 
   team.sync();
 }
 
-// Stage 6a: arm a of row request idx's continuum (item idx kMaxArms + a; arms past the spectrum's
-// return at once): profile_arm_lanes on the T and dT of stage 5 into the item's red and ok. d:
-// the slot's views. The lane form: the staged engine runs single-lane teams (the warp and its
-// host emulation, Team::kVec == 1), whose evaluate profiles the continuum this way.
+// Stage 6a: arm a of request idx's continuum (item idx kMaxArms + a; arms past d's return at
+// once): profile_arm_lanes with np fitted parameters on the T and dT of its template stage into
+// the item's red and ok. d: the request's view (the spectrum, or a segment's). The lane form:
+// the staged engine runs single-lane teams (the warp and its host emulation, Team::kVec == 1),
+// whose evaluate profiles the continuum this way. The row requests (after stage 5) and the
+// round's other evaluations (after their template stage) use the items in turn.
 template <class Team>
 VX_HD VX_INLINE void rows_continuum_arm(const Team& team, const RowsRound* r, int item,
-                                        const FitRequest& rq, int n_label, int cont_deg,
+                                        const FitRequest& rq, int np, int cont_deg,
                                         const FitData& d, const double* T, const double* dT,
                                         EvalWork* w) {
   static_assert(Team::kVec == 1, "the staged engine's continuum is the single-lane form");
   const int a = item % kMaxArms;
   if (a >= d.n_arms) return;
-  profile_arm_lanes(team, d, a, cont_deg, n_fit_params(n_label, w->fit_vsini), rq.jac != 0, T, dT,
-                    w, r->arm_red + (long long)item * kArmRed, r->arm_ok + item);
+  profile_arm_lanes(team, d, a, cont_deg, np, rq.jac != 0, T, dT, w,
+                    r->arm_red + (long long)item * kArmRed, r->arm_ok + item);
 }
 
 // Stage 6b, one worker per request, after every arm of stage 6a: request idx's chi^2, per-arm
-// chi^2, gradient and profiled Hessian in w from its arms' sums in arm order, stopping at the
-// first arm whose continuum did not solve (w->ok = 0), as profile_continuum_lanes; then rq->ok.
-// w->red is the Schur complement's scratch.
-VX_HD VX_INLINE void rows_continuum_finish(const RowsRound* r, int idx, int n_arms, int n_label,
+// chi^2, gradient and profiled Hessian (np parameters) in w from its n_arms arms' sums in arm
+// order, stopping at the first arm whose continuum did not solve (w->ok = 0), as
+// profile_continuum_lanes; then rq->ok. w->red is the Schur complement's scratch.
+VX_HD VX_INLINE void rows_continuum_finish(const RowsRound* r, int idx, int n_arms, int np,
                                            int cont_deg, FitRequest* rq, EvalWork* w) {
-  const int np = n_fit_params(n_label, w->fit_vsini);
   profile_reset(w, np);
   for (int a = 0; a < n_arms; ++a) {
     const long long item = (long long)idx * kMaxArms + a;

@@ -53,9 +53,9 @@ for line in open(report).read().splitlines():
 HOT = r"kern(8evaluate|17evaluate_template|18evaluate_continuum)ILb[01]E"
 def name(fn):
     if "fit_batch_kernel" in fn: return "fit_batch_kernel"
-    m = re.search(r"(engine_[a-z_]+?_kernel)(I((?:Lin?\d+E)+)E)?", fn)
+    m = re.search(r"(engine_[a-z_]+?_kernel)(I((?:L[ib]n?\d+E)+)E)?", fn)
     if m:
-        args = re.findall(r"Li(n?)(\d+)E", m.group(3) or "")
+        args = re.findall(r"L[ib](n?)(\d+)E", m.group(3) or "")
         return m.group(1) + (f"<{','.join(('-' if n else '') + v for n, v in args)}>" if args else "")
     m = re.search(r"kern\d+([a-z_]+)I(Lb([01])E)?", fn)
     return (m.group(1) + (f"<{'true' if m.group(3) == '1' else 'false'}>" if m.group(2) else "")) if m else fn[:40]

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 #include <string>
 
 #include "backend/cuda/cublas_rt.hpp"
@@ -164,21 +165,25 @@ __global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
   });
 }
 
-// The row requests' continuum per (request, arm): one warp per item (kern::engine_rows_arm).
+// The continuum per (request, arm) of the row requests (Rows) or of the round's other evaluations:
+// one warp per item (kern::engine_cont_arm).
+template <bool Rows>
 __global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
-    engine_rows_arm_kernel(const kern::EngineCtl* ctl) {
-  serve_per_warp(ctl->rows->count * kern::kMaxArms,
-                 [&](const kern::WarpTeam& team, int item, kern::FitData* d,
-                     kern::PipelineScratch* sc, const float** tmpl) {
-                   kern::engine_rows_arm(team, ctl, item, d, sc, tmpl);
-                 });
+    engine_cont_arm_kernel(const kern::EngineCtl* ctl) {
+  const int n = Rows ? ctl->rows->count : ctl->count[kern::kReqEval];
+  serve_per_warp(n * kern::kMaxArms, [&](const kern::WarpTeam& team, int item, kern::FitData* d,
+                                         kern::PipelineScratch* sc, const float** tmpl) {
+    kern::engine_cont_arm<Rows>(team, ctl, item, d, sc, tmpl);
+  });
 }
 
-// Then each row request's chi^2 from its arms' sums: one thread per request.
+// Then each request's chi^2 from its arms' sums: one thread per request.
+template <bool Rows>
 __global__ void __launch_bounds__(kEngineStepThreads)
-    engine_rows_finish_kernel(const kern::EngineCtl* ctl) {
+    engine_cont_finish_kernel(const kern::EngineCtl* ctl) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < ctl->rows->count) kern::engine_rows_finish(ctl, i);
+  if (i < (Rows ? ctl->rows->count : ctl->count[kern::kReqEval]))
+    kern::engine_cont_finish<Rows>(ctl, i);
 }
 
 // Items first .. first + n - 1 of the round's requests of kind Kind (kern::TemplateItems: the
@@ -482,6 +487,17 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
       if (hc.count[K] > 0)
         engine_serve_kernel<K, S><<<blocks(hc.count[K]), kServeThreads, 0, stream_>>>(ctl);
     };
+    // The continuum of n requests: a warp per (request, arm), then a thread per request.
+    auto continuum = [&](auto rows, int n) {
+      constexpr bool R = decltype(rows)::value;
+      if (n <= 0) return;
+      const int n_items = n * kern::kMaxArms;
+      engine_cont_arm_kernel<R>
+          <<<(n_items + kServeWarps - 1) / kServeWarps, kServeThreads, 0, stream_>>>(ctl);
+      engine_cont_finish_kernel<R>
+          <<<(n + kEngineStepThreads - 1) / kEngineStepThreads, kEngineStepThreads, 0, stream_>>>(
+              ctl);
+    };
     using kern::IntC;
     serve(IntC<kern::kReqFold>{}, IntC<0>{});
     mark(4);
@@ -553,17 +569,15 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
       engine_rows_kernel<1><<<rb, kServeThreads, 0, stream_>>>(ctl);
       mark(12);
       // The continuum: a warp per (request, arm), then a thread per request.
-      const int n_arm_items = hr.count * kern::kMaxArms;
-      engine_rows_arm_kernel<<<(n_arm_items + kServeWarps - 1) / kServeWarps, kServeThreads, 0,
-                               stream_>>>(ctl);
-      engine_rows_finish_kernel<<<(hr.count + kEngineStepThreads - 1) / kEngineStepThreads,
-                                  kEngineStepThreads, 0, stream_>>>(ctl);
+      continuum(std::true_type{}, hr.count);
       mark(13);
       check(cudaGetLastError(), "staged engine: row stage launch");
     }
+    // The other evaluations: their template stage per request, then the continuum per (request,
+    // arm) and per request, as the row requests'.
     serve(IntC<kern::kReqEval>{}, IntC<0>{});
     mark(14);
-    serve(IntC<kern::kReqEval>{}, IntC<1>{});
+    continuum(std::false_type{}, hc.count[kern::kReqEval]);
     mark(15);
     serve(IntC<kern::kReqClip>{}, IntC<0>{});
     mark(16);

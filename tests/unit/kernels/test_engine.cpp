@@ -334,10 +334,16 @@ static int staged_against_fit_one(const TemplateLibrary& lib, const FitConfig& c
   CHECK(st.emu_gemms > 0);
   CHECK(st.served_rows > st.emu_gemms);  // several requests per emulator product
   CHECK(st.items[kern::kReqGrid] == st.served[kern::kReqGrid] * hb.n_ccf);
+  // The other evaluations (velocity-only, per-arm velocity segments) took the continuum per arm.
+  CHECK(st.cont_evals == st.served[kern::kReqEval]);
+  CHECK(st.cont_evals > 0);
+  CHECK(st.cont_segs > 0);
   std::fprintf(stderr,
                "staged engine: %d fits over %d slots, %ld rounds, %ld full evaluations in %ld row "
-               "GEMMs, %d rotated fits; worst chi2 %.2e relative, parameters %.2e sigma\n",
-               2 * n, n_slots, st.rounds, st.served_rows, st.gemms, n_rot, worst_chi2, worst_sigma);
+               "GEMMs, %ld other evaluations (%ld segments) with the continuum per arm, %d "
+               "rotated fits; worst chi2 %.2e relative, parameters %.2e sigma\n",
+               2 * n, n_slots, st.rounds, st.served_rows, st.gemms, st.cont_evals, st.cont_segs,
+               n_rot, worst_chi2, worst_sigma);
   return n_rot;
 }
 
