@@ -6,7 +6,7 @@
 #  - the batched engine's kernels (engine_*_kernel, src/backend/cuda/fit_kernel.cu): stack within
 #    ENGINE_STACK_BUDGET and spills within ENGINE_SPILL_BUDGET each;
 #  - the staged engine's stage kernels named in STAGE_KERNELS (names as printed, e.g.
-#    "engine_rows_kernel<-1> engine_rows_arm_kernel"): no stack frame and no spills (issue 51); a
+#    "engine_rows_kernel<-1> engine_cont_arm_kernel<1>"): no stack frame and no spills (issue 51); a
 #    named kernel missing from the report fails;
 #  - the model evaluation (the hot path: every pixel of every evaluation) compiled as its own
 #    functions: the two stages of `kern::evaluate`, `evaluate_template` and `evaluate_continuum`
