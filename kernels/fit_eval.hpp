@@ -841,8 +841,8 @@ VX_HD void profile_arm_lanes(const Team& team, const FitData& d, int a, int cont
       [&](int ii, double* z) {
         const int i = i0 + ii;
         const double s = sqrt((double)d.ivar[i]), st = s * T[i];
-        // z[0 .. deg] = s T P_j, needed with the Jacobian only (the lane form always wrote
-        // them; the chi^2 slot reads column cr alone).
+        // z[0 .. deg] = s T P_j, read with the Jacobian only (the chi^2-only slot reads column
+        // cr alone); written either way since legendre_scaled returns the continuum with them.
         const double cont =
             legendre_scaled(d.xleg[i] * d.xleg_scale + d.xleg_off, cont_deg, st, z, ca_);
         z[cr] = s * (d.flux[i] - cont * T[i]);
