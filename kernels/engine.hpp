@@ -228,6 +228,11 @@ VX_HD VX_INLINE int eval_request_np(const FitRequest& rq, int n_label, const Eva
   return rq.seg >= 0 || rq.vel_only || rq.no_emu ? 1 : n_fit_params(n_label, w->fit_vsini);
 }
 
+// Arms of an evaluation's profile: a segment's one, else the spectrum's.
+VX_HD VX_INLINE int eval_request_arms(const FitRequest& rq, const BatchSpectrum& bs) {
+  return rq.seg >= 0 ? 1 : bs.n_arms;
+}
+
 // Continuum item `item` of this round's row requests (Rows) or other evaluations (request item /
 // kMaxArms, arm item mod kMaxArms; rows_continuum_arm on the request's view: a segment request's
 // segment_view), with the team, after the request's template stage. d, sc, tmpl: as
@@ -240,8 +245,7 @@ VX_HD VX_INLINE void engine_cont_arm(const Team& team, const EngineCtl* ctl, int
   const int s = ctl->slot_spec[slot];
   PipelineShared* sh = &b.shared[slot];
   const FitRequest& rq = sh->rq;
-  const int n_arms = rq.seg >= 0 ? 1 : b.spec[s].n_arms;
-  if (item % kMaxArms >= n_arms) return;  // the whole team leaves
+  if (item % kMaxArms >= eval_request_arms(rq, b.spec[s])) return;  // the whole team leaves
   team.single([&] { batch_views(b, s, slot, d, sc, tmpl); });
   team.sync();
   // A segment's pixels start at seg_start in T and dT (serve_eval_stage's offset). Row requests
@@ -265,7 +269,7 @@ VX_HD VX_INLINE void engine_cont_finish(const EngineCtl* ctl, int idx) {
   const int slot = engine_cont_slot<Rows>(ctl, idx);
   PipelineShared* sh = &b.shared[slot];
   const FitRequest& rq = sh->rq;
-  rows_continuum_finish(ctl->rows, idx, rq.seg >= 0 ? 1 : b.spec[ctl->slot_spec[slot]].n_arms,
+  rows_continuum_finish(ctl->rows, idx, eval_request_arms(rq, b.spec[ctl->slot_spec[slot]]),
                         eval_request_np(rq, b.em.n_label, &sh->w), b.cfg.cont_deg, &sh->rq, &sh->w);
 }
 
@@ -277,9 +281,9 @@ struct EngineStats {
   long gemms = 0;        // the row stages' group GEMMs
   long emu_gemms = 0;    // and their emulator products (one per round with row requests)
   long items[kNumReqKinds] = {};  // templates served as items (TemplateItems), per kind
+  long item_chunks = 0;           // and the passes they took
   long cont_evals = 0;            // other evaluations with the continuum per arm (staged engine)
   long cont_segs = 0;             // of which segment evaluations (per-arm velocities)
-  long item_chunks = 0;           // and the passes they took
   int widest_round = 0;
   bool finished = true;  // every machine ended within max_rounds
 };
