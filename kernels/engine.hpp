@@ -186,6 +186,13 @@ VX_HD VX_INLINE void engine_plan_rows(const EngineCtl* ctl, int idx) {
   rows_plan(ctl->rows, ctl->b, slot, ctl->slot_spec[slot], ctl->b.shared[slot].rq);
 }
 
+// Prepare other evaluation idx of this round (kReqEval's list in the staged engine: the rotation
+// kernel its arms' teams read, eval_request_prep). One worker, with the round's plan.
+VX_HD VX_INLINE void engine_eval_prep(const EngineCtl* ctl, int idx) {
+  PipelineShared* sh = &ctl->b.shared[ctl->list[kReqEval * ctl->b.n_slots + idx]];
+  eval_request_prep(sh->rq, ctl->b.em.n_label, ctl->b.grid, &sh->w);
+}
+
 // Serve row request idx of this round, stage -1 (the emulator's row weights, with the round's
 // emulator product), 0 (coefficients) or 1 (pixels from the group rows), with the team
 // (kernels/rows_stage.hpp). The emulator product runs between stages -1 and 0 and the groups'
@@ -231,6 +238,105 @@ VX_HD VX_INLINE int eval_request_np(const FitRequest& rq, int n_label, const Eva
 // Arms of an evaluation's profile: a segment's one, else the spectrum's.
 VX_HD VX_INLINE int eval_request_arms(const FitRequest& rq, const BatchSpectrum& bs) {
   return rq.seg >= 0 ? 1 : bs.n_arms;
+}
+
+// The rotated rows' scratch of arm item k of a slot whose rows start at Tg (d.Tg: slot_counts'
+// Tg doubles, n_tpix per arm, eval_arm_tg_fits), so that a request's arms run at once.
+VX_HD VX_INLINE double* eval_arm_tg(double* Tg, const GridView& g, int k) {
+  return Tg ? Tg + (long long)k * g.n_tpix : nullptr;
+}
+
+// Whether every slot's Tg holds an n_tpix part per arm of the batch's spectra (or the batch has
+// no rotated model: Tg unset). The sizing gives it (np >= 3 with VSINI, arms <= 3; StagedEngine
+// sizes np to kMaxArms at least); the host executor checks it.
+inline bool eval_arm_tg_fits(const BatchView& b) {
+  if (!b.Tg || b.slot_grid <= 0) return true;
+  int arms = 0;
+  for (int s = 0; s < b.n_spec; ++s) arms = b.spec[s].n_arms > arms ? b.spec[s].n_arms : arms;
+  return slot_counts(b).Tg >= (long long)arms * b.grid.n_tpix;
+}
+
+// Item `item` of this round's requests of kind Kind served per (request, arm): request item /
+// kMaxArms of the kind's list, arm k = item mod kMaxArms; past the request's arms (n_arms(rq,
+// spectrum)) the whole team leaves. serve(sh, k) runs with the team's views set (d, sc, tmpl: as
+// engine_serve).
+template <int Kind, class Team, class Arms, class Serve>
+VX_HD VX_INLINE void engine_arm_item(const Team& team, const EngineCtl* ctl, int item, FitData* d,
+                                     PipelineScratch* sc, const float** tmpl, Arms&& n_arms,
+                                     Serve&& serve) {
+  const BatchView& b = ctl->b;
+  const int slot = ctl->list[Kind * b.n_slots + item / kMaxArms];
+  const int s = ctl->slot_spec[slot];
+  PipelineShared* sh = &b.shared[slot];
+  const int k = item % kMaxArms;
+  if (k >= n_arms(sh->rq, b.spec[s])) return;
+  team.single([&] { batch_views(b, s, slot, d, sc, tmpl); });
+  team.sync();
+  serve(sh, k);
+  team.sync();  // every worker is done with the views before they are rewritten
+}
+
+// Template item `item` of this round's other evaluations (eval_template_arm), with the team: the
+// template stage of velocity-only, segment and continuum-only evaluations, a request's arms on as
+// many teams at once.
+template <class Team>
+VX_HD VX_INLINE void engine_eval_arm(const Team& team, const EngineCtl* ctl, int item, FitData* d,
+                                     PipelineScratch* sc, const float** tmpl) {
+  const BatchView& b = ctl->b;
+  engine_arm_item<kReqEval>(
+      team, ctl, item, d, sc, tmpl,
+      [](const FitRequest& rq, const BatchSpectrum& bs) { return eval_request_arms(rq, bs); },
+      [&](PipelineShared* sh, int k) {
+        eval_template_arm(team, b.em, b.grid, *d, sh->rq, k, &sh->w, eval_arm_tg(d->Tg, b.grid, k),
+                          sc->T, sc->dT);
+      });
+}
+
+// The moments grid's requests of a round in the staged engine (kReqVGrid with TemplateItems:
+// rows_stage.hpp vgrid_prep, vgrid_rows_arm, vgrid_point). Request idx's preparation (one worker,
+// with the round's plan).
+VX_HD VX_INLINE void engine_vgrid_prep(const EngineCtl* ctl, int idx) {
+  PipelineShared* sh = &ctl->b.shared[ctl->list[kReqVGrid * ctl->b.n_slots + idx]];
+  vgrid_prep(sh->rq, ctl->b.em.n_label, ctl->b.grid, ctl->b.cfg, &sh->w);
+}
+
+// Rows item `item` (request item / kMaxArms, arm item mod kMaxArms: vgrid_rows_arm) with the
+// team.
+template <class Team>
+VX_HD VX_INLINE void engine_vgrid_rows(const Team& team, const EngineCtl* ctl, int item, FitData* d,
+                                       PipelineScratch* sc, const float** tmpl) {
+  const BatchView& b = ctl->b;
+  engine_arm_item<kReqVGrid>(
+      team, ctl, item, d, sc, tmpl,
+      [](const FitRequest&, const BatchSpectrum& bs) { return bs.n_arms; },
+      [&](PipelineShared* sh, int a) {
+        vgrid_rows_arm(team, b.em, b.grid, *d, b.cfg, sh->rq, a, &sh->w,
+                       eval_arm_tg(d->Tg, b.grid, a));
+      });
+}
+
+// Points per request in the items (the request's n_k of them are served; the others return).
+constexpr int kVGridItems = kVGridPoints;
+
+// Point item first + idx of the round (request (first + idx) / kVGridItems, its point (first +
+// idx) mod kVGridItems) with the item's buffers (idx < ctl->items.cap: its T and full grid, its
+// workspace), with the team.
+template <class Team>
+VX_HD VX_INLINE void engine_vgrid_item(const Team& team, const EngineCtl* ctl, int first, int idx,
+                                       FitData* d, PipelineScratch* sc, const float** tmpl) {
+  const BatchView& b = ctl->b;
+  const int item = first + idx, r = item / kVGridItems, i = item - r * kVGridItems;
+  const int slot = ctl->list[kReqVGrid * b.n_slots + r];
+  PipelineShared* sh = &b.shared[slot];
+  if (i >= sh->rq.n_k) return;  // the whole team leaves
+  double* T = ctl->items.T + (long long)idx * ctl->items.t_stride;
+  team.single([&] {
+    batch_views(b, ctl->slot_spec[slot], slot, d, sc, tmpl);
+    d->Tf = T + b.slot_pix;  // the point's own full grid for matrix arms
+  });
+  team.sync();
+  vgrid_point(team, b.grid, *d, b.cfg, sh->rq, i, T, ctl->items.work + idx, &sh->vgrid_chi2[i]);
+  team.sync();  // every worker is done with the views before they are rewritten
 }
 
 // Continuum item `item` of this round's row requests (Rows) or other evaluations (request item /
@@ -284,6 +390,7 @@ struct EngineStats {
   long item_chunks = 0;           // and the passes they took
   long cont_evals = 0;            // other evaluations with the continuum per arm (staged engine)
   long cont_segs = 0;             // of which segment evaluations (per-arm velocities)
+  long eval_items = 0;            // and their template stage's (request, arm) items served
   int widest_round = 0;
   bool finished = true;  // every machine ended within max_rounds
 };
@@ -304,19 +411,26 @@ void engine_serve_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
 }
 
 // The round's evaluations other than the row requests, in the staged engine (ctl->rows set):
-// every request's template stage (serve_eval_stage's stage 0), then the continuum per (request,
-// arm) and per request, as the row requests'. Without the row stages, engine_serve_all.
+// every (request, arm)'s template stage (engine_eval_arm), then the continuum per (request, arm)
+// and per request, as the row requests'. Without the row stages, engine_serve_all.
+// Throws std::length_error when a slot's Tg lacks a part per arm (a sizing bug).
 template <class Team>
 void engine_evals_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
   if (!ctl->rows) {
     engine_serve_all<kReqEval>(team, ctl, st);
     return;
   }
+  if (!eval_arm_tg_fits(ctl->b)) throw std::length_error("engine_evals_all: Tg per arm");
   FitData d;
   PipelineScratch sc;
   const float* tmpl[kMaxArms];
   const int n = ctl->count[kReqEval];
-  for (int i = 0; i < n; ++i) engine_serve<kReqEval>(team, ctl, 0, i, &d, &sc, tmpl);
+  for (int i = 0; i < n; ++i) engine_eval_prep(ctl, i);  // the device's plan kernel
+  for (int i = 0; i < n * kMaxArms; ++i) engine_eval_arm(team, ctl, i, &d, &sc, tmpl);
+  for (int i = 0; i < n; ++i) {
+    const int slot = engine_cont_slot<false>(ctl, i);
+    st->eval_items += eval_request_arms(ctl->b.shared[slot].rq, ctl->b.spec[ctl->slot_spec[slot]]);
+  }
   for (int i = 0; i < n * kMaxArms; ++i) engine_cont_arm<false>(team, ctl, i, &d, &sc, tmpl);
   for (int i = 0; i < n; ++i) {
     engine_cont_finish<false>(ctl, i);
@@ -324,6 +438,34 @@ void engine_evals_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
   }
   st->served[kReqEval] += n;
   st->cont_evals += n;
+}
+
+// The round's moments-grid requests on the host: in the staged engine with TemplateItems, in the
+// device's steps (every request's preparation, every (request, arm)'s rows, the points in chunks
+// of the items' cap); else per request (serve_vgrid).
+// Throws std::length_error when a slot's Tg lacks a part per arm or a slot lacks kept rows.
+template <class Team>
+void engine_vgrid_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
+  if (!ctl->rows || ctl->items.cap <= 0) {
+    engine_serve_all<kReqVGrid>(team, ctl, st);
+    return;
+  }
+  if (!eval_arm_tg_fits(ctl->b)) throw std::length_error("engine_vgrid_all: Tg per arm");
+  if (!ctl->b.Tv) throw std::length_error("engine_vgrid_all: no kept rows");
+  FitData d;
+  PipelineScratch sc;
+  const float* tmpl[kMaxArms];
+  const int n = ctl->count[kReqVGrid], n_items = n * kVGridItems, cap = ctl->items.cap;
+  for (int i = 0; i < n; ++i) engine_vgrid_prep(ctl, i);  // the device's plan kernel
+  for (int i = 0; i < n * kMaxArms; ++i) engine_vgrid_rows(team, ctl, i, &d, &sc, tmpl);
+  for (int first = 0; first < n_items; first += cap) {
+    const int m = n_items - first < cap ? n_items - first : cap;
+    for (int i = 0; i < m; ++i) engine_vgrid_item(team, ctl, first, i, &d, &sc, tmpl);
+    ++st->item_chunks;
+  }
+  for (int i = 0; i < n; ++i)
+    st->items[kReqVGrid] += ctl->b.shared[ctl->list[kReqVGrid * ctl->b.n_slots + i]].rq.n_k;
+  st->served[kReqVGrid] += n;
 }
 
 // Kind Kind's requests of a round on the host, per item (TemplateItems), in the device's chunks.
@@ -416,7 +558,7 @@ EngineStats engine_run(const Team& team, EngineCtl* ctl, long max_rounds = 10000
     engine_evals_all(team, ctl, &st);
     engine_serve_all<kReqClip>(team, ctl, &st);
     engine_serve_all<kReqArmPixels>(team, ctl, &st);
-    engine_serve_all<kReqVGrid>(team, ctl, &st);
+    engine_vgrid_all(team, ctl, &st);
   }
   return st;
 }

@@ -603,15 +603,24 @@ VX_HD VX_INLINE void component_sums(const float* b0, int K1, const double* c, co
 }
 
 // sum_k v_k b_k in V partial sums (component k to sum k % V for k below the last multiple of
-// V, the rest to 0, 1, ...; lane_sum at the end).
-template <int V>
+// V, the rest to 0, 1, ...; lane_sum at the end). Unroll: the last components' sums indexed at
+// compile time, so that the GPU keeps t in registers (indexed by k - KV, t takes a 32 B stack
+// frame in a kernel that inlines it: the staged engine's stage kernels); the same sums in the
+// same order. Off for the warp kernel, whose evaluate_template<false> spills more with it.
+template <int V, bool Unroll = false>
 VX_HD VX_INLINE double row_dot(const double* v, const float* b, int K1) {
   double t[V];
   for (int p = 0; p < V; ++p) t[p] = 0.0;
   const int KV = K1 - K1 % V;
   for (int kb = 0; kb < KV; kb += V)
     for (int p = 0; p < V; ++p) t[p] += v[kb + p] * b[kb + p];
-  for (int k = KV; k < K1; ++k) t[k - KV] += v[k] * b[k];
+  if constexpr (Unroll) {
+    VX_UNROLL
+    for (int p = 0; p < V; ++p)
+      if (KV + p < K1) t[p] += v[KV + p] * b[KV + p];
+  } else {
+    for (int k = KV; k < K1; ++k) t[k - KV] += v[k] * b[k];
+  }
   return lane_sum<V>(t);
 }
 
@@ -893,16 +902,21 @@ VX_HD VX_INLINE bool host_convolved_rows(const Team& team, const FitData& d) {
 // which is rotated_pixel's sum in another order: Tc[x] = sum_m rot[m] B_clamp(x + m - M).c.
 // The rows are kKeptRowsPad wider each side than needed, so that the next velocities (Newton
 // steps, the moments grid: a few rows away) reuse them. With M > 0 the rows before convolution go
-// through d.Tg (one row per element). Writes t_out and, with need_jac, dt_out (np = 1).
+// through Tg[n_tpix] (one row per element: d.Tg, or the arm's own part of it when a request's arms
+// run at once, eval_template_arm). Writes t_out and, with need_jac, dt_out (np = 1). The team by
+// value: by reference, a caller out of line would keep its team in a stack frame. Unroll:
+// row_dot's (the stage kernels'). Each row's value depends on the row alone (not on the span it
+// was computed with), so that evaluations that find their rows kept or not get the same bits.
 constexpr int kKeptRowsPad = 64;
-template <class Team>
-VX_HD void kept_rows_pixels(const Team& team, const GridView& g, const FitData& d, int a,
-                            const EvalWork* w, const float* B, int K1, double vsini,
-                            const double* ll, int n_eval, double lnd, double du_dv, bool need_jac,
-                            double* t_out, double* dt_out) {
+
+// kept_rows_pixels' first part: arm a's kept rows made to cover the grid rows [r0, r1] (unless
+// they do at w's coefficients and VSINI, computed over [r0 - kKeptRowsPad, r1 + kKeptRowsPad]
+// clamped to the grid). Returns the rows, Tc[n_tpix].
+template <bool Unroll = false, class Team>
+VX_HD VX_INLINE const double* kept_rows_cover(const Team& team, const GridView& g, const FitData& d,
+                                              int a, const EvalWork* w, const float* B, int K1,
+                                              double vsini, int r0, int r1, double* Tg) {
   const int M = w->rot_half, S = g.n_tpix, k = d.tv_arm0 + a;
-  int lo_t, hi_t, r0, r1;
-  rotated_row_span(g, ll, n_eval, lnd, 0, &lo_t, &hi_t, &r0, &r1);
   KeptRows* kr = d.tv_keep + k;
   double* Tc = d.Tv + (size_t)k * d.tv_stride;
   const bool kept =
@@ -913,13 +927,12 @@ VX_HD void kept_rows_pixels(const Team& team, const GridView& g, const FitData& 
     constexpr int RV = 4;  // row_dot's partial sums: the rotated model's row products
     if (M == 0) {
       team.for_each(p1 - p0 + 1, [&](int rr) {
-        Tc[p0 + rr] = row_dot<RV>(w->c, B + (size_t)(p0 + rr) * K1, K1);
+        Tc[p0 + rr] = row_dot<RV, Unroll>(w->c, B + (size_t)(p0 + rr) * K1, K1);
       });
     } else {
       const int q0 = p0 - M > 0 ? p0 - M : 0, q1 = p1 + M < S - 1 ? p1 + M : S - 1;
-      double* Tg = d.Tg;
       team.for_each(q1 - q0 + 1, [&](int rr) {
-        Tg[q0 + rr] = row_dot<RV>(w->c, B + (size_t)(q0 + rr) * K1, K1);
+        Tg[q0 + rr] = row_dot<RV, Unroll>(w->c, B + (size_t)(q0 + rr) * K1, K1);
       });
       team.sync();
       team.for_each(p1 - p0 + 1, [&](int rr) {
@@ -936,12 +949,48 @@ VX_HD void kept_rows_pixels(const Team& team, const GridView& g, const FitData& 
     team.sync();
     team.single([&] { *kr = KeptRows{B, w->c_gen, vsini, p0, p1}; });
   }
+  return Tc;
+}
+
+// kept_rows_pixels' second part: the points' 4 taps from the rows Tc at ln D = lnd.
+template <class Team>
+VX_HD VX_INLINE void kept_rows_taps(const Team& team, const GridView& g, const double* Tc,
+                                    const double* ll, int n_eval, double lnd, double du_dv,
+                                    bool need_jac, double* t_out, double* dt_out) {
   team.for_each(n_eval, [&](int j) {
     double wt[4], dwt[4];
     const double* tc = Tc + stencil_weights(g, ll[j], lnd, wt, dwt) - 1;
     t_out[j] = taps4(wt, tc);
     if (need_jac) dt_out[j] = du_dv * taps4(dwt, tc);
   });
+}
+
+template <bool Unroll = false, class Team>
+VX_HD void kept_rows_pixels(Team team, const GridView& g, const FitData& d, int a,
+                            const EvalWork* w, const float* B, int K1, double vsini,
+                            const double* ll, int n_eval, double lnd, double du_dv, bool need_jac,
+                            double* t_out, double* dt_out, double* Tg) {
+  int lo_t, hi_t, r0, r1;
+  rotated_row_span(g, ll, n_eval, lnd, 0, &lo_t, &hi_t, &r0, &r1);
+  const double* Tc = kept_rows_cover<Unroll>(team, g, d, a, w, B, K1, vsini, r0, r1, Tg);
+  kept_rows_taps(team, g, Tc, ll, n_eval, lnd, du_dv, need_jac, t_out, dt_out);
+}
+
+// Where arm a's template is evaluated: with a resolution matrix (rm) at the n_eval points ll of
+// its full grid (values at Tf + full_off[a]), else at its used pixels i0 .. i0 + n_eval (ll =
+// lnlam + i0, values at T + i0).
+struct ArmPoints {
+  bool rm;
+  int i0, n_eval;
+  const double* ll;
+};
+VX_HD VX_INLINE ArmPoints arm_points(const FitData& d, int a) {
+  ArmPoints p;
+  p.rm = d.n_full[a] > 0;
+  p.i0 = d.arm_start[a];
+  p.n_eval = p.rm ? d.n_full[a] : d.arm_start[a + 1] - p.i0;
+  p.ll = p.rm ? d.full_lnlam[a] : d.lnlam + p.i0;
+  return p;
 }
 
 // Arm a's used pixels from its full-grid model t_out[n_full] and Jacobian dt_out[n_full][np]
@@ -1066,16 +1115,16 @@ VX_HD void template_at_pixels(const Team& team, const EmulatorView* em, const Gr
   for (int a = 0; a < d.n_arms; ++a) {
     // Without a matrix the model is evaluated at the used pixels directly; with one, on the
     // arm's full grid first (one instantiation of the heavy loop either way).
-    const bool rm = d.n_full[a] > 0;
-    const int i0 = d.arm_start[a];
-    const int n_eval = rm ? d.n_full[a] : d.arm_start[a + 1] - i0;
-    const double* ll = rm ? d.full_lnlam[a] : d.lnlam + i0;
+    const ArmPoints pts = arm_points(d, a);
+    const bool rm = pts.rm;
+    const int i0 = pts.i0, n_eval = pts.n_eval;
+    const double* ll = pts.ll;
     double* t_out = rm ? d.Tf + d.full_off[a] : T + i0;
     double* dt_out = rm ? d.dTf + (size_t)d.full_off[a] * np : dT + (size_t)i0 * np;
     const float* B = d.basis[a];
     if (VOnly && V == 1 && d.Tv && (M == 0 || d.Tg)) {
       kept_rows_pixels(team, g, d, a, w, B, K1, theta[vsini_index(L)], ll, n_eval, lnd, du_dv,
-                       need_jac, t_out, dt_out);
+                       need_jac, t_out, dt_out, d.Tg);
     } else if (M == 0 && !(VOnly && host_convolved_rows(team, d))) {
       if constexpr (V == 1) {
         team.for_each(n_eval, [&](int j) { model_at_lane(B, ll[j], &t_out[j], &dt_out[j * np]); });

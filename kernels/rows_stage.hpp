@@ -37,8 +37,8 @@ namespace velox::kern {
 // function the GPU calls (VX_NOINLINE) lives in the kernel's stack frame (16 B for a WarpTeam).
 
 // Whether the staged engine serves a request through the row stages: a full evaluation with the
-// emulator (velocity-only, segment and continuum-only evaluations keep their template serve; their
-// continuum takes stage 6 too, kernels/engine.hpp engine_evals_all).
+// emulator (velocity-only, segment and continuum-only evaluations take their template stage per
+// (request, arm), eval_template_arm, and stage 6; kernels/engine.hpp engine_evals_all).
 VX_HD VX_INLINE bool rows_request(const FitRequest& rq) {
   return rq.kind == kReqEval && rq.seg < 0 && !rq.vel_only && !rq.no_emu;
 }
@@ -285,6 +285,152 @@ VX_HD VX_INLINE void rows_pixels(Team team, const RowsRound* r, int slot, const 
     team.sync();
     apply_rmat_lanes(team, d, a, t_out, dt_out, np, need_jac, T, dT);
   }
+  team.sync();
+}
+
+// The round's other evaluations (kReqEval requests that are not row requests: velocity-only,
+// per-arm velocity segments, continuum-only), served per (request, arm) in the staged engine
+// (kernels/engine.hpp engine_eval_arm), before their continuum (stage 6).
+// Whether request rq takes the kept rows (rq.seg >= 0 or rq.vel_only; the labels of the last
+// emulator request) rather than the continuum-only model (T = 1, dT = 0).
+VX_HD VX_INLINE bool eval_request_vonly(const FitRequest& rq) { return rq.seg >= 0 || rq.vel_only; }
+
+// Prepare an other evaluation before its arms (engine_eval_prep, one worker): the rotation kernel
+// at rq's VSINI into w (rot, drot, rot_half), which template_at_pixels computes at the start of
+// every evaluation and which each arm's team reads. The same operations, so the same kernel.
+VX_HD VX_INLINE void eval_request_prep(const FitRequest& rq, int n_label, const GridView& g,
+                                       EvalWork* w) {
+  if (!eval_request_vonly(rq)) return;
+  w->rot_half = rotation_weights(rq.theta[vsini_index(n_label)], w->limb_eps, g.dlnlam, kMaxRotHalf,
+                                 w->rot, w->drot);
+}
+
+// Item k of an other evaluation's template stage (one team per (request, arm); k < the request's
+// eval_request_arms): arm k's pixels, or a segment's pixels (k = 0: segment rq.seg of arm
+// d.seg_arm[rq.seg], its arm's full grid when the arm has a resolution matrix), into T and, with
+// rq.jac, dT (np = 1) at the pixels' own indices: bit for bit what template_at_pixels writes for
+// those pixels (VOnly with the kept rows, d.Tv set; or T = 1 for a continuum-only request,
+// rq.no_emu). The rotation kernel is in w (eval_request_prep). Tg: this arm's own [n_tpix] scratch
+// for the rows before rotation (M > 0), so that a request's arms run at once; nullptr when M = 0.
+// Arm 0 counts the evaluation, as evaluate_template does (continuum-only: not counted).
+template <class Team>
+VX_HD VX_INLINE void eval_template_arm(Team team, const EmulatorView& em, const GridView& g,
+                                       const FitData& d, const FitRequest& rq, int k, EvalWork* w,
+                                       double* Tg, double* T, double* dT) {
+  const bool jac = rq.jac != 0, seg = rq.seg >= 0;
+  const int a = seg ? d.seg_arm[rq.seg] : k;
+  const int i0 = seg ? d.seg_start[rq.seg] : d.arm_start[a];
+  const int i1 = seg ? d.seg_start[rq.seg + 1] : d.arm_start[a + 1];
+  if (!eval_request_vonly(rq)) {  // the continuum-only model
+    team.for_each(i1 - i0, [&](int ii) {
+      T[i0 + ii] = 1.0;
+      if (jac) dT[i0 + ii] = 0.0;
+    });
+    team.sync();
+    return;
+  }
+  if (k == 0) team.single([&] { ++w->n_eval[2]; });
+  const int L = em.n_label;
+  const double lnd = ln_doppler(rq.theta[0]);
+  const double du_dv = -dln_doppler_dv(rq.theta[0]) / g.dlnlam;
+  const bool rm = d.n_full[a] > 0;
+  const int n_eval = rm ? d.n_full[a] : i1 - i0;
+  const double* ll = rm ? d.full_lnlam[a] : d.lnlam + i0;
+  double* t_out = rm ? d.Tf + d.full_off[a] : T + i0;
+  double* dt_out = rm ? d.dTf + d.full_off[a] : dT + i0;
+  kept_rows_pixels<true>(team, g, d, a, w, d.basis[a], em.n_comp, rq.theta[vsini_index(L)], ll,
+                         n_eval, lnd, du_dv, jac, t_out, dt_out, Tg);
+  if (rm) {
+    team.sync();
+    team.for_each(i1 - i0, [&](int ii) {
+      const int i = i0 + ii;
+      T[i] = apply_rmat(d, a, i, t_out, 1, 0);
+      if (jac) dT[i] = apply_rmat(d, a, i, dt_out, 1, 0);
+    });
+  }
+  team.sync();
+}
+
+// The moments grid's velocities (kReqVGrid: up to kVGridPoints velocity-only chi^2 at the best
+// fit's labels and VSINI, no Jacobian; serve_vgrid serves them in turn on one team) in the staged
+// engine, in three steps: prepare (one worker per request: the rotation kernel, the evaluations
+// counted), the kept rows per (request, arm) over the span every point in the box needs, then one
+// team per (request, point): each arm's 4 taps from the rows (and the resolution matrix) into the
+// point's own T, the continuum profiled (profile_continuum_lanes) into the point's own workspace,
+// chi^2 into the slot's vgrid_chi2. Bit for bit serve_vgrid's values: a row's value does not
+// depend on the span it was computed over, and each point runs the taps and the profile of
+// evaluate<true>. The slot's EvalWork keeps its last evaluation's profile (serve_vgrid leaves the
+// last point's): the machine reads only vgrid_chi2 and the counts after the grid.
+
+// Point i's velocity (serve_vgrid's theta[0]: one product, as the grid point's x) and whether it
+// lies in the fit's box (outside: not evaluated, NaN).
+VX_HD VX_INLINE double vgrid_velocity(const FitRequest& rq, int i) {
+  return rq.theta[0] + (rq.k0 + i) * rq.v;
+}
+VX_HD VX_INLINE bool vgrid_in_box(const PipelineConfig& cfg, double v) {
+  return !(v < cfg.lm.lo[0] || v > cfg.lm.hi[0]);
+}
+
+// Step 1 (one worker): the rotation kernel at rq's VSINI into w, and w's velocity-only
+// evaluations counted once per point in the box, as serve_vgrid's evaluate<true> counts them.
+VX_HD VX_INLINE void vgrid_prep(const FitRequest& rq, int n_label, const GridView& g,
+                                const PipelineConfig& cfg, EvalWork* w) {
+  w->rot_half = rotation_weights(rq.theta[vsini_index(n_label)], w->limb_eps, g.dlnlam, kMaxRotHalf,
+                                 w->rot, w->drot);
+  for (int i = 0; i < rq.n_k; ++i) w->n_eval[2] += vgrid_in_box(cfg, vgrid_velocity(rq, i));
+}
+
+// Step 2 (a team per (request, arm a)): arm a's kept rows made to cover the rows of every point in
+// the box (the span at the lowest and at the highest velocity: a stencil's first tap falls as
+// ln D grows), as kept_rows_pixels would over the points in turn. Tg: the arm's own scratch
+// (eval_arm_tg).
+template <class Team>
+VX_HD VX_INLINE void vgrid_rows_arm(Team team, const EmulatorView& em, const GridView& g,
+                                    const FitData& d, const PipelineConfig& cfg,
+                                    const FitRequest& rq, int a, const EvalWork* w, double* Tg) {
+  double vlo = INFINITY, vhi = -INFINITY;
+  for (int i = 0; i < rq.n_k; ++i) {
+    const double v = vgrid_velocity(rq, i);
+    if (!vgrid_in_box(cfg, v)) continue;
+    vlo = v < vlo ? v : vlo;
+    vhi = v > vhi ? v : vhi;
+  }
+  if (!(vlo <= vhi)) return;  // no point in the box
+  const ArmPoints p = arm_points(d, a);
+  int lo_t, hi_t, r0, r1, r0b, r1b;
+  rotated_row_span(g, p.ll, p.n_eval, ln_doppler(vhi), 0, &lo_t, &hi_t, &r0, &r1);
+  rotated_row_span(g, p.ll, p.n_eval, ln_doppler(vlo), 0, &lo_t, &hi_t, &r0b, &r1b);
+  kept_rows_cover<true>(team, g, d, a, w, d.basis[a], em.n_comp, rq.theta[vsini_index(em.n_label)],
+                        r0 < r0b ? r0 : r0b, r1 > r1b ? r1 : r1b, Tg);
+}
+
+// Step 3 (a team per (request, point i < rq.n_k)): point i's chi^2 into *chi2 (NaN outside the
+// box or when the continuum fails), with the point's own T (d.n_pix; d.Tf: the point's own full
+// grid) and workspace w (its profile's scratch).
+template <class Team>
+VX_HD VX_INLINE void vgrid_point(Team team, const GridView& g, const FitData& d,
+                                 const PipelineConfig& cfg, const FitRequest& rq, int i, double* T,
+                                 EvalWork* w, double* chi2) {
+  const double v = vgrid_velocity(rq, i);
+  if (!vgrid_in_box(cfg, v)) {
+    team.single([&] { *chi2 = NAN; });
+    team.sync();
+    return;
+  }
+  const double lnd = ln_doppler(v);
+  for (int a = 0; a < d.n_arms; ++a) {
+    const ArmPoints p = arm_points(d, a);
+    double* t_out = p.rm ? d.Tf + d.full_off[a] : T + p.i0;
+    kept_rows_taps(team, g, d.Tv + (size_t)(d.tv_arm0 + a) * d.tv_stride, p.ll, p.n_eval, lnd, 0.0,
+                   false, t_out, nullptr);
+    if (!p.rm) continue;
+    team.sync();
+    team.for_each(d.arm_start[a + 1] - p.i0,
+                  [&](int ii) { T[p.i0 + ii] = apply_rmat(d, a, p.i0 + ii, t_out, 1, 0); });
+  }
+  team.sync();
+  profile_continuum_lanes(team, d, cfg.cont_deg, 1, false, T, nullptr, w);
+  team.single([&] { *chi2 = w->ok && w->chi2 < INFINITY ? w->chi2 : NAN; });
   team.sync();
 }
 

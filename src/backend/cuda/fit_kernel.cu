@@ -147,11 +147,14 @@ __global__ void staged_reset_kernel(kern::EngineCtl* ctl, int n_groups) {
   if (i < n_groups) kern::rows_reset_group(ctl->rows, i);
 }
 
-// Plan every row request of the round (kern::rows_plan): one thread each.
+// Plan every row request of the round (kern::rows_plan) and prepare every other evaluation
+// and moments grid (kern::engine_eval_prep, engine_vgrid_prep): one thread each.
 __global__ void __launch_bounds__(kEngineStepThreads)
     engine_plan_kernel(const kern::EngineCtl* ctl) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < ctl->rows->count) kern::engine_plan_rows(ctl, i);
+  if (i < ctl->count[kern::kReqEval]) kern::engine_eval_prep(ctl, i);
+  if (i < ctl->count[kern::kReqVGrid]) kern::engine_vgrid_prep(ctl, i);
 }
 
 // Every row request of the round, stage Stage (-1 the emulator's row weights, 0 coefficients,
@@ -174,6 +177,37 @@ __global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
   serve_per_warp(n * kern::kMaxArms, [&](const kern::WarpTeam& team, int item, kern::FitData* d,
                                          kern::PipelineScratch* sc, const float** tmpl) {
     kern::engine_cont_arm<Rows>(team, ctl, item, d, sc, tmpl);
+  });
+}
+
+// The template stage of the round's other evaluations (velocity-only, segments, continuum-only):
+// one warp per (request, arm) (kern::engine_eval_arm).
+__global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
+    engine_eval_arm_kernel(const kern::EngineCtl* ctl) {
+  serve_per_warp(ctl->count[kern::kReqEval] * kern::kMaxArms,
+                 [&](const kern::WarpTeam& team, int item, kern::FitData* d,
+                     kern::PipelineScratch* sc, const float** tmpl) {
+                   kern::engine_eval_arm(team, ctl, item, d, sc, tmpl);
+                 });
+}
+
+// The moments grids' kept rows: one warp per (request, arm) (kern::engine_vgrid_rows).
+__global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
+    engine_vgrid_rows_kernel(const kern::EngineCtl* ctl) {
+  serve_per_warp(ctl->count[kern::kReqVGrid] * kern::kMaxArms,
+                 [&](const kern::WarpTeam& team, int item, kern::FitData* d,
+                     kern::PipelineScratch* sc, const float** tmpl) {
+                   kern::engine_vgrid_rows(team, ctl, item, d, sc, tmpl);
+                 });
+}
+
+// Then their points first .. first + n - 1: one warp per (request, point), n <= ctl->items.cap
+// (kern::engine_vgrid_item).
+__global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
+    engine_vgrid_items_kernel(const kern::EngineCtl* ctl, int first, int n) {
+  serve_per_warp(n, [&](const kern::WarpTeam& team, int idx, kern::FitData* d,
+                        kern::PipelineScratch* sc, const float** tmpl) {
+    kern::engine_vgrid_item(team, ctl, first, idx, d, sc, tmpl);
   });
 }
 
@@ -573,9 +607,13 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
       mark(13);
       check(cudaGetLastError(), "staged engine: row stage launch");
     }
-    // The other evaluations: their template stage per request, then the continuum per (request,
-    // arm) and per request, as the row requests'.
-    serve(IntC<kern::kReqEval>{}, IntC<0>{});
+    // The other evaluations: their template stage and then their continuum per (request, arm),
+    // and per request, as the row requests'.
+    if (hc.count[kern::kReqEval] > 0) {
+      const int n_items = hc.count[kern::kReqEval] * kern::kMaxArms;
+      engine_eval_arm_kernel<<<(n_items + kServeWarps - 1) / kServeWarps, kServeThreads, 0,
+                               stream_>>>(ctl);
+    }
     mark(14);
     continuum(std::false_type{}, hc.count[kern::kReqEval]);
     mark(15);
@@ -583,7 +621,20 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
     mark(16);
     serve(IntC<kern::kReqArmPixels>{}, IntC<0>{});
     mark(17);
-    serve(IntC<kern::kReqVGrid>{}, IntC<0>{});
+    // The moments grids: each (request, arm)'s kept rows, then a warp per (request, point), in
+    // chunks of the items' buffers.
+    if (hc.count[kern::kReqVGrid] > 0) {
+      const int n_rows = hc.count[kern::kReqVGrid] * kern::kMaxArms;
+      engine_vgrid_rows_kernel<<<(n_rows + kServeWarps - 1) / kServeWarps, kServeThreads, 0,
+                                 stream_>>>(ctl);
+      const int n_items = hc.count[kern::kReqVGrid] * kern::kVGridItems;
+      for (int first = 0; first < n_items; first += ti.cap) {
+        const int n = std::min(ti.cap, n_items - first);
+        engine_vgrid_items_kernel<<<(n + kServeWarps - 1) / kServeWarps, kServeThreads, 0,
+                                    stream_>>>(ctl, first, n);
+        ++item_chunks_;
+      }
+    }
     mark(18);
     check(cudaGetLastError(), "staged engine: serve launch");
   }

@@ -231,6 +231,24 @@ class CudaBackend final : public Backend {
     BatchOutput out;
   };
 
+  // The scratch's stride of fitted parameters: np, and in the staged engine at least the arms
+  // when the rotated model's rows are kept (slot_grid > 0): each arm of a velocity-only
+  // evaluation rotates its rows in its own n_tpix part of the slot's Tg (kern::eval_arm_tg).
+  // n_fit_params with VSINI is 2 + L >= 3 arms already; more arms widen the stride.
+  int staged_np(int arms, long long slot_grid) const {
+    return staged_engine_ && slot_grid > 0 ? arms : 0;
+  }
+
+  // What a batch's slots are sized for: the host batch's sizes with the warp's kept rows
+  // (FitData::Tv) and staged_np.
+  SlotSizes slot_sizes(const HostBatch& hb) const {
+    SlotSizes s = hb.sizes_kept_rows();
+    int arms = 0;
+    for (const auto& bs : hb.spec) arms = std::max(arms, bs.n_arms);
+    s.np = std::max(s.np, staged_np(arms, s.slot_grid));
+    return s;
+  }
+
   // Spectra per batch: a few waves of the resident warps, within the free device memory.
   size_t batch_size(const std::vector<const Packed*>& specs) {
     size_t per = 0;
@@ -239,6 +257,7 @@ class CudaBackend final : public Backend {
     s.n_out = std::max(kern::ccf_lags(pc_, lib_.grid()), 7);
     s.emu = kern::emulator_scratch_size(em_);
     const bool with_fold = any_fold(specs);  // then every spectrum carries fold parameters
+    int max_arms = 0;
     for (const auto* p : specs) {
       per = std::max(per, gpu_bytes_per_spectrum(p->flux.size(), p->n_full_total(),
                                                  with_fold ? p->flux.size() : 0));
@@ -248,7 +267,9 @@ class CudaBackend final : public Backend {
       if (p->fit_vsini && pc_.fit_vsini) s.slot_grid = lib_.n_tpix;
       s.slot_vrows =
           std::max<long long>(s.slot_vrows, static_cast<long long>(p->n_arms) * lib_.n_tpix);
+      max_arms = std::max(max_arms, p->n_arms);
     }
+    s.np = std::max(s.np, staged_np(max_arms, s.slot_grid));
     size_t free_b = 0, total_b = 0;
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
     size_t fixed = static_cast<size_t>(kSets) * n_slots_ *
@@ -346,7 +367,7 @@ class CudaBackend final : public Backend {
     grow(set.results, ns);
     grow(set.basis, n_models);
     grow(set.ccf_tmpl, n_models);
-    ensure_slots(set, hb.sizes_kept_rows());  // the warp's kept rows too (FitData::Tv)
+    ensure_slots(set, slot_sizes(hb));
     const Part parts[] = {
         {hb.spec.data(), ns * sizeof(kern::BatchSpectrum), set.spec.p},
         {hb.lnlam.data(), np_ * sizeof(double), set.lnlam.p},
@@ -371,7 +392,7 @@ class CudaBackend final : public Backend {
     v.cfg = hb.cfg;
     v.n_ccf = hb.n_ccf;
     v.ccf_labels = ccf_labels_.p;
-    v.np = hb.sizes().np;
+    v.np = slot_sizes(hb).np;
     v.n_out = hb.sizes().n_out;
     v.basis = set.basis.p;
     v.ccf_tmpl = set.ccf_tmpl.p;

@@ -249,8 +249,11 @@ TEST_CASE("the emulator's coefficients as one product over requests are emulator
 // column or a span moves the model by far more than that: a column read one row off fails 58
 // checks, a span one row short 51). Each spectrum is fitted twice: a full fit and a held-label
 // fit of --epochs at the first one's labels. Returns the rotated fits (VSINI > 10 km/s).
+// items_cap: the per-item buffers' cap in slots' worth (0: the chi^2 grid, the CCF and the
+// moments grid served per request). results: the engine's results, when given.
 static int staged_against_fit_one(const TemplateLibrary& lib, const FitConfig& cfg,
-                                  const std::vector<PreparedSpectrum>& prepared) {
+                                  const std::vector<PreparedSpectrum>& prepared, int items_cap = 2,
+                                  std::vector<kern::PipelineResult>* results = nullptr) {
   EngineCase c(lib, cfg, prepared);
   const int n = c.n;
   const auto& ref = c.ref;
@@ -293,11 +296,13 @@ static int staged_against_fit_one(const TemplateLibrary& lib, const FitConfig& c
   rows.arm_red = arm_red.data();
   rows.arm_ok = arm_ok.data();
   ctl.rows = &rows;
-  c.items(&ctl, 2 * n_slots);  // and the grid and CCF per template, as the device serves them
+  if (items_cap > 0)  // and the grid and CCF per template, the moments grid per point
+    c.items(&ctl, items_cap * n_slots);
   const auto st = kern::engine_run(c.team, &ctl, 1000000);
   REQUIRE(st.finished);
   int n_rot = 0;
-  double worst_chi2 = 0.0, worst_sigma = 0.0;
+  double worst_chi2 = 0.0, worst_sigma = 0.0, worst_mom = 0.0;
+  int n_mom = 0;
   for (int s = 0; s < 2 * n; ++s) {
     INFO("spectrum " << s << (s >= n ? " (held labels)" : ""));
     const auto& a = hb.results[s];
@@ -319,6 +324,17 @@ static int staged_against_fit_one(const TemplateLibrary& lib, const FitConfig& c
     }
     CHECK(a.n_clipped == r.n_clipped);
     for (int k = 0; k < 3; ++k) CHECK(a.n_eval[k] == r.n_eval[k]);  // the same evaluations
+    // The moments grid (kReqVGrid, its points per item): VRAD_SKEW and VRAD_KURT from its chi^2
+    // about the best fit. The grid is centred on VRAD and spaced by its error, so the bar's
+    // 1e-6 sigma in VRAD moves these standardised moments by ~1e-6; a point at a wrong velocity
+    // or a wrong chi^2 moves them by far more (at least 1e-3 for a one-step shift of one point).
+    CHECK(std::isnan(a.v_skew) == std::isnan(r.v_skew));
+    CHECK(std::isnan(a.v_kurt) == std::isnan(r.v_kurt));
+    if (std::isfinite(r.v_skew)) CHECK(std::fabs(a.v_skew - r.v_skew) < 1e-6);
+    if (std::isfinite(r.v_kurt)) CHECK(std::fabs(a.v_kurt - r.v_kurt) < 1e-6);
+    if (std::isfinite(r.v_skew)) worst_mom = std::max(worst_mom, std::fabs(a.v_skew - r.v_skew));
+    if (std::isfinite(r.v_kurt)) worst_mom = std::max(worst_mom, std::fabs(a.v_kurt - r.v_kurt));
+    n_mom += std::isfinite(r.v_kurt);
     n_rot += s < n && r.best.np > 1 + lib.n_label && r.best.theta[1 + lib.n_label] > 10.0;
   }
   CHECK(hb.ivar == c.ivar_ref);  // the same pixels clipped
@@ -333,17 +349,30 @@ static int staged_against_fit_one(const TemplateLibrary& lib, const FitConfig& c
   CHECK(st.served_rows > st.gemms);
   CHECK(st.emu_gemms > 0);
   CHECK(st.served_rows > st.emu_gemms);  // several requests per emulator product
-  CHECK(st.items[kern::kReqGrid] == st.served[kern::kReqGrid] * hb.n_ccf);
+  CHECK(st.items[kern::kReqGrid] == (items_cap > 0 ? st.served[kern::kReqGrid] * hb.n_ccf : 0));
   // The other evaluations (velocity-only, per-arm velocity segments) took the continuum per arm.
   CHECK(st.cont_evals == st.served[kern::kReqEval]);
   CHECK(st.cont_evals > 0);
   CHECK(st.cont_segs > 0);
+  // and their template stage per (request, arm): more items than requests when any has 2+ arms.
+  // (The held-label fits' velocity-only evaluations cover every arm of a DESI-layout fibre.)
+  bool multi_arm = false;
+  for (const auto& bs : hb.spec) multi_arm = multi_arm || bs.n_arms > 1;
+  CHECK(st.eval_items >= st.cont_evals);
+  CHECK((st.eval_items > st.cont_evals || !multi_arm));
+  // The moments grids per point: every point of every request an item.
+  CHECK(n_mom > 0);
+  CHECK(st.served[kern::kReqVGrid] > 0);
+  if (items_cap > 0) CHECK(st.items[kern::kReqVGrid] > st.served[kern::kReqVGrid]);
+  if (results) results->assign(hb.results.begin(), hb.results.begin() + 2 * n);
   std::fprintf(stderr,
                "staged engine: %d fits over %d slots, %ld rounds, %ld full evaluations in %ld row "
-               "GEMMs, %ld other evaluations (%ld segments) with the continuum per arm, %d "
-               "rotated fits; worst chi2 %.2e relative, parameters %.2e sigma\n",
+               "GEMMs, %ld other evaluations (%ld segments) per arm (%ld template items), %ld "
+               "moments grids in %ld point items, %d rotated fits; worst chi2 %.2e relative, "
+               "parameters %.2e sigma, VRAD_SKEW/KURT %.2e (%d fits)\n",
                2 * n, n_slots, st.rounds, st.served_rows, st.gemms, st.cont_evals, st.cont_segs,
-               n_rot, worst_chi2, worst_sigma);
+               st.eval_items, st.served[kern::kReqVGrid], st.items[kern::kReqVGrid], n_rot,
+               worst_chi2, worst_sigma, worst_mom, n_mom);
   return n_rot;
 }
 
@@ -355,8 +384,23 @@ TEST_CASE("the staged engine's template rows as one GEMM per arm model fit real 
   ArmModelCache cache(lib);
   const std::vector<PreparedSpectrum> prepared = test::real_spectra(lib, cache, cfg, 4);
   REQUIRE(prepared.size() >= 8);
-  const int n_rot = staged_against_fit_one(lib, cfg, prepared);
+  std::vector<kern::PipelineResult> per_item, per_request;
+  const int n_rot = staged_against_fit_one(lib, cfg, prepared, 2, &per_item);
   CHECK(n_rot >= 1);  // the rotated path (2M + 4 rows per point) was served too
+  // The items (the chi^2 grid and the CCF per template, the moments grid per point: their rows
+  // per arm over all points' span, each point's taps and profile on its own buffers) give the
+  // per-request serve's results bit for bit, VRAD_SKEW and VRAD_KURT included.
+  staged_against_fit_one(lib, cfg, prepared, 0, &per_request);
+  REQUIRE(per_item.size() == per_request.size());
+  for (size_t s = 0; s < per_item.size(); ++s) {
+    INFO("spectrum " << s);
+    const auto &a = per_item[s], &r = per_request[s];
+    CHECK(a.status == r.status);
+    CHECK(std::memcmp(&a.best.chi2, &r.best.chi2, sizeof(double)) == 0);
+    CHECK(std::memcmp(a.best.theta, r.best.theta, sizeof a.best.theta) == 0);
+    CHECK(std::memcmp(&a.v_skew, &r.v_skew, sizeof(double)) == 0);  // NaN too
+    CHECK(std::memcmp(&a.v_kurt, &r.v_kurt, sizeof(double)) == 0);
+  }
 }
 
 // Issue 51's sample: all 134 shared LAMOST spectra and the 85 DESI-layout stars.
