@@ -186,6 +186,27 @@ VX_HD VX_INLINE void engine_plan_rows(const EngineCtl* ctl, int idx) {
   rows_plan(ctl->rows, ctl->b, slot, ctl->slot_spec[slot], ctl->b.shared[slot].rq);
 }
 
+// Whether the round's emulator requests (kReqEmu: the labels of the velocity-only evaluations
+// that follow) join the row requests' emulator product: the staged engine with the product's
+// buffers. Their rows come after the row requests' (product index rows->count + e).
+VX_HD VX_INLINE bool engine_emu_product(const EngineCtl* ctl) {
+  return ctl->rows && ctl->rows->emu_rows;
+}
+
+// Emulator request e of this round in the product, stage 0 (its row weights, rows_emu_rows) or 1
+// (after the product: c and dc from its sums, rows_emu_coef), with the team: emulator_coeffs_into
+// bit for bit on the host (emulator_gemm_host's sums).
+template <class Team>
+VX_HD VX_INLINE void engine_serve_emu(const Team& team, const EngineCtl* ctl, int stage, int e) {
+  const BatchView& b = ctl->b;
+  const RowsRound* r = ctl->rows;
+  PipelineShared* sh = &b.shared[ctl->list[kReqEmu * b.n_slots + e]];
+  if (stage == 0)
+    rows_emu_rows(team, r, r->count + e, &sh->rq, b.em, &sh->w);
+  else
+    rows_emu_coef(team, r, r->count + e, &sh->rq, b.em, &sh->w);
+}
+
 // Prepare other evaluation idx of this round (kReqEval's list in the staged engine: the rotation
 // kernel its arms' teams read, eval_request_prep). One worker, with the round's plan.
 VX_HD VX_INLINE void engine_eval_prep(const EngineCtl* ctl, int idx) {
@@ -385,7 +406,8 @@ struct EngineStats {
   long served[kNumReqKinds] = {};
   long served_rows = 0;  // full evaluations served by the row stages (staged engine)
   long gemms = 0;        // the row stages' group GEMMs
-  long emu_gemms = 0;    // and their emulator products (one per round with row requests)
+  long emu_gemms = 0;  // and their emulator products (one per round with row or emulator requests)
+  long emu_in_product = 0;        // emulator requests (kReqEmu) served through the product
   long items[kNumReqKinds] = {};  // templates served as items (TemplateItems), per kind
   long item_chunks = 0;           // and the passes they took
   long cont_evals = 0;            // other evaluations with the continuum per arm (staged engine)
@@ -494,14 +516,19 @@ void engine_serve_templates(const Team& team, EngineCtl* ctl, EngineStats* st) {
     engine_serve_all<Kind>(team, ctl, st);
 }
 
-// The row stages of a round on the host, in the device's order: every request's coefficients,
-// one GEMM per group with requests, every request's pixels, every (request, arm)'s continuum,
-// every request's chi^2 from its arms.
+// The row stages of a round on the host, in the device's order: every request's plan, the
+// layout; the emulator (every row request's and every emulator request's row weights, one
+// product for all of them, the emulator requests' coefficients); every row request's
+// coefficients, one GEMM per group with requests, every request's pixels, every (request, arm)'s
+// continuum, every request's chi^2 from its arms. Without the product (engine_emu_product false)
+// the emulator requests are served per request (engine_run).
 // Throws std::length_error when the round's blocks exceed the buffers (a sizing bug).
 template <class Team>
 void engine_rows_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
   RowsRound* r = ctl->rows;
-  if (!r || r->count == 0) return;
+  if (!r) return;
+  const int n_emu = engine_emu_product(ctl) ? ctl->count[kReqEmu] : 0;
+  if (r->count == 0 && n_emu == 0) return;
   for (int i = 0; i < r->count; ++i) engine_plan_rows(ctl, i);
   long long nc = 0, no = 0;
   rows_layout(r, &nc, &no);
@@ -511,9 +538,14 @@ void engine_rows_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
   const float* tmpl[kMaxArms];
   if (r->emu_rows) {  // the emulator's phase 2 for every request as one product
     for (int i = 0; i < r->count; ++i) engine_serve_rows(team, ctl, -1, i, &d, &sc, tmpl);
-    emulator_gemm_host(ctl->b.em, r->count, r->emu_ld, r->emu_rows, r->emu_sums);
+    for (int e = 0; e < n_emu; ++e) engine_serve_emu(team, ctl, 0, e);
+    emulator_gemm_host(ctl->b.em, r->count + n_emu, r->emu_ld, r->emu_rows, r->emu_sums);
     ++st->emu_gemms;
+    for (int e = 0; e < n_emu; ++e) engine_serve_emu(team, ctl, 1, e);
+    st->served[kReqEmu] += n_emu;
+    st->emu_in_product += n_emu;
   }
+  if (r->count == 0) return;
   for (int i = 0; i < r->count; ++i) engine_serve_rows(team, ctl, 0, i, &d, &sc, tmpl);
   for (int g = 0; g < r->n_groups; ++g)
     if (r->g_count[g] > 0 && r->g_hi[g] >= r->g_lo[g]) {
@@ -553,7 +585,7 @@ EngineStats engine_run(const Team& team, EngineCtl* ctl, long max_rounds = 10000
     engine_serve_templates<kReqCcf>(team, ctl, &st);
     engine_serve_all<kReqGridPrep>(team, ctl, &st);
     engine_serve_templates<kReqGrid>(team, ctl, &st);
-    engine_serve_all<kReqEmu>(team, ctl, &st);
+    if (!engine_emu_product(ctl)) engine_serve_all<kReqEmu>(team, ctl, &st);
     engine_rows_all(team, ctl, &st);
     engine_evals_all(team, ctl, &st);
     engine_serve_all<kReqClip>(team, ctl, &st);

@@ -195,6 +195,32 @@ VX_HD VX_NOINLINE void rows_emu_rows(Team team, const RowsRound* r, int idx, con
   emulator_rows(team, em, x, r->emu_rows + (long long)idx * (1 + em.n_label), r->emu_ld, 1);
 }
 
+// After the emulator product: product request idx's coefficients c, dc into w (c_gen bumped), as
+// emulator_coeffs_into gives them: emulator_finish on its sums, or emulator_coeffs_into itself
+// (host only) for a slot without emulator scratch. The row requests' coefficient stage
+// (rows_coef) and the staged engine's emulator requests (kReqEmu, kernels/engine.hpp
+// engine_serve_emu) both.
+template <class Team>
+VX_HD VX_INLINE void rows_emu_coef(const Team& team, const RowsRound* r, int idx,
+                                   const FitRequest* rq, const EmulatorView& em, EvalWork* w) {
+  if (rows_emu_product(r, w)) {  // emulator_coeffs_into's result from the round's product
+    emulator_finish(team, em, r->emu_sums + (long long)idx * (1 + em.n_label), r->emu_ld, 1, w->c,
+                    w->dc);
+    team.single([&] { ++w->c_gen; });
+    team.sync();
+  } else {
+#if !defined(__CUDA_ARCH__)
+    emulator_coeffs_into(team, em, rq->theta + 1, w);
+#else
+    // Never on the device: StagedEngine always sets the product's buffers and every slot has
+    // emulator scratch (gpu_engine.cu). Left out, so that the kernels keep no stack frame
+    // (emulator_coeffs_team's sums take 704 B).
+    (void)rq;
+    __trap();
+#endif
+  }
+}
+
 // Stage 3b, after the emulator product: request idx's coefficients (from its sums, or
 // emulator_coeffs_into), rotation kernel and coefficient columns. rq->theta holds
 // [v, labels, VSINI]; bs the spectrum. Counts the evaluation as evaluate_template does.
@@ -204,20 +230,7 @@ VX_HD VX_NOINLINE void rows_coef(Team team, const RowsRound* r, int idx, int slo
                                  const EmulatorView& em, const GridView& g, EvalWork* w) {
   const int L = em.n_label, K1 = r->K1, nc = r->ncol;
   team.single([&] { ++w->n_eval[rq->jac ? 1 : 0]; });
-  if (rows_emu_product(r, w)) {  // emulator_coeffs_into's result from the round's product
-    emulator_finish(team, em, r->emu_sums + (long long)idx * (1 + L), r->emu_ld, 1, w->c, w->dc);
-    team.single([&] { ++w->c_gen; });
-    team.sync();
-  } else {
-#if !defined(__CUDA_ARCH__)
-    emulator_coeffs_into(team, em, rq->theta + 1, w);
-#else
-    // Never on the device: StagedEngine always sets the product's buffers and every slot has
-    // emulator scratch (gpu_engine.cu). Left out, so that this kernel keeps no stack frame
-    // (emulator_coeffs_team's sums take 704 B).
-    __trap();
-#endif
-  }
+  rows_emu_coef(team, r, idx, rq, em, w);
   team.single([&] {
     w->rot_half = rotation_weights(rq->theta[vsini_index(L)], w->limb_eps, g.dlnlam, kMaxRotHalf,
                                    w->rot, w->drot);

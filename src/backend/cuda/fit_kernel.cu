@@ -157,6 +157,17 @@ __global__ void __launch_bounds__(kEngineStepThreads)
   if (i < ctl->count[kern::kReqVGrid]) kern::engine_vgrid_prep(ctl, i);
 }
 
+// Every emulator request (kReqEmu) of the round in the emulator product, stage Stage (0 its row
+// weights, 1 its coefficients from the product's sums; kern::engine_serve_emu).
+template <int Stage>
+__global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
+    engine_emu_kernel(const kern::EngineCtl* ctl) {
+  serve_per_warp(ctl->count[kern::kReqEmu], [&](const kern::WarpTeam& team, int e, kern::FitData*,
+                                                kern::PipelineScratch*, const float**) {
+    kern::engine_serve_emu(team, ctl, Stage, e);
+  });
+}
+
 // Every row request of the round, stage Stage (-1 the emulator's row weights, 0 coefficients,
 // 1 pixels).
 template <int Stage>
@@ -244,7 +255,7 @@ struct StageClock {
   static constexpr const char* kNames[kStages] = {
       "step+plan",     "counts down",  "host",           "fold",
       "ccf prep",      "ccf",          "grid",           "emulator",
-      "rows: emulator", "rows: coef",  "rows: GEMMs",    "rows: pixels",
+      "rows: layout",  "rows: coef",   "rows: GEMMs",    "rows: pixels",
       "rows: continuum", "eval: template", "eval: continuum", "clip",
       "arm pixels",    "velocity grid"};
   cudaStream_t stream;
@@ -553,7 +564,27 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
     mark(6);
     items(IntC<kern::kReqGrid>{});
     mark(7);
-    serve(IntC<kern::kReqEmu>{}, IntC<0>{});
+    // The emulator: the row requests' and the emulator requests' row weights (the latter after
+    // the former in the product's rows), their phase-2 sums for all of them as two products (the
+    // polynomial terms, then the training stars: S = E B^T with B = poly_coef or alpha, stored
+    // [row][K1], their columns 1 .. K1 - 1), then the emulator requests' c and dc (the row
+    // requests' in their coefficient stage).
+    const int n_emu = hc.count[kern::kReqEmu];
+    if (hr.count > 0 || n_emu > 0) {
+      if (hr.count > 0) engine_rows_kernel<-1><<<blocks(hr.count), kServeThreads, 0, stream_>>>(ctl);
+      if (n_emu > 0) engine_emu_kernel<0><<<blocks(n_emu), kServeThreads, 0, stream_>>>(ctl);
+      check(cudaGetLastError(), "staged engine: emulator launch");
+      if (emu_n > 0) {
+        const int m = (hr.count + n_emu) * (1 + b.em.n_label);
+        blas->dgemm_nt(m, emu_n, b.em.n_poly, r.emu_rows, static_cast<int>(emu_ld),
+                       b.em.poly_coef + 1, b.em.n_comp, 0.0, r.emu_sums, static_cast<int>(emu_ld));
+        blas->dgemm_nt(m, emu_n, b.em.n_train, r.emu_rows + b.em.n_poly * emu_ld,
+                       static_cast<int>(emu_ld), b.em.alpha + 1, b.em.n_comp, 1.0, r.emu_sums,
+                       static_cast<int>(emu_ld));
+        emu_gemms_ += 2;
+      }
+      if (n_emu > 0) engine_emu_kernel<1><<<blocks(n_emu), kServeThreads, 0, stream_>>>(ctl);
+    }
     mark(8);
     if (hr.count == 0)
       for (int k = 9; k <= 13; ++k) mark(k);
@@ -572,20 +603,6 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
           cudaMemcpyAsync(dg + 3 * gi, hs + o_g + 3 * gi, 2 * gl, cudaMemcpyHostToDevice, stream_),
           "cudaMemcpyAsync (row layout)");
       const unsigned rb = blocks(hr.count);
-      // The emulator: every request's row weights, then its phase-2 sums for all of them as two
-      // products (the polynomial terms, then the training stars: S = E B^T with B = poly_coef
-      // or alpha, stored [row][K1], their columns 1 .. K1 - 1).
-      engine_rows_kernel<-1><<<rb, kServeThreads, 0, stream_>>>(ctl);
-      check(cudaGetLastError(), "staged engine: emulator launch");
-      if (emu_n > 0) {
-        const int m = hr.count * (1 + b.em.n_label);
-        blas->dgemm_nt(m, emu_n, b.em.n_poly, r.emu_rows, static_cast<int>(emu_ld),
-                       b.em.poly_coef + 1, b.em.n_comp, 0.0, r.emu_sums, static_cast<int>(emu_ld));
-        blas->dgemm_nt(m, emu_n, b.em.n_train, r.emu_rows + b.em.n_poly * emu_ld,
-                       static_cast<int>(emu_ld), b.em.alpha + 1, b.em.n_comp, 1.0, r.emu_sums,
-                       static_cast<int>(emu_ld));
-        emu_gemms_ += 2;
-      }
       mark(9);
       engine_rows_kernel<0><<<rb, kServeThreads, 0, stream_>>>(ctl);
       check(cudaGetLastError(), "staged engine: coefficient launch");

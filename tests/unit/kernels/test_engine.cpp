@@ -348,7 +348,11 @@ static int staged_against_fit_one(const TemplateLibrary& lib, const FitConfig& c
   CHECK(st.gemms > 0);
   CHECK(st.served_rows > st.gemms);
   CHECK(st.emu_gemms > 0);
-  CHECK(st.served_rows > st.emu_gemms);  // several requests per emulator product
+  // several requests per emulator product: the row requests and the emulator requests (kReqEmu,
+  // the labels of the velocity-only evaluations), all of which join it
+  CHECK(st.served_rows + st.emu_in_product > st.emu_gemms);
+  CHECK(st.emu_in_product > 0);
+  CHECK(st.emu_in_product == st.served[kern::kReqEmu]);
   CHECK(st.items[kern::kReqGrid] == (items_cap > 0 ? st.served[kern::kReqGrid] * hb.n_ccf : 0));
   // The other evaluations (velocity-only, per-arm velocity segments) took the continuum per arm.
   CHECK(st.cont_evals == st.served[kern::kReqEval]);
@@ -367,12 +371,13 @@ static int staged_against_fit_one(const TemplateLibrary& lib, const FitConfig& c
   if (results) results->assign(hb.results.begin(), hb.results.begin() + 2 * n);
   std::fprintf(stderr,
                "staged engine: %d fits over %d slots, %ld rounds, %ld full evaluations in %ld row "
-               "GEMMs, %ld other evaluations (%ld segments) per arm (%ld template items), %ld "
-               "moments grids in %ld point items, %d rotated fits; worst chi2 %.2e relative, "
-               "parameters %.2e sigma, VRAD_SKEW/KURT %.2e (%d fits)\n",
-               2 * n, n_slots, st.rounds, st.served_rows, st.gemms, st.cont_evals, st.cont_segs,
-               st.eval_items, st.served[kern::kReqVGrid], st.items[kern::kReqVGrid], n_rot,
-               worst_chi2, worst_sigma, worst_mom, n_mom);
+               "GEMMs, %ld emulator products (with %ld emulator requests), %ld other evaluations "
+               "(%ld segments) per arm (%ld template items), %ld moments grids in %ld point "
+               "items, %d rotated fits; worst chi2 %.2e relative, parameters %.2e sigma, "
+               "VRAD_SKEW/KURT %.2e (%d fits)\n",
+               2 * n, n_slots, st.rounds, st.served_rows, st.gemms, st.emu_gemms, st.emu_in_product,
+               st.cont_evals, st.cont_segs, st.eval_items, st.served[kern::kReqVGrid],
+               st.items[kern::kReqVGrid], n_rot, worst_chi2, worst_sigma, worst_mom, n_mom);
   return n_rot;
 }
 
