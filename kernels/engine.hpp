@@ -262,19 +262,21 @@ VX_HD VX_INLINE int eval_request_arms(const FitRequest& rq, const BatchSpectrum&
 }
 
 // The rotated rows' scratch of arm item k of a slot whose rows start at Tg (d.Tg: slot_counts'
-// Tg doubles, n_tpix per arm, eval_arm_tg_fits), so that a request's arms run at once.
+// Tg doubles, n_tpix per arm, eval_arm_scratch_fits), so that a request's arms run at once.
 VX_HD VX_INLINE double* eval_arm_tg(double* Tg, const GridView& g, int k) {
   return Tg ? Tg + (long long)k * g.n_tpix : nullptr;
 }
 
 // Whether every slot's Tg holds an n_tpix part per arm of the batch's spectra (or the batch has
-// no rotated model: Tg unset). The sizing gives it (np >= 3 with VSINI, arms <= 3; StagedEngine
-// sizes np to kMaxArms at least); the host executor checks it.
-inline bool eval_arm_tg_fits(const BatchView& b) {
-  if (!b.Tg || b.slot_grid <= 0) return true;
+// no rotated model: Tg unset), and every slot keeps rows for every arm (FitData::Tv, which the
+// staged engine's velocity-only stages read). The GPU's sizing gives both (CudaBackend::
+// slot_sizes: the kept rows of the batch's most arms; np, Tg's parts, widened to those arms
+// when the batch has a rotated model); the host executor checks them.
+inline bool eval_arm_scratch_fits(const BatchView& b) {
   int arms = 0;
   for (int s = 0; s < b.n_spec; ++s) arms = b.spec[s].n_arms > arms ? b.spec[s].n_arms : arms;
-  return slot_counts(b).Tg >= (long long)arms * b.grid.n_tpix;
+  const bool tg = !b.Tg || b.slot_grid <= 0 || slot_counts(b).Tg >= (long long)arms * b.grid.n_tpix;
+  return tg && b.Tv && b.slot_vrows >= (long long)arms * b.grid.n_tpix;
 }
 
 // Item `item` of this round's requests of kind Kind served per (request, arm): request item /
@@ -435,14 +437,14 @@ void engine_serve_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
 // The round's evaluations other than the row requests, in the staged engine (ctl->rows set):
 // every (request, arm)'s template stage (engine_eval_arm), then the continuum per (request, arm)
 // and per request, as the row requests'. Without the row stages, engine_serve_all.
-// Throws std::length_error when a slot's Tg lacks a part per arm (a sizing bug).
+// Throws std::length_error when a slot lacks Tg's part or kept rows per arm (a sizing bug).
 template <class Team>
 void engine_evals_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
   if (!ctl->rows) {
     engine_serve_all<kReqEval>(team, ctl, st);
     return;
   }
-  if (!eval_arm_tg_fits(ctl->b)) throw std::length_error("engine_evals_all: Tg per arm");
+  if (!eval_arm_scratch_fits(ctl->b)) throw std::length_error("engine_evals_all: scratch per arm");
   FitData d;
   PipelineScratch sc;
   const float* tmpl[kMaxArms];
@@ -465,15 +467,14 @@ void engine_evals_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
 // The round's moments-grid requests on the host: in the staged engine with TemplateItems, in the
 // device's steps (every request's preparation, every (request, arm)'s rows, the points in chunks
 // of the items' cap); else per request (serve_vgrid).
-// Throws std::length_error when a slot's Tg lacks a part per arm or a slot lacks kept rows.
+// Throws std::length_error when a slot lacks Tg's part or kept rows per arm (a sizing bug).
 template <class Team>
 void engine_vgrid_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
   if (!ctl->rows || ctl->items.cap <= 0) {
     engine_serve_all<kReqVGrid>(team, ctl, st);
     return;
   }
-  if (!eval_arm_tg_fits(ctl->b)) throw std::length_error("engine_vgrid_all: Tg per arm");
-  if (!ctl->b.Tv) throw std::length_error("engine_vgrid_all: no kept rows");
+  if (!eval_arm_scratch_fits(ctl->b)) throw std::length_error("engine_vgrid_all: scratch per arm");
   FitData d;
   PipelineScratch sc;
   const float* tmpl[kMaxArms];

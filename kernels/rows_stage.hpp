@@ -324,7 +324,8 @@ VX_HD VX_INLINE void eval_request_prep(const FitRequest& rq, int n_label, const 
 // rq.jac, dT (np = 1) at the pixels' own indices: bit for bit what template_at_pixels writes for
 // those pixels (VOnly with the kept rows, d.Tv set; or T = 1 for a continuum-only request,
 // rq.no_emu). The rotation kernel is in w (eval_request_prep). Tg: this arm's own [n_tpix] scratch
-// for the rows before rotation (M > 0), so that a request's arms run at once; nullptr when M = 0.
+// for the rows before rotation (M > 0), so that a request's arms run at once; nullptr when the
+// batch has no rotated model (then M = 0 and it is not read). d.Tv must be set (the kept rows).
 // Arm 0 counts the evaluation, as evaluate_template does (continuum-only: not counted).
 template <class Team>
 VX_HD VX_INLINE void eval_template_arm(Team team, const EmulatorView& em, const GridView& g,

@@ -570,6 +570,9 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
     // [row][K1], their columns 1 .. K1 - 1), then the emulator requests' c and dc (the row
     // requests' in their coefficient stage).
     const int n_emu = hc.count[kern::kReqEmu];
+    // The product's rows hold n_slots requests (a slot asks for one request per round).
+    if (hr.count + n_emu > n_slots_)
+      throw std::logic_error("StagedEngine: more emulator requests than slots");
     if (hr.count > 0 || n_emu > 0) {
       if (hr.count > 0) engine_rows_kernel<-1><<<blocks(hr.count), kServeThreads, 0, stream_>>>(ctl);
       if (n_emu > 0) engine_emu_kernel<0><<<blocks(n_emu), kServeThreads, 0, stream_>>>(ctl);

@@ -392,7 +392,7 @@ class CudaBackend final : public Backend {
     v.cfg = hb.cfg;
     v.n_ccf = hb.n_ccf;
     v.ccf_labels = ccf_labels_.p;
-    v.np = slot_sizes(hb).np;
+    v.np = set.slots.np;  // the allocation's stride (slot_sizes(hb).np at least)
     v.n_out = hb.sizes().n_out;
     v.basis = set.basis.p;
     v.ccf_tmpl = set.ccf_tmpl.p;
