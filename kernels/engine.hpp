@@ -451,17 +451,28 @@ void engine_evals_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
   const int n = ctl->count[kReqEval];
   for (int i = 0; i < n; ++i) engine_eval_prep(ctl, i);  // the device's plan kernel
   for (int i = 0; i < n * kMaxArms; ++i) engine_eval_arm(team, ctl, i, &d, &sc, tmpl);
-  for (int i = 0; i < n; ++i) {
-    const int slot = engine_cont_slot<false>(ctl, i);
-    st->eval_items += eval_request_arms(ctl->b.shared[slot].rq, ctl->b.spec[ctl->slot_spec[slot]]);
-  }
   for (int i = 0; i < n * kMaxArms; ++i) engine_cont_arm<false>(team, ctl, i, &d, &sc, tmpl);
   for (int i = 0; i < n; ++i) {
     engine_cont_finish<false>(ctl, i);
-    st->cont_segs += ctl->b.shared[engine_cont_slot<false>(ctl, i)].rq.seg >= 0;
+    const int slot = engine_cont_slot<false>(ctl, i);
+    const FitRequest& rq = ctl->b.shared[slot].rq;
+    st->cont_segs += rq.seg >= 0;
+    st->eval_items += eval_request_arms(rq, ctl->b.spec[ctl->slot_spec[slot]]);
   }
   st->served[kReqEval] += n;
   st->cont_evals += n;
+}
+
+// Items 0 .. n_items - 1 of a round on the host in the device's chunks of ctl->items.cap (the
+// item buffers): serve(first, i) for each item first + i of a chunk; the chunks counted.
+template <class Serve>
+void engine_item_chunks(const EngineCtl* ctl, int n_items, EngineStats* st, Serve&& serve) {
+  const int cap = ctl->items.cap;
+  for (int first = 0; first < n_items; first += cap) {
+    const int n = n_items - first < cap ? n_items - first : cap;
+    for (int i = 0; i < n; ++i) serve(first, i);
+    ++st->item_chunks;
+  }
 }
 
 // The round's moments-grid requests on the host: in the staged engine with TemplateItems, in the
@@ -478,14 +489,12 @@ void engine_vgrid_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
   FitData d;
   PipelineScratch sc;
   const float* tmpl[kMaxArms];
-  const int n = ctl->count[kReqVGrid], n_items = n * kVGridItems, cap = ctl->items.cap;
+  const int n = ctl->count[kReqVGrid];
   for (int i = 0; i < n; ++i) engine_vgrid_prep(ctl, i);  // the device's plan kernel
   for (int i = 0; i < n * kMaxArms; ++i) engine_vgrid_rows(team, ctl, i, &d, &sc, tmpl);
-  for (int first = 0; first < n_items; first += cap) {
-    const int m = n_items - first < cap ? n_items - first : cap;
-    for (int i = 0; i < m; ++i) engine_vgrid_item(team, ctl, first, i, &d, &sc, tmpl);
-    ++st->item_chunks;
-  }
+  engine_item_chunks(ctl, n * kVGridItems, st, [&](int first, int i) {
+    engine_vgrid_item(team, ctl, first, i, &d, &sc, tmpl);
+  });
   for (int i = 0; i < n; ++i)
     st->items[kReqVGrid] += ctl->b.shared[ctl->list[kReqVGrid * ctl->b.n_slots + i]].rq.n_k;
   st->served[kReqVGrid] += n;
@@ -494,15 +503,13 @@ void engine_vgrid_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
 // Kind Kind's requests of a round on the host, per item (TemplateItems), in the device's chunks.
 template <int Kind, class Team>
 void engine_items_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
-  const int n_items = template_items_count<Kind>(ctl), cap = ctl->items.cap;
+  const int n_items = template_items_count<Kind>(ctl);
   FitData d;
   PipelineScratch sc;
   const float* tmpl[kMaxArms];
-  for (int first = 0; first < n_items; first += cap) {
-    const int n = n_items - first < cap ? n_items - first : cap;
-    for (int i = 0; i < n; ++i) engine_serve_item<Kind>(team, ctl, first, i, &d, &sc, tmpl);
-    ++st->item_chunks;
-  }
+  engine_item_chunks(ctl, n_items, st, [&](int first, int i) {
+    engine_serve_item<Kind>(team, ctl, first, i, &d, &sc, tmpl);
+  });
   st->served[Kind] += ctl->count[Kind];
   st->items[Kind] += n_items;
 }

@@ -36,6 +36,15 @@ namespace velox::kern {
 // The out-of-line stage functions below take the team by value: a team passed by reference to a
 // function the GPU calls (VX_NOINLINE) lives in the kernel's stack frame (16 B for a WarpTeam).
 
+// The rotation kernel at request rq's VSINI into w (rot, drot, rot_half), as template_at_pixels
+// computes it at the start of an evaluation: the row requests' coefficient stage (rows_coef), the
+// other evaluations' and the moments grid's preparation. One worker.
+VX_HD VX_INLINE void request_rotation(const FitRequest& rq, int n_label, const GridView& g,
+                                      EvalWork* w) {
+  w->rot_half = rotation_weights(rq.theta[vsini_index(n_label)], w->limb_eps, g.dlnlam, kMaxRotHalf,
+                                 w->rot, w->drot);
+}
+
 // Whether the staged engine serves a request through the row stages: a full evaluation with the
 // emulator (velocity-only, segment and continuum-only evaluations take their template stage per
 // (request, arm), eval_template_arm, and stage 6; kernels/engine.hpp engine_evals_all).
@@ -231,10 +240,7 @@ VX_HD VX_NOINLINE void rows_coef(Team team, const RowsRound* r, int idx, int slo
   const int L = em.n_label, K1 = r->K1, nc = r->ncol;
   team.single([&] { ++w->n_eval[rq->jac ? 1 : 0]; });
   rows_emu_coef(team, r, idx, rq, em, w);
-  team.single([&] {
-    w->rot_half = rotation_weights(rq->theta[vsini_index(L)], w->limb_eps, g.dlnlam, kMaxRotHalf,
-                                   w->rot, w->drot);
-  });
+  team.single([&] { request_rotation(*rq, L, g, w); });
   for (int a = 0; a < bs.n_arms; ++a) {
     const int grp = bs.model[a];
     double* cb = r->coef + r->g_coef[grp] + (long long)r->col[slot * kMaxArms + a] * nc * K1;
@@ -309,13 +315,11 @@ VX_HD VX_INLINE void rows_pixels(Team team, const RowsRound* r, int slot, const 
 VX_HD VX_INLINE bool eval_request_vonly(const FitRequest& rq) { return rq.seg >= 0 || rq.vel_only; }
 
 // Prepare an other evaluation before its arms (engine_eval_prep, one worker): the rotation kernel
-// at rq's VSINI into w (rot, drot, rot_half), which template_at_pixels computes at the start of
-// every evaluation and which each arm's team reads. The same operations, so the same kernel.
+// at rq's VSINI into w (request_rotation), which template_at_pixels computes at the start of every
+// evaluation and which each arm's team reads. The same operations, so the same kernel.
 VX_HD VX_INLINE void eval_request_prep(const FitRequest& rq, int n_label, const GridView& g,
                                        EvalWork* w) {
-  if (!eval_request_vonly(rq)) return;
-  w->rot_half = rotation_weights(rq.theta[vsini_index(n_label)], w->limb_eps, g.dlnlam, kMaxRotHalf,
-                                 w->rot, w->drot);
+  if (eval_request_vonly(rq)) request_rotation(rq, n_label, g, w);
 }
 
 // Item k of an other evaluation's template stage (one team per (request, arm); k < the request's
@@ -389,8 +393,7 @@ VX_HD VX_INLINE bool vgrid_in_box(const PipelineConfig& cfg, double v) {
 // evaluations counted once per point in the box, as serve_vgrid's evaluate<true> counts them.
 VX_HD VX_INLINE void vgrid_prep(const FitRequest& rq, int n_label, const GridView& g,
                                 const PipelineConfig& cfg, EvalWork* w) {
-  w->rot_half = rotation_weights(rq.theta[vsini_index(n_label)], w->limb_eps, g.dlnlam, kMaxRotHalf,
-                                 w->rot, w->drot);
+  request_rotation(rq, n_label, g, w);
   for (int i = 0; i < rq.n_k; ++i) w->n_eval[2] += vgrid_in_box(cfg, vgrid_velocity(rq, i));
 }
 

@@ -550,15 +550,19 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
     mark(5);
     // The coarse CCF and the chi^2 grid: a warp per (request, template), in chunks of the items'
     // buffers.
-    auto items = [&](auto kind) {
-      constexpr int K = decltype(kind)::value;
-      const int n_items = kern::template_items_count<K>(&hc);
+    // n_items items in chunks of the items' buffers: launch(first, n, blocks) for each.
+    auto in_chunks = [&](int n_items, auto launch) {
       for (int first = 0; first < n_items; first += ti.cap) {
         const int n = std::min(ti.cap, n_items - first);
-        engine_items_kernel<K><<<(n + kServeWarps - 1) / kServeWarps, kServeThreads, 0, stream_>>>(
-            ctl, first, n);
+        launch(first, n, (n + kServeWarps - 1) / kServeWarps);
         ++item_chunks_;
       }
+    };
+    auto items = [&](auto kind) {
+      constexpr int K = decltype(kind)::value;
+      in_chunks(kern::template_items_count<K>(&hc), [&](int first, int n, int nb) {
+        engine_items_kernel<K><<<nb, kServeThreads, 0, stream_>>>(ctl, first, n);
+      });
     };
     items(IntC<kern::kReqCcf>{});
     mark(6);
@@ -647,13 +651,9 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
       const int n_rows = hc.count[kern::kReqVGrid] * kern::kMaxArms;
       engine_vgrid_rows_kernel<<<(n_rows + kServeWarps - 1) / kServeWarps, kServeThreads, 0,
                                  stream_>>>(ctl);
-      const int n_items = hc.count[kern::kReqVGrid] * kern::kVGridItems;
-      for (int first = 0; first < n_items; first += ti.cap) {
-        const int n = std::min(ti.cap, n_items - first);
-        engine_vgrid_items_kernel<<<(n + kServeWarps - 1) / kServeWarps, kServeThreads, 0,
-                                    stream_>>>(ctl, first, n);
-        ++item_chunks_;
-      }
+      in_chunks(hc.count[kern::kReqVGrid] * kern::kVGridItems, [&](int first, int n, int nb) {
+        engine_vgrid_items_kernel<<<nb, kServeThreads, 0, stream_>>>(ctl, first, n);
+      });
     }
     mark(18);
     check(cudaGetLastError(), "staged engine: serve launch");
