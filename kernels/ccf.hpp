@@ -34,10 +34,7 @@ VX_HD void pseudo_step(const Team& team, const FitData& d, int a, int deg, const
   team.sync();
   team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
     const int i = i0 + ii;
-    double p[kMaxCont];
-    continuum_basis<Cheb>(d.xleg[i], deg, p);
-    double c = 0.0;
-    for (int j = 0; j < nc; ++j) c += w->cont[a][j] * p[j];
+    const double c = continuum_at<Cheb>(d.xleg[i], deg, w->cont[a]);
     if (!last) {
       const double z = (d.flux[i] - c) * sqrt((double)d.ivar[i]);
       wts[i] = (z < -1.5 || z > 4.0) ? 0.0 : 1.0;
@@ -77,10 +74,8 @@ VX_HD void pseudo_normalise(const Team& team, const FitData& d, int deg, int n_i
           [&](int ii, double* z) {
             const int i = i0 + ii;
             if (wts[i] == 0.0) return;
-            double p[kMaxCont];
-            legendre(d.xleg[i], deg, p);
             const double s = sqrt((double)d.ivar[i]);
-            for (int j = 0; j < nc; ++j) z[j] = s * p[j];
+            legendre_scaled(d.xleg[i], deg, s, z);  // z[j] = s P_j, without an array
             z[nc] = s * d.flux[i];
           },
           [&](int t, int* ca, int* cb) { normal_pair(t, nc, ca, cb); });

@@ -299,6 +299,11 @@ VX_HD VX_INLINE void engine_arm_item(const Team& team, const EngineCtl* ctl, int
   team.sync();  // every worker is done with the views before they are rewritten
 }
 
+// engine_arm_item's arm count for kinds served on every arm of the spectrum.
+struct SpectrumArms {
+  VX_HD int operator()(const FitRequest&, const BatchSpectrum& bs) const { return bs.n_arms; }
+};
+
 // Template item `item` of this round's other evaluations (eval_template_arm), with the team: the
 // template stage of velocity-only, segment and continuum-only evaluations, a request's arms on as
 // many teams at once.
@@ -312,6 +317,18 @@ VX_HD VX_INLINE void engine_eval_arm(const Team& team, const EngineCtl* ctl, int
       [&](PipelineShared* sh, int k) {
         eval_template_arm(team, b.em, b.grid, *d, sh->rq, k, &sh->w, eval_arm_tg(d->Tg, b.grid, k),
                           sc->T, sc->dT);
+      });
+}
+
+// Clip item `item` of this round (request item / kMaxArms, arm item mod kMaxArms: clip_arm on the
+// model of the request's evaluation), with the team: a request's arms on as many teams at once.
+template <class Team>
+VX_HD VX_INLINE void engine_clip_arm(const Team& team, const EngineCtl* ctl, int item, FitData* d,
+                                     PipelineScratch* sc, const float** tmpl) {
+  const BatchView& b = ctl->b;
+  engine_arm_item<kReqClip>(
+      team, ctl, item, d, sc, tmpl, SpectrumArms{}, [&](PipelineShared* sh, int a) {
+        clip_arm(team, *d, b.cfg.cont_deg, b.cfg.clip_sigma, *sc, &sh->w, a, &sh->clip_n[a]);
       });
 }
 
@@ -330,9 +347,7 @@ VX_HD VX_INLINE void engine_vgrid_rows(const Team& team, const EngineCtl* ctl, i
                                        PipelineScratch* sc, const float** tmpl) {
   const BatchView& b = ctl->b;
   engine_arm_item<kReqVGrid>(
-      team, ctl, item, d, sc, tmpl,
-      [](const FitRequest&, const BatchSpectrum& bs) { return bs.n_arms; },
-      [&](PipelineShared* sh, int a) {
+      team, ctl, item, d, sc, tmpl, SpectrumArms{}, [&](PipelineShared* sh, int a) {
         vgrid_rows_arm(team, b.em, b.grid, *d, b.cfg, sh->rq, a, &sh->w,
                        eval_arm_tg(d->Tg, b.grid, a));
       });
@@ -415,6 +430,7 @@ struct EngineStats {
   long cont_evals = 0;            // other evaluations with the continuum per arm (staged engine)
   long cont_segs = 0;             // of which segment evaluations (per-arm velocities)
   long eval_items = 0;            // and their template stage's (request, arm) items served
+  long clip_items = 0;            // clipping's (request, arm) items served (staged engine)
   int widest_round = 0;
   bool finished = true;  // every machine ended within max_rounds
 };
@@ -461,6 +477,24 @@ void engine_evals_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
   }
   st->served[kReqEval] += n;
   st->cont_evals += n;
+}
+
+// The round's clipping requests on the host: per (request, arm) in the staged engine (ctl->rows
+// set: engine_clip_arm), else per request.
+template <class Team>
+void engine_clip_all(const Team& team, EngineCtl* ctl, EngineStats* st) {
+  if (!ctl->rows) {
+    engine_serve_all<kReqClip>(team, ctl, st);
+    return;
+  }
+  FitData d;
+  PipelineScratch sc;
+  const float* tmpl[kMaxArms];
+  const int n = ctl->count[kReqClip];
+  for (int i = 0; i < n * kMaxArms; ++i) engine_clip_arm(team, ctl, i, &d, &sc, tmpl);
+  for (int i = 0; i < n; ++i)
+    st->clip_items += ctl->b.spec[ctl->slot_spec[ctl->list[kReqClip * ctl->b.n_slots + i]]].n_arms;
+  st->served[kReqClip] += n;
 }
 
 // Items 0 .. n_items - 1 of a round on the host in the device's chunks of ctl->items.cap (the
@@ -596,7 +630,7 @@ EngineStats engine_run(const Team& team, EngineCtl* ctl, long max_rounds = 10000
     if (!engine_emu_product(ctl)) engine_serve_all<kReqEmu>(team, ctl, &st);
     engine_rows_all(team, ctl, &st);
     engine_evals_all(team, ctl, &st);
-    engine_serve_all<kReqClip>(team, ctl, &st);
+    engine_clip_all(team, ctl, &st);
     engine_serve_all<kReqArmPixels>(team, ctl, &st);
     engine_vgrid_all(team, ctl, &st);
   }

@@ -1400,6 +1400,40 @@ VX_HD VX_NOINLINE void profile_continuum(const Team& team, const FitData& d, int
     profile_continuum_simd(team, d, cont_deg, np, need_jac, T, dT, w);
 }
 
+// The continuum sum_j c[j] P_j(x), j <= deg, in continuum_basis<Cheb>'s basis: the basis into an
+// array, then the products summed from 0 in order. Legendre's (the lane forms, which the GPU
+// runs) keeps no array: the same recurrence and sums term by term, so that a GPU lane has no
+// stack frame for it. Chebyshev's (the CPU's SIMD teams) keeps the array form, whose rounding
+// with fused multiply-adds the CPU's catalogs were checked with.
+template <bool Cheb>
+VX_HD VX_INLINE double continuum_at(double x, int deg, const double* c) {
+  if constexpr (Cheb) {
+    double p[kMaxCont];
+    chebyshev(x, deg, p);
+    double s = 0.0;
+    for (int j = 0; j <= deg; ++j) s += c[j] * p[j];
+    return s;
+  } else {
+    double p2 = 1.0, p1 = x, s = 0.0;
+    s += c[0] * p2;
+    if (deg >= 1) s += c[1] * p1;
+    for (int n = 2; n <= deg; ++n) {
+      const double p = ((2 * n - 1) * x * p1 - (n - 1) * p2) / n;
+      s += c[n] * p;
+      p2 = p1;
+      p1 = p;
+    }
+    return s;
+  }
+}
+
+// The profiled continuum with coefficients c at pixel i, in the basis of the team's
+// profile_continuum form (Chebyshev for SIMD teams, Legendre for single lanes).
+template <class Team>
+VX_HD VX_INLINE double continuum_at_pixel(const FitData& d, int i, int cont_deg, const double* c) {
+  return continuum_at<(Team::kVec > 1)>(d.xleg[i] * d.xleg_scale + d.xleg_off, cont_deg, c);
+}
+
 // Model flux (continuum x template) at every pixel after an evaluation: model[n_pix].
 template <class Team>
 VX_HD void model_at_pixels(const Team& team, const FitData& d, int cont_deg, const double* T,
@@ -1408,12 +1442,7 @@ VX_HD void model_at_pixels(const Team& team, const FitData& d, int cont_deg, con
     const int i0 = d.arm_start[a];
     team.for_each(d.arm_start[a + 1] - i0, [&](int ii) {
       const int i = i0 + ii;
-      double p[kMaxCont];
-      // The continuum's basis of the team's profile_continuum form.
-      continuum_basis<(Team::kVec > 1)>(d.xleg[i] * d.xleg_scale + d.xleg_off, cont_deg, p);
-      double cont = 0.0;
-      for (int j = 0; j <= cont_deg; ++j) cont += w->cont[a][j] * p[j];
-      model[i] = cont * T[i];
+      model[i] = continuum_at_pixel<Team>(d, i, cont_deg, w->cont[a]) * T[i];
     });
   }
   team.sync();

@@ -127,6 +127,7 @@ struct PipelineShared {
   int more;       // the last step asked for a request
   KeptRows kept[kMaxArms];  // FitData::tv_keep: what the kept rows hold (reset per fit)
   double vgrid_chi2[kVGridPoints];  // kReqVGrid's chi^2 per point (NaN: outside the box, failed)
+  double clip_n[kMaxArms];          // kReqClip's clipped pixels per arm (clip_arm)
   FitMachine fm;
   HeldMachine hm;
 };
@@ -180,6 +181,13 @@ VX_HD VX_INLINE void request_vonly(FitRequest* rq, const double* theta, int jac,
 VX_HD VX_INLINE void request_theta(FitRequest* rq, int kind, const double* theta) {
   rq->kind = kind;
   for (int q = 0; q < kMaxParams; ++q) rq->theta[q] = theta[q];
+}
+
+// Pixels clipped in all n_arms arms (clip_arm's counts; the machine's step, after kReqClip).
+VX_HD VX_INLINE int clip_total(const PipelineShared* sh, int n_arms) {
+  int n = 0;
+  for (int a = 0; a < n_arms; ++a) n += (int)sh->clip_n[a];
+  return n;
 }
 
 // ---- The steps (one worker; Team only for linkage, see lm_step) -----------------------------
@@ -435,8 +443,14 @@ VX_HD VX_NOINLINE bool fit_step(FitMachine& m, int L, const GridView& g, const F
     }
   }
   if (cfg.clip_sigma > 0) {
-    request_theta(rq, kReqClip, sh->best.theta);
+    request_eval(rq, sh->best.theta, 0);  // the model clip_arm reads
     VX_YIELD(m, 10);
+    out->n_clipped = 0;
+    if (rq->ok) {
+      request_theta(rq, kReqClip, sh->best.theta);
+      VX_YIELD(m, 20);
+      out->n_clipped = clip_total(sh, d.n_arms);
+    }
     if (out->n_clipped > 0) {
       sh->cur = sh->best;
       m.lm.pc = 0;
@@ -607,8 +621,13 @@ VX_HD VX_NOINLINE bool held_step(HeldMachine& m, int L, const FitData& d,
   for (int q = 0; q < kMaxParams; ++q) m.th[q] = m.nt.th[q];
   m.v = m.nt.v, m.err = m.nt.err, m.chi2 = m.nt.chi2_out;
   if (cfg.clip_sigma > 0 && m.v == m.v) {
-    request_theta(rq, kReqClip, m.th);
+    request_eval(rq, m.th, 0);  // the model clip_arm reads
     VX_YIELD(m, 4);
+    if (rq->ok) {
+      request_theta(rq, kReqClip, m.th);
+      VX_YIELD(m, 9);
+      out->n_clipped = clip_total(sh, d.n_arms);
+    }
     if (out->n_clipped > 0) {
       request_theta(rq, kReqEmu, m.th);
       VX_YIELD(m, 5);
@@ -641,25 +660,28 @@ VX_HD VX_NOINLINE bool held_step(HeldMachine& m, int L, const FitData& d,
 
 // ---- The driver: a request served by the team ----------------------------------------------
 
-// Outlier clipping before the re-fit (kReqClip): the model at theta, then every used pixel with
-// |flux - model| sqrt(ivar) > cfg.clip_sigma gets ivar 0 in sc.ivar (sc.fn is reused for the
-// model). Sets out->n_clipped and returns it.
+// Outlier clipping of arm a before the re-fit (kReqClip; the machine asks for it after a full
+// evaluation without the Jacobian at the same theta, and only when that evaluation succeeded):
+// every used pixel of the arm whose residual from the model (w->cont[a]'s continuum times T) has
+// |flux - model| sqrt(ivar) > clip_sigma gets ivar 0 in sc.ivar; the count into *n. A spectrum's
+// arms write disjoint pixels and counts, so the staged engine runs them on as many teams at once
+// (kernels/engine.hpp engine_clip_arm); the machine sums the counts (clip_total). The team by
+// value, as the GPU calls it out of line.
 template <class Team>
-VX_HD VX_INLINE int clip_outliers(const Team& team, const EmulatorView& em, const GridView& g,
-                                  const FitData& d, const PipelineConfig& cfg, const double* theta,
-                                  const PipelineScratch& sc, EvalWork* w, PipelineResult* out) {
-  evaluate(team, &em, g, d, cfg.cont_deg, theta, false, w, sc.T, sc.dT);
-  model_at_pixels(team, d, cfg.cont_deg, sc.T, w, sc.fn);
-  team.reduce_sum(d.n_pix, 1, w->red, [&](int i, auto acc) {
-    const double z = (d.flux[i] - sc.fn[i]) * sqrt((double)sc.ivar[i]);
-    if (sc.ivar[i] > 0 && fabs(z) > cfg.clip_sigma) {
+VX_HD VX_NOINLINE void clip_arm(Team team, const FitData& d, int cont_deg, double clip_sigma,
+                                const PipelineScratch& sc, const EvalWork* w, int a, double* n) {
+  const int i0 = d.arm_start[a];
+  const double* ca = w->cont[a];
+  team.reduce_sum(d.arm_start[a + 1] - i0, 1, n, [&](int ii, auto acc) {
+    const int i = i0 + ii;
+    const double model = continuum_at_pixel<Team>(d, i, cont_deg, ca) * sc.T[i];
+    const double z = (d.flux[i] - model) * sqrt((double)sc.ivar[i]);
+    if (sc.ivar[i] > 0 && fabs(z) > clip_sigma) {
       sc.ivar[i] = 0.0f;
       acc[0] += 1.0;
     }
   });
-  team.single([&] { out->n_clipped = (int)w->red[0]; });
   team.sync();
-  return (int)w->red[0];
 }
 
 // One stage of an evaluation request (kReqEval): stage 0 the template at the pixels
@@ -813,7 +835,8 @@ VX_HD VX_INLINE void serve_kind(const Team& team, FitRequest* rq, const Emulator
     serve_eval_stage(team, 0, rq, em, g, d, cfg, sc, sh);
     serve_eval_stage(team, 1, rq, em, g, d, cfg, sc, sh);
   } else if constexpr (Kind == kReqClip) {
-    clip_outliers(team, em, g, d, cfg, rq->theta, sc, w, out);
+    for (int a = 0; a < d.n_arms; ++a)
+      clip_arm(team, d, cfg.cont_deg, cfg.clip_sigma, sc, w, a, &sh->clip_n[a]);
   } else if constexpr (Kind == kReqVGrid) {
     serve_vgrid(team, rq, em, g, d, cfg, sc, sh);
   } else if constexpr (Kind == kReqArmPixels) {

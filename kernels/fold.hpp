@@ -20,9 +20,10 @@ namespace velox::kern {
 // diagonal-major, where d.rmat[a] points); nothing without fold parameters (d.fold null: d.rmat
 // holds the rows already). Columns of grid pixels that are not used are not written: the fit
 // reads only the used pixels' columns (apply_rmat). Ends with team.sync() when it writes rows
-// (the early return is taken by the whole team: it depends on d alone).
+// (the early return is taken by the whole team: it depends on d alone). The team by value, as
+// the GPU calls it out of line: by reference its kernel keeps the team in a stack frame.
 template <class Team>
-VX_HD VX_NOINLINE void fold_rows(const Team& team, const FitData& d) {
+VX_HD VX_NOINLINE void fold_rows(Team team, const FitData& d) {
   if (!d.fold || !d.rmat_w) return;
   for (int a = 0; a < d.n_arms; ++a) {
     const int n = d.n_full[a], nd = d.ndiag[a];

@@ -82,6 +82,24 @@ VX_HD VX_INLINE double fold_exp(double x) {
 VX_HD VX_INLINE float fold_sqrt(float x) { return sqrtf(x); }
 VX_HD VX_INLINE double fold_sqrt(double x) { return sqrt(x); }
 
+// Tap k of a sampled Gaussian row whose tap kc holds 1: r_up the ratio of tap kc + 1 to tap kc,
+// q / r_up that of tap kc - 1, and each further tap's ratio q times the previous one's. The
+// host's recurrence from tap kc outwards (gaussian_rows), the same products in the same order,
+// recomputed from tap kc for each k rather than kept in an array: a GPU lane then has no stack
+// frame for the row (issue 51), for about ndiag^2 / 4 more multiplies per row.
+template <class T>
+VX_HD VX_INLINE T fold_tap(int k, int kc, T r_up, T q) {
+  T w = T(1);
+  if (k > kc) {
+    T r = r_up;
+    for (int j = kc + 1; j <= k; ++j, r *= q) w = w * r;
+  } else if (k < kc) {
+    T r = q / r_up;
+    for (int j = kc - 1; j >= k; --j, r *= q) w = w * r;
+  }
+  return w;
+}
+
 // A sampled Gaussian row whose sampled centroid is mu: centre c moved until the weights'
 // centroid is mu within the tolerance (2e-6 px in FP32, 1e-7 px in FP64), at most 8 steps; the
 // plain step (c += miss) or the Newton step (kNewton: the miss over the rate var_w / var, the
@@ -97,23 +115,18 @@ VX_HD VX_INLINE void fold_gaussian_row(int ndiag, double mu_d, double var_d, dou
   const T vr = static_cast<T>(var_d), mu = static_cast<T>(mu_d);
   const T dx = T(1) / fold_sqrt(vr);  // IEEE: the host's bits
   const T q = fold_exp(-dx * dx);     // each tap ratio over the previous one
-  T c = mu, norm = T(1);
-  T w[kFoldMaxDiag];
+  T c = mu, norm = T(1), r_last = T(1);
   for (int it = 0; it < 8; ++it) {
-    // w[k] = exp(-(x_k^2 - x_h^2) / 2), x_k = (k - half - c) dx, from the central tap outwards
+    // w_k = exp(-(x_k^2 - x_h^2) / 2), x_k = (k - half - c) dx, from the central tap outwards
     const T xh = -c * dx;
     const T r_up = fold_exp(-(xh + T(0.5) * dx) * dx);
-    w[half] = T(1);
-    T r = r_up;
-    for (int k = half + 1; k < ndiag; ++k, r *= q) w[k] = w[k - 1] * r;
-    r = q / r_up;
-    for (int k = half - 1; k >= 0; --k, r *= q) w[k] = w[k + 1] * r;
     T nm = 0, m1 = 0, m2 = 0;
     for (int k = 0; k < ndiag; ++k) {
+      const T wk = fold_tap(k, half, r_up, q);
       const T ok = static_cast<T>(k - half);
-      nm += w[k];
-      m1 += w[k] * ok;
-      if (kNewton) m2 += w[k] * (ok * ok);
+      nm += wk;
+      m1 += wk * ok;
+      if (kNewton) m2 += wk * (ok * ok);
     }
     T c_new;
     bool done;
@@ -135,11 +148,13 @@ VX_HD VX_INLINE void fold_gaussian_row(int ndiag, double mu_d, double var_d, dou
       done = dc < kTol && dc > -kTol;
     }
     norm = nm;
+    r_last = r_up;
     if (done) break;  // these weights: the host's lane keeps its centre from here on
     c = c_new;
   }
   const T scale = static_cast<T>(s0_d) / norm;
-  for (int k = 0; k < ndiag; ++k) o[k * k_step] = static_cast<float>(scale * w[k]);
+  for (int k = 0; k < ndiag; ++k)
+    o[k * k_step] = static_cast<float>(scale * fold_tap(k, half, r_last, q));
 }
 
 // One row from its fold parameters p[3] (the host's expand_rows for one row): a sampled Gaussian
@@ -163,29 +178,29 @@ VX_HD VX_INLINE void fold_row(const double* p, int ndiag, float* o, long k_step)
     // The centroid beyond the taps: the weights from the nearest tap outwards (the recurrence
     // from the central tap could overflow).
     const double dx = 1.0 / sqrt(var), q = exp(-dx * dx);
-    double c = m, norm = 1.0, w[kFoldMaxDiag];
+    double c = m, norm = 1.0, r_last = 1.0;
+    int kc_last = half;
     for (int it = 0; it < 8; ++it) {
       long kc = static_cast<long>(floor(c + 0.5)) + half;
       kc = kc < 0 ? 0 : kc > ndiag - 1 ? ndiag - 1 : kc;
       const double xc = (kc - half - c) * dx;
-      w[kc] = 1.0;
       const double r_up = exp(-(xc + 0.5 * dx) * dx);
-      double r = r_up;
-      for (int k = static_cast<int>(kc) + 1; k < ndiag; ++k, r *= q) w[k] = w[k - 1] * r;
-      r = q / r_up;
-      for (int k = static_cast<int>(kc) - 1; k >= 0; --k, r *= q) w[k] = w[k + 1] * r;
       double nm = 0, m1 = 0;
       for (int k = 0; k < ndiag; ++k) {
-        nm += w[k];
-        m1 += w[k] * (k - half);
+        const double wk = fold_tap(k, static_cast<int>(kc), r_up, q);
+        nm += wk;
+        m1 += wk * (k - half);
       }
       norm = nm;
+      r_last = r_up;
+      kc_last = static_cast<int>(kc);
       const double dc = m - m1 / nm;
       c += dc;
       if (fabs(dc) < kFoldTolF64) break;
     }
     const double scale = sum / norm;
-    for (int k = 0; k < ndiag; ++k) o[k * k_step] = static_cast<float>(scale * w[k]);
+    for (int k = 0; k < ndiag; ++k)
+      o[k * k_step] = static_cast<float>(scale * fold_tap(k, kc_last, r_last, q));
   } else if (ndiag == 1) {
     o[0] = static_cast<float>(sum);
   } else {

@@ -20,20 +20,21 @@ namespace velox::kern {
 
 // What a machine asks its driver for (FitRequest::kind).
 enum FitRequestKind : int {
-  kReqNone = 0,    // nothing: the machine is done
-  kReqFold,        // fold_rows(d): the resolution-matrix rows into the scratch
-  kReqCcfPrep,     // pseudo_normalise + pixel_positions (the CCF's inputs)
-  kReqCcf,         // cross_correlate(template j, lags lag0 + k lag_step, k < n_lags) -> sc.ccf;
-                   // n_k > 0: templates j .. j + n_k - 1, each one's peak into
-                   // PipelineShared::ccf_peak, ccf_peak_lag
-  kReqGridPrep,    // the chi^2 grid's stencils at velocity v (teams with SIMD forms only)
-  kReqGrid,        // coarse templates j .. j + n_k - 1 at velocity v, each continuum profiled:
-                   // their w->chi2 and w->ok into PipelineShared::grid_raw, grid_ok
-  kReqEmu,         // emulator_coeffs_into(theta + 1): the labels of the velocity-only evaluations
-  kReqEval,        // evaluate(theta) -> ok, w (chi2, grad, hess, continuum), T, dT
-  kReqClip,        // clip_outliers(theta) -> out->n_clipped, sc.ivar
-  kReqArmPixels,   // out->npix_arm[a] = used pixels (ivar > 0) of every arm
-  kReqVGrid,       // velocity-only chi^2 at theta[0] + k v, k0 <= k < k0 + n_k -> vgrid_chi2
+  kReqNone = 0,   // nothing: the machine is done
+  kReqFold,       // fold_rows(d): the resolution-matrix rows into the scratch
+  kReqCcfPrep,    // pseudo_normalise + pixel_positions (the CCF's inputs)
+  kReqCcf,        // cross_correlate(template j, lags lag0 + k lag_step, k < n_lags) -> sc.ccf;
+                  // n_k > 0: templates j .. j + n_k - 1, each one's peak into
+                  // PipelineShared::ccf_peak, ccf_peak_lag
+  kReqGridPrep,   // the chi^2 grid's stencils at velocity v (teams with SIMD forms only)
+  kReqGrid,       // coarse templates j .. j + n_k - 1 at velocity v, each continuum profiled:
+                  // their w->chi2 and w->ok into PipelineShared::grid_raw, grid_ok
+  kReqEmu,        // emulator_coeffs_into(theta + 1): the labels of the velocity-only evaluations
+  kReqEval,       // evaluate(theta) -> ok, w (chi2, grad, hess, continuum), T, dT
+  kReqClip,       // clip_arm per arm (the model of the kReqEval before it) -> sc.ivar,
+                  // PipelineShared::clip_n
+  kReqArmPixels,  // out->npix_arm[a] = used pixels (ivar > 0) of every arm
+  kReqVGrid,      // velocity-only chi^2 at theta[0] + k v, k0 <= k < k0 + n_k -> vgrid_chi2
   kNumReqKinds
 };
 

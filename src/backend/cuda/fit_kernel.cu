@@ -202,6 +202,17 @@ __global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
                  });
 }
 
+// Clipping: one warp per (request, arm) (kern::engine_clip_arm), on the model of the request's
+// evaluation earlier in the fit.
+__global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
+    engine_clip_arm_kernel(const kern::EngineCtl* ctl) {
+  serve_per_warp(ctl->count[kern::kReqClip] * kern::kMaxArms,
+                 [&](const kern::WarpTeam& team, int item, kern::FitData* d,
+                     kern::PipelineScratch* sc, const float** tmpl) {
+                   kern::engine_clip_arm(team, ctl, item, d, sc, tmpl);
+                 });
+}
+
 // The moments grids' kept rows: one warp per (request, arm) (kern::engine_vgrid_rows).
 __global__ void __launch_bounds__(kServeThreads, kMinBlocksPerSM)
     engine_vgrid_rows_kernel(const kern::EngineCtl* ctl) {
@@ -641,7 +652,11 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
     mark(14);
     continuum(std::false_type{}, hc.count[kern::kReqEval]);
     mark(15);
-    serve(IntC<kern::kReqClip>{}, IntC<0>{});
+    if (hc.count[kern::kReqClip] > 0) {
+      const int n_items = hc.count[kern::kReqClip] * kern::kMaxArms;
+      engine_clip_arm_kernel<<<(n_items + kServeWarps - 1) / kServeWarps, kServeThreads, 0,
+                               stream_>>>(ctl);
+    }
     mark(16);
     serve(IntC<kern::kReqArmPixels>{}, IntC<0>{});
     mark(17);

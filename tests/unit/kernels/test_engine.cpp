@@ -340,11 +340,11 @@ static int staged_against_fit_one(const TemplateLibrary& lib, const FitConfig& c
   CHECK(hb.ivar == c.ivar_ref);  // the same pixels clipped
   for (int slot = 0; slot < n_slots; ++slot) CHECK(c.slot_spec[slot] == kern::kSlotDrained);
   // The full evaluations all went through the row stages (none left to engine_serve<kReqEval>
-  // but velocity-only, segment and continuum-only ones; the outlier clip's evaluation, counted
-  // in n_eval[0] too, is served with its kReqClip request), several per round and per GEMM.
+  // but velocity-only, segment and continuum-only ones; the outlier clip's evaluation too, a
+  // kReqEval before its kReqClip), several per round and per GEMM.
   long full = 0;
   for (int s = 0; s < 2 * n; ++s) full += ref[s].n_eval[0] + ref[s].n_eval[1];
-  CHECK(st.served_rows == full - st.served[kern::kReqClip]);
+  CHECK(st.served_rows == full);
   CHECK(st.gemms > 0);
   CHECK(st.served_rows > st.gemms);
   CHECK(st.emu_gemms > 0);
@@ -364,6 +364,10 @@ static int staged_against_fit_one(const TemplateLibrary& lib, const FitConfig& c
   for (const auto& bs : hb.spec) multi_arm = multi_arm || bs.n_arms > 1;
   CHECK(st.eval_items >= st.cont_evals);
   CHECK((st.eval_items > st.cont_evals || !multi_arm));
+  // Clipping per (request, arm): every arm of every clip request an item.
+  CHECK(st.served[kern::kReqClip] > 0);
+  CHECK(st.clip_items >= st.served[kern::kReqClip]);
+  CHECK((st.clip_items > st.served[kern::kReqClip] || !multi_arm));
   // The moments grids per point: every point of every request an item.
   CHECK(n_mom > 0);
   CHECK(st.served[kern::kReqVGrid] > 0);
@@ -373,11 +377,13 @@ static int staged_against_fit_one(const TemplateLibrary& lib, const FitConfig& c
                "staged engine: %d fits over %d slots, %ld rounds, %ld full evaluations in %ld row "
                "GEMMs, %ld emulator products (with %ld emulator requests), %ld other evaluations "
                "(%ld segments) per arm (%ld template items), %ld moments grids in %ld point "
-               "items, %d rotated fits; worst chi2 %.2e relative, parameters %.2e sigma, "
+               "items, %ld clips in %ld arm items, %d rotated fits; worst chi2 %.2e relative, "
+               "parameters %.2e sigma, "
                "VRAD_SKEW/KURT %.2e (%d fits)\n",
                2 * n, n_slots, st.rounds, st.served_rows, st.gemms, st.emu_gemms, st.emu_in_product,
                st.cont_evals, st.cont_segs, st.eval_items, st.served[kern::kReqVGrid],
-               st.items[kern::kReqVGrid], n_rot, worst_chi2, worst_sigma, worst_mom, n_mom);
+               st.items[kern::kReqVGrid], st.served[kern::kReqClip], st.clip_items, n_rot,
+               worst_chi2, worst_sigma, worst_mom, n_mom);
   return n_rot;
 }
 
