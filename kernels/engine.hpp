@@ -271,12 +271,17 @@ VX_HD VX_INLINE double* eval_arm_tg(double* Tg, const GridView& g, int k) {
 // no rotated model: Tg unset), and every slot keeps rows for every arm (FitData::Tv, which the
 // staged engine's velocity-only stages read). The GPU's sizing gives both (CudaBackend::
 // slot_sizes: the kept rows of the batch's most arms; np, Tg's parts, widened to those arms
-// when the batch has a rotated model); the host executor checks them.
+// when the batch has a rotated model); the host executor and StagedEngine::run check them, for
+// spectra of at most `arms` arms (the device's run passes the batch's most: b.spec is device
+// memory there), or of the batch's spectra.
+inline bool eval_arm_scratch_fits(const BatchView& b, int arms) {
+  const bool tg = !b.Tg || b.slot_grid <= 0 || slot_counts(b).Tg >= (long long)arms * b.grid.n_tpix;
+  return tg && b.Tv && b.slot_vrows >= (long long)arms * b.grid.n_tpix;
+}
 inline bool eval_arm_scratch_fits(const BatchView& b) {
   int arms = 0;
   for (int s = 0; s < b.n_spec; ++s) arms = b.spec[s].n_arms > arms ? b.spec[s].n_arms : arms;
-  const bool tg = !b.Tg || b.slot_grid <= 0 || slot_counts(b).Tg >= (long long)arms * b.grid.n_tpix;
-  return tg && b.Tv && b.slot_vrows >= (long long)arms * b.grid.n_tpix;
+  return eval_arm_scratch_fits(b, arms);
 }
 
 // Item `item` of this round's requests of kind Kind served per (request, arm): request item /

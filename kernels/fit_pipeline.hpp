@@ -72,6 +72,7 @@ struct NewtonMachine {
 // singular). Leaves w describing the continuum-only fit.
 struct StatsMachine {
   int pc = 0;
+  int have_eval = 0;  // w holds the evaluation at best.theta already (the clip's, nothing clipped)
 };
 
 // Velocity of every segment of d (an arm, or a blue/red half) with the labels held at theta
@@ -242,8 +243,10 @@ VX_HD VX_NOINLINE bool stats_step(StatsMachine& m, const FitData& d, PipelineSha
                                   PipelineResult* out, FitRequest* rq) {
   const EvalWork* w = &sh->w;
   VX_MACHINE_BEGIN(m)
-  request_eval(rq, sh->best.theta, 0);
-  VX_YIELD(m, 1);
+  if (!m.have_eval) {
+    request_eval(rq, sh->best.theta, 0);
+    VX_YIELD(m, 1);
+  }
   out->best = sh->best;
   for (int a = 0; a < kMaxArms; ++a) {
     out->chi2_arm[a] = a < d.n_arms ? w->chi2_arm[a] : NAN;
@@ -461,6 +464,9 @@ VX_HD VX_NOINLINE bool fit_step(FitMachine& m, int L, const GridView& g, const F
   }
   // ---- Statistics at the solution ---------------------------------------------------------
   m.st.pc = 0;
+  // Nothing clipped: best is where the clip evaluated, and w still holds that evaluation (the
+  // clip writes only ivar, and only where it clips), so the statistics take it.
+  m.st.have_eval = cfg.clip_sigma > 0 && out->n_clipped == 0;
   while (stats_step<Team>(m.st, d, sh, out, rq)) VX_YIELD(m, 12);
   if (m.fit_vs) {
     // Slow rotators: chi^2 at VSINI = 0 (the rest at the best fit) against the best chi^2; when
@@ -650,6 +656,7 @@ VX_HD VX_NOINLINE bool held_step(HeldMachine& m, int L, const FitData& d,
   sh->best.niter = 0;
   sh->best.status = kLMConverged;
   m.st.pc = 0;
+  m.st.have_eval = cfg.clip_sigma > 0 && out->n_clipped == 0;  // as fit_step: the clip's at m.th
   while (stats_step<Team>(m.st, d, sh, out, rq)) VX_YIELD(m, 7);
   m.sg.pc = 0;
   for (int q = 0; q < kMaxParams; ++q) m.sg.theta[q] = m.th[q];

@@ -416,6 +416,9 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
   rounds_ = gemms_ = emu_gemms_ = item_chunks_ = 0;
   if (b.n_spec <= 0) return;
   if (b.n_slots != n_slots_) throw std::logic_error("StagedEngine: batch with another slot count");
+  // The per-arm stages' scratch (Tg's part and kept rows per arm), as the host executor checks.
+  if (!kern::eval_arm_scratch_fits(b, std::max(max_arms, 1)))
+    throw std::logic_error("StagedEngine: slot scratch without a part per arm");
   const int G = static_cast<int>(basis_d.size());
   const int K1 = b.em.n_comp, ncol = kern::rows_ncol(b.em.n_label);
   long long coef_n = 0, out_n = 0;
