@@ -24,7 +24,8 @@
 #             the 29-fibre DESI-layout coadd (desi.h5)
 #   engine    the batched engines (VELOX_GPU_ENGINE=kinds, and staged: the row GEMMs with cuBLAS)
 #             against the warp kernel: velox bench --device gpu with each (DESI-layout with
-#             desi.h5, LAMOST with MILES), the DESI-layout catalogs of each to
+#             desi.h5, the staged engine's with --device cpu,gpu for the GPU/CPU ratio; LAMOST
+#             with MILES), the DESI-layout catalogs of each to
 #             $OUT/engine-{warp,kinds,staged}.h5 (compare them here with
 #             scripts/compare_devices.py), gpu.parity of both engines, memcheck and racecheck of
 #             the staged engine and memcheck of the kinds engine on one LAMOST spectrum, and
@@ -151,8 +152,12 @@ for stage in "$@"; do
       for eng in ${ENGINES:-warp kinds staged}; do
         # The staged engine's device time per stage (VELOX_GPU_STAGE_TIMES, printed to stderr
         # when the backend ends) goes to engine-stages-$eng-desi.txt.
+        # The staged engine's DESI-layout bench takes the CPU too (--threads THREADS): the
+        # issue's GPU/CPU ratio in the same call (about 30 s more).
+        devs=gpu
+        [[ $eng == staged ]] && devs=cpu,gpu
         VELOX_GPU_ENGINE=$eng VELOX_GPU_STAGE_TIMES=1 "$vx" bench --templates "$desi_lib" \
-          --device gpu --threads "$THREADS" --replicate "${REPLICATE_DESI:-4000}" --repeat 3 \
+          --device "$devs" --threads "$THREADS" --replicate "${REPLICATE_DESI:-4000}" --repeat 3 \
           "$data"/desi_lamost/*.fits 2>"$OUT/engine-stages-$eng-desi.txt" |
           sed "s/^/$eng desi: /"
         grep -A18 "stage times" "$OUT/engine-stages-$eng-desi.txt" | head -40 |
