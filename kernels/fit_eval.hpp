@@ -795,7 +795,7 @@ VX_HD VX_INLINE double legendre_scaled(double x, int deg, double s, double* z,
     if (a) sum += a[1] * p1;
   }
   for (int n = 2; n <= deg; ++n) {
-    const double p = ((2 * n - 1) * x * p1 - (n - 1) * p2) / n;
+    const double p = legendre_next(n, x, p1, p2);
     z[n] = s * p;
     if (a) sum += a[n] * p;
     p2 = p1;
@@ -1400,11 +1400,12 @@ VX_HD VX_NOINLINE void profile_continuum(const Team& team, const FitData& d, int
     profile_continuum_simd(team, d, cont_deg, np, need_jac, T, dT, w);
 }
 
-// The continuum sum_j c[j] P_j(x), j <= deg, in continuum_basis<Cheb>'s basis: the basis into an
-// array, then the products summed from 0 in order. Legendre's (the lane forms, which the GPU
-// runs) keeps no array: the same recurrence and sums term by term, so that a GPU lane has no
-// stack frame for it. Chebyshev's (the CPU's SIMD teams) keeps the array form, whose rounding
-// with fused multiply-adds the CPU's catalogs were checked with.
+// The continuum sum_j c[j] P_j(x), j <= deg, in Chebyshev's basis (Cheb: the CPU's SIMD forms)
+// or Legendre's (the lane forms, which the GPU runs): the basis into an array, then the products
+// summed from 0 in order. Legendre's keeps no array: the same recurrence (legendre_next) and sums
+// term by term, so that a GPU lane has no stack frame for it. Chebyshev's (the CPU's SIMD teams)
+// keeps the array form, whose rounding with fused multiply-adds the CPU's catalogs were checked
+// with.
 template <bool Cheb>
 VX_HD VX_INLINE double continuum_at(double x, int deg, const double* c) {
   if constexpr (Cheb) {
@@ -1418,7 +1419,7 @@ VX_HD VX_INLINE double continuum_at(double x, int deg, const double* c) {
     s += c[0] * p2;
     if (deg >= 1) s += c[1] * p1;
     for (int n = 2; n <= deg; ++n) {
-      const double p = ((2 * n - 1) * x * p1 - (n - 1) * p2) / n;
+      const double p = legendre_next(n, x, p1, p2);
       s += c[n] * p;
       p2 = p1;
       p1 = p;

@@ -45,11 +45,18 @@ VX_HD VX_INLINE void cubic_weights(double f, double* w, double* dw) {
   dw[3] = 1.5 * f2 - f;
 }
 
+// Bonnet's recursion: P_n(x) from p1 = P_{n-1}(x) and p2 = P_{n-2}(x), n >= 2. The one
+// expression of every Legendre form (legendre, legendre_scaled, continuum_at), which agree bit
+// for bit through it.
+VX_HD VX_INLINE double legendre_next(int n, double x, double p1, double p2) {
+  return ((2 * n - 1) * x * p1 - (n - 1) * p2) / n;
+}
+
 // Legendre polynomials P_0..P_deg at x in [-1, 1] (Bonnet recursion) into p[deg+1].
 VX_HD VX_INLINE void legendre(double x, int deg, double* p) {
   p[0] = 1.0;
   if (deg >= 1) p[1] = x;
-  for (int n = 2; n <= deg; ++n) p[n] = ((2 * n - 1) * x * p[n - 1] - (n - 1) * p[n - 2]) / n;
+  for (int n = 2; n <= deg; ++n) p[n] = legendre_next(n, x, p[n - 1], p[n - 2]);
 }
 
 // Chebyshev polynomials of the first kind T_0..T_deg at x in [-1, 1] (T_n = 2x T_{n-1} - T_{n-2}:
@@ -62,16 +69,6 @@ VX_HD VX_INLINE void chebyshev(double x, int deg, double* p) {
   if (deg >= 1) p[1] = x;
   const double y = 2.0 * x;
   for (int n = 2; n <= deg; ++n) p[n] = y * p[n - 1] - p[n - 2];
-}
-
-// The continuum's basis at x: Chebyshev's (Cheb, the CPU's SIMD forms) or Legendre's (the GPU's
-// lane forms); the same polynomials either way.
-template <bool Cheb>
-VX_HD VX_INLINE void continuum_basis(double x, int deg, double* p) {
-  if (Cheb)
-    chebyshev(x, deg, p);
-  else
-    legendre(x, deg, p);
 }
 
 // The same for V points at once, transposed: p[n * V + v] = T_n(x[v]) for n <= deg.

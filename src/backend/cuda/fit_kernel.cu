@@ -499,6 +499,8 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
   check(cudaGetLastError(), "engine_init_kernel launch");
   const int reset_n = std::max(G, 32);
   const unsigned max_serve = (n_slots_ + kServeWarps - 1) / kServeWarps;
+  // Blocks for n items at one warp each (the items' kernels loop over their grid otherwise).
+  auto item_blocks = [](int n) { return (n + kServeWarps - 1) / kServeWarps; };
   auto blocks = [&](int n) {
     return std::min<unsigned>(max_serve,
                               (static_cast<unsigned>(n) + kServeWarps - 1) / kServeWarps);
@@ -546,13 +548,16 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
       if (hc.count[K] > 0)
         engine_serve_kernel<K, S><<<blocks(hc.count[K]), kServeThreads, 0, stream_>>>(ctl);
     };
+    // A kernel of one warp per (request, arm) over the n_req requests of a kind, if any.
+    auto per_arm = [&](void (*kernel)(const kern::EngineCtl*), int n_req) {
+      if (n_req > 0)
+        kernel<<<item_blocks(n_req * kern::kMaxArms), kServeThreads, 0, stream_>>>(ctl);
+    };
     // The continuum of n requests: a warp per (request, arm), then a thread per request.
     auto continuum = [&](auto rows, int n) {
       constexpr bool R = decltype(rows)::value;
       if (n <= 0) return;
-      const int n_items = n * kern::kMaxArms;
-      engine_cont_arm_kernel<R>
-          <<<(n_items + kServeWarps - 1) / kServeWarps, kServeThreads, 0, stream_>>>(ctl);
+      per_arm(engine_cont_arm_kernel<R>, n);
       engine_cont_finish_kernel<R>
           <<<(n + kEngineStepThreads - 1) / kEngineStepThreads, kEngineStepThreads, 0, stream_>>>(
               ctl);
@@ -568,7 +573,7 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
     auto in_chunks = [&](int n_items, auto launch) {
       for (int first = 0; first < n_items; first += ti.cap) {
         const int n = std::min(ti.cap, n_items - first);
-        launch(first, n, (n + kServeWarps - 1) / kServeWarps);
+        launch(first, n, item_blocks(n));
         ++item_chunks_;
       }
     };
@@ -647,28 +652,18 @@ void StagedEngine::run(const kern::BatchView& b, const std::vector<const double*
     }
     // The other evaluations: their template stage and then their continuum per (request, arm),
     // and per request, as the row requests'.
-    if (hc.count[kern::kReqEval] > 0) {
-      const int n_items = hc.count[kern::kReqEval] * kern::kMaxArms;
-      engine_eval_arm_kernel<<<(n_items + kServeWarps - 1) / kServeWarps, kServeThreads, 0,
-                               stream_>>>(ctl);
-    }
+    per_arm(engine_eval_arm_kernel, hc.count[kern::kReqEval]);
     mark(14);
     continuum(std::false_type{}, hc.count[kern::kReqEval]);
     mark(15);
-    if (hc.count[kern::kReqClip] > 0) {
-      const int n_items = hc.count[kern::kReqClip] * kern::kMaxArms;
-      engine_clip_arm_kernel<<<(n_items + kServeWarps - 1) / kServeWarps, kServeThreads, 0,
-                               stream_>>>(ctl);
-    }
+    per_arm(engine_clip_arm_kernel, hc.count[kern::kReqClip]);
     mark(16);
     serve(IntC<kern::kReqArmPixels>{}, IntC<0>{});
     mark(17);
     // The moments grids: each (request, arm)'s kept rows, then a warp per (request, point), in
     // chunks of the items' buffers.
     if (hc.count[kern::kReqVGrid] > 0) {
-      const int n_rows = hc.count[kern::kReqVGrid] * kern::kMaxArms;
-      engine_vgrid_rows_kernel<<<(n_rows + kServeWarps - 1) / kServeWarps, kServeThreads, 0,
-                                 stream_>>>(ctl);
+      per_arm(engine_vgrid_rows_kernel, hc.count[kern::kReqVGrid]);
       in_chunks(hc.count[kern::kReqVGrid] * kern::kVGridItems, [&](int first, int n, int nb) {
         engine_vgrid_items_kernel<<<nb, kServeThreads, 0, stream_>>>(ctl, first, n);
       });
